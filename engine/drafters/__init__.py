@@ -1,0 +1,13 @@
+"""Tree builders: method name -> (config dataclass, build function).
+
+`build(draft: TreeBuilder, state: DecodeState, cfg, gen: torch.Generator) -> Tree`; configs
+are frozen dataclasses with the papers' parameter names and defaults.
+"""
+
+from engine.drafters import autoregressive, fixed_tree, linear
+
+DRAFTERS = {
+    "autoregressive": (autoregressive.AutoregressiveConfig, autoregressive.build),
+    "linear": (linear.LinearConfig, linear.build),
+    "fixed_tree": (fixed_tree.FixedTreeConfig, fixed_tree.build),
+}

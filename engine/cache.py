@@ -1,0 +1,93 @@
+"""A causal LM with its KV cache: committed prefix, tree append, compaction to the accepted path.
+
+Cache layout during one decoding iteration (S = sequence axis of every layer's keys/values):
+
+    [ committed tokens 0 .. committed-1 | tree nodes appended in feed order ]
+
+Tree nodes are fed with an additive ancestor-only mask and explicit position ids
+(prefix + depth), which for Llama/Qwen2 and GPTNeoX gives the same keys/values as feeding the
+accepted path one token at a time. After verification `keep` selects the committed slots plus
+the accepted nodes' slots, so the prefix is never recomputed (SpecInfer Sec. 4; DDTree Sec. 3.3).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from engine.tree import additive_mask
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class CachedModel:
+    def __init__(self, model) -> None:
+        from transformers import DynamicCache
+
+        self.model = model
+        self.device = model.device
+        self.dtype = model.dtype
+        self.cache = DynamicCache(config=model.config)
+        self.committed = 0  # leading cache slots that hold committed tokens
+        self.forward_seconds = 0.0  # wall time inside model forwards (synchronised on CUDA)
+        self.forward_calls = 0
+
+    @property
+    def length(self) -> int:
+        return self.cache.get_seq_length()
+
+    @torch.inference_mode()
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
+                visible: torch.Tensor | None = None) -> torch.Tensor:
+        """Append `tokens` [n] at `positions` [n]; returns logits [n, V].
+
+        visible: [n, length + n] bool over all cache slots then the new tokens; None means the
+        new tokens are a causal continuation of everything in the cache.
+        """
+        n = tokens.shape[0]
+        mask = None
+        if visible is not None and not bool(visible.all()):
+            mask = additive_mask(visible, self.dtype)[None, None]  # [1, 1, n, length + n]
+        sync(self.device)
+        start = time.perf_counter()
+        out = self.model(input_ids=tokens.view(1, n), position_ids=positions.view(1, n),
+                         attention_mask=mask, past_key_values=self.cache, use_cache=True,
+                         logits_to_keep=0)
+        logits = out.logits[0]  # [n, V]
+        sync(self.device)
+        self.forward_seconds += time.perf_counter() - start
+        self.forward_calls += 1
+        return logits
+
+    def extend(self, tokens: list[int]) -> torch.Tensor | None:
+        """Feed committed tokens causally (prefill / catch-up); returns their logits [n, V]."""
+        if not tokens:
+            return None
+        assert self.length == self.committed, "extend() with uncommitted tree nodes in cache"
+        ids = torch.tensor(tokens, dtype=torch.long, device=self.device)
+        pos = torch.arange(self.committed, self.committed + len(tokens), device=self.device)
+        logits = self.forward(ids, pos)
+        self.committed += len(tokens)
+        return logits
+
+    def keep(self, slots: torch.Tensor) -> None:
+        """Keep only cache `slots` [k] (in this order) and mark them all committed."""
+        slots = slots.to(self.device)
+        for layer in self.cache.layers:
+            if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
+                continue
+            layer.keys = layer.keys.index_select(-2, slots)
+            layer.values = layer.values.index_select(-2, slots)
+        self.committed = int(slots.shape[0])
+
+    def commit(self, accepted_slots: list[int]) -> None:
+        """Keep the committed prefix followed by the given tree slots; drop every other node."""
+        if self.length == self.committed and not accepted_slots:
+            return
+        head = torch.arange(self.committed, device=self.device)
+        tail = torch.tensor(accepted_slots, dtype=torch.long, device=self.device)
+        self.keep(torch.cat([head, tail]))

@@ -1,0 +1,106 @@
+"""Strict parsing of method parameters into frozen config dataclasses, once, at the edge.
+
+Values arrive as strings from the CLI (`--param depth=4`) or typed from YAML; both go through
+`parse_config`, which rejects unknown names and values of the wrong type with one clear line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, Literal
+
+
+class ConfigError(ValueError):
+    """Bad user input (unknown method, parameter, wrong type, ...): one line, no traceback."""
+
+
+def config_fields(cls: type) -> dict[str, Any]:
+    """name -> resolved type annotation of a config dataclass."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def coerce(value: Any, tp: Any, where: str) -> Any:
+    """Convert a CLI string or YAML value to the annotated type, or raise ConfigError."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value in choices:
+            return value
+        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(str, choices))}")
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            return None
+        return coerce(value, args[0], where)
+    if origin is tuple:
+        (item,) = {a for a in typing.get_args(tp) if a is not Ellipsis}
+        if isinstance(value, str):
+            value = [v for v in value.replace("[", "").replace("]", "").split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return tuple(coerce(v, item, where) for v in value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    raise TypeError(f"unsupported config field type {tp!r} at {where}")
+
+
+def parse_config(cls: type, params: dict[str, Any], where: str = "") -> Any:
+    """Build config dataclass `cls` from `params`; unknown or mistyped names raise ConfigError.
+
+    Dataclass `__post_init__` range checks raising ValueError are reported as ConfigError.
+    """
+    fields = config_fields(cls)
+    prefix = f"{where}: " if where else ""
+    unknown = sorted(set(params) - set(fields))
+    if unknown:
+        known = ", ".join(fields) or "none"
+        raise ConfigError(f"{prefix}unknown parameter {unknown[0]!r} (known: {known})")
+    values = {k: coerce(v, fields[k], f"{prefix}parameter {k!r}") for k, v in params.items()}
+    try:
+        return cls(**values)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{prefix}{e}") from None
+
+
+def parse_key_values(pairs: typing.Iterable[str]) -> dict[str, str]:
+    """['depth=4', 'branch=2'] -> {'depth': '4', 'branch': '2'}."""
+    out = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--param expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out

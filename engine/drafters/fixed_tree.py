@@ -1,0 +1,50 @@
+"""Fixed-shape tree: breadth-first top-`branch` expansion to `depth`, capped at `budget` nodes.
+
+Every node of a level gets its `branch` most probable draft children, in order of decreasing
+path probability within the level, until the node budget (root excluded) is spent. This is
+the static k-ary token tree of SpecInfer (Miao et al. 2024, Sec. 3) with a node cap; children
+are deterministic (top-k), so at temperature > 0 it needs a verifier for deterministic trees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.draft import DecodeState, TreeBuilder
+from engine.tree import Tree
+
+
+@dataclass(frozen=True)
+class FixedTreeConfig:
+    depth: int = 4  # levels below the root
+    branch: int = 2  # children per expanded node
+    budget: int = 32  # draft nodes at most (root excluded)
+
+    def __post_init__(self) -> None:
+        if self.depth < 1 or self.branch < 1 or self.budget < 1:
+            raise ValueError("depth, branch and budget must all be >= 1")
+
+
+def build(draft: TreeBuilder, state: DecodeState, cfg: FixedTreeConfig,
+          gen: torch.Generator) -> Tree:
+    level = [0]
+    logp = {0: 0.0}  # node -> log path probability under the draft
+    for _ in range(min(cfg.depth, state.remaining)):
+        room = cfg.budget - (draft.size - 1)
+        if room <= 0 or not level:
+            break
+        probs = draft.expand(level)  # [len(level), V]
+        top_p, top_t = probs.topk(cfg.branch, dim=-1)  # [len(level), branch]
+        cand = torch.log(top_p.clamp(min=1e-30)) + torch.tensor([logp[i] for i in level],
+                                                                 device=probs.device)[:, None]
+        order = cand.flatten().argsort(descending=True)[:room].tolist()
+        nxt = []
+        for flat in sorted(order, key=lambda f: (f // cfg.branch, f % cfg.branch)):
+            row, col = divmod(flat, cfg.branch)
+            node = draft.add(level[row], int(top_t[row, col]))
+            logp[node] = float(cand[row, col])
+            nxt.append(node)
+        level = nxt
+    return draft.tree("deterministic")

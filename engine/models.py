@@ -1,0 +1,225 @@
+"""Model registry and loading: built-in tiny random models, the fetched real pair, local folders.
+
+Names resolve in this order (DESIGN.md, "Built-in model names"):
+1. `tiny-llama`, `tiny-llama-draft`, `tiny-neox`, `tiny-neox-draft`: small random-weight fp32
+   models built from configs with fixed seeds and a byte-level tokenizer. Each draft is derived
+   from its target (the target's weights plus small relative noise), so its greedy tokens agree
+   with the target's often but not always: long accepted paths and rejections both get
+   exercised.
+2. The real pair (`qwen2.5-coder-1.5b`, `qwen2.5-coder-0.5b`), loaded from the folder that
+   `orch models fetch` converts into (`engine.fetch.model_dir`).
+3. A local Hugging Face folder (config.json + weights), or where a hub is reachable a hub id.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engine.config import ConfigError
+
+BYTE_VOCAB = 256
+BOS_ID, EOS_ID = 256, 257
+TINY_VOCAB = 260  # 256 bytes + BOS + EOS, padded
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as token ids 0..255, plus BOS and EOS; no chat template."""
+
+    eos_token_id = EOS_ID
+    bos_token_id = BOS_ID
+    vocab_size = TINY_VOCAB
+
+    def encode(self, text: str) -> list[int]:
+        return [BOS_ID] + list(text.encode("utf-8"))
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(i for i in ids if i < BYTE_VOCAB).decode("utf-8", errors="replace")
+
+    def chat_template_encode(self, text: str) -> list[int] | None:
+        return None
+
+
+class HFTokenizer:
+    """Adapter giving a Hugging Face tokenizer the engine's small tokenizer protocol."""
+
+    def __init__(self, tok: Any):
+        self.tok = tok
+        self.eos_token_id = tok.eos_token_id
+        self.bos_token_id = tok.bos_token_id
+        self.vocab_size = len(tok)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tok(text)["input_ids"])
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tok.decode(ids, skip_special_tokens=True)
+
+    def chat_template_encode(self, text: str) -> list[int] | None:
+        if not getattr(self.tok, "chat_template", None):
+            return None
+        out = self.tok.apply_chat_template([{"role": "user", "content": text}],
+                                           add_generation_prompt=True, tokenize=True)
+        return list(out["input_ids"] if hasattr(out, "keys") else out)
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    family: str  # "llama" | "neox"
+    layers: int
+    draft_of: str | None = None  # target name: draft = its weights plus relative noise
+    seed: int = 0
+    noise: float = 0.0  # relative std of the noise added to the target's weights
+
+
+TINY_MODELS = {
+    "tiny-llama": TinySpec("llama", layers=4, seed=1234),
+    "tiny-llama-draft": TinySpec("llama", layers=4, draft_of="tiny-llama", seed=99, noise=0.03),
+    "tiny-neox": TinySpec("neox", layers=4, seed=4321),
+    "tiny-neox-draft": TinySpec("neox", layers=4, draft_of="tiny-neox", seed=77, noise=0.05),
+}
+# Larger than the usual 0.02 so attention and MLPs shape the output (with 0.02 a random
+# model repeats a few tokens). Drafts are noisy full-depth copies: a truncated copy of a
+# random model agrees with it on under 5% of greedy tokens, too rare to exercise long paths.
+TINY_INIT_STD = 0.1
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    name: str
+    model: Any  # a transformers PreTrainedModel in eval mode
+    tokenizer: Any  # ByteTokenizer | HFTokenizer
+    device: torch.device
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class Pair:
+    target: LoadedModel
+    draft: LoadedModel
+
+
+def _tiny_config(family: str, layers: int) -> Any:
+    from transformers import GPTNeoXConfig, LlamaConfig
+
+    common = dict(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=192,
+                  num_hidden_layers=layers, num_attention_heads=4, max_position_embeddings=4096,
+                  bos_token_id=BOS_ID, eos_token_id=EOS_ID, initializer_range=TINY_INIT_STD)
+    if family == "llama":
+        return LlamaConfig(num_key_value_heads=2, tie_word_embeddings=False, **common)
+    return GPTNeoXConfig(rotary_pct=0.5, use_parallel_residual=True, **common)
+
+
+def _build_tiny(name: str) -> Any:
+    from transformers import GPTNeoXForCausalLM, LlamaForCausalLM
+
+    spec = TINY_MODELS[name]
+    cls = LlamaForCausalLM if spec.family == "llama" else GPTNeoXForCausalLM
+    if spec.draft_of is None:
+        torch.manual_seed(spec.seed)
+        return cls(_tiny_config(spec.family, spec.layers))
+    target = _build_tiny(spec.draft_of)
+    draft = cls(_tiny_config(spec.family, spec.layers))
+    state = dict(target.state_dict())
+    gen = torch.Generator().manual_seed(spec.seed)
+    for k, v in state.items():
+        if v.is_floating_point() and v.dim() >= 2:
+            state[k] = v + spec.noise * v.std() * torch.randn(v.shape, generator=gen)
+    draft.load_state_dict(state)
+    return draft
+
+
+def real_model_names() -> list[str]:
+    try:
+        from engine.fetch import REAL_MODELS
+    except ImportError:
+        return []
+    return list(REAL_MODELS)
+
+
+def resolve(name: str) -> str:
+    """Check that `name` can be loaded, without loading it. Returns what kind it is:
+    "tiny", "real" or "folder". Raises ConfigError with one clear line otherwise."""
+    if name in TINY_MODELS:
+        return "tiny"
+    if name in real_model_names():
+        from engine.fetch import is_fetched
+
+        if not is_fetched(name):
+            raise ConfigError(f"model {name!r} is not fetched yet; run `orch models fetch {name}`")
+        return "real"
+    path = Path(name).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        return "folder"
+    known = ", ".join(list(TINY_MODELS) + real_model_names())
+    raise ConfigError(f"unknown model {name!r}: not a built-in name ({known}) "
+                      f"nor a local folder with config.json")
+
+
+def pick_device(device: str | None = None) -> torch.device:
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """Default: bf16 on CUDA; fp32 on CPU, where bf16 matmuls are emulated (MODELS.md)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in table:
+        raise ConfigError(f"unknown dtype {dtype!r} (known: {', '.join(table)})")
+    return table[dtype]
+
+
+def load_model(name: str, device: str | None = None, dtype: str | torch.dtype | None = None,
+               attn_implementation: str = "sdpa") -> LoadedModel:
+    kind = resolve(name)
+    dev = pick_device(device)
+    if kind == "tiny":
+        model = _build_tiny(name)
+        dt = torch.float32 if dtype in (None, "auto") else pick_dtype(dtype, dev)
+        tokenizer: Any = ByteTokenizer()
+    else:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if kind == "real":
+            from engine.fetch import model_dir
+
+            folder = str(model_dir(name))
+        else:
+            folder = str(Path(name).expanduser())
+        dt = pick_dtype(dtype, dev)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt)
+        tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(folder))
+    model.set_attn_implementation(attn_implementation)
+    model = model.to(device=dev, dtype=dt).eval()
+    model.requires_grad_(False)
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=dev, dtype=dt)
+
+
+def load_pair(target: str, draft: str, device: str | None = None,
+              dtype: str | torch.dtype | None = None) -> Pair:
+    """Load a target/draft pair; both must share one vocabulary (checked)."""
+    resolve(target), resolve(draft)  # fail on either name before loading anything
+    t = load_model(target, device, dtype)
+    d = load_model(draft, device, dtype)
+    tv, dv = t.model.config.vocab_size, d.model.config.vocab_size
+    if t.tokenizer.vocab_size != d.tokenizer.vocab_size and tv != dv:
+        raise ConfigError(f"target {target!r} and draft {draft!r} have different vocabularies "
+                          f"({tv} vs {dv})")
+    return Pair(target=t, draft=d)
+
+
+def num_threads_from_env() -> None:
+    """Honour ORCH_NUM_THREADS (CPU trials pin their intra-op thread count)."""
+    n = os.environ.get("ORCH_NUM_THREADS")
+    if n:
+        torch.set_num_threads(int(n))

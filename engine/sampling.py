@@ -1,0 +1,89 @@
+"""Temperature / top-p warping, residual distributions, and sampling with explicit generators.
+
+Draft and target logits go through the same `warp` before verification, so every verifier
+compares the distributions the user asked to sample from (speculative sampling, Leviathan et
+al. 2023, Sec. 2.3; Chen et al. 2023, Alg. 2). Temperature 0 means greedy: `warp` returns the
+one-hot distribution of the argmax, for which every lossless verifier reduces to exact-match
+greedy verification.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Warp:
+    temperature: float = 0.0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+def warp(logits: torch.Tensor, w: Warp) -> torch.Tensor:
+    """[..., V] logits -> [..., V] float32 probabilities after temperature and top-p."""
+    logits = logits.float()
+    if w.greedy:
+        return torch.zeros_like(logits).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    probs = torch.softmax(logits / w.temperature, dim=-1)
+    return top_p_filter(probs, w.top_p) if w.top_p < 1.0 else probs
+
+
+def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Nucleus filtering (Holtzman et al. 2020): keep the smallest set of most probable tokens
+    whose mass reaches top_p, renormalised. [..., V] -> [..., V]."""
+    sorted_p, order = probs.sort(dim=-1, descending=True)
+    mass_before = sorted_p.cumsum(-1) - sorted_p  # mass of strictly more probable tokens
+    sorted_p = sorted_p.masked_fill(mass_before >= top_p, 0.0)
+    kept = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def sample(probs: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Draw one token per row. [..., V] -> [...] long."""
+    flat = probs.reshape(-1, probs.shape[-1])
+    return torch.multinomial(flat, 1, generator=gen).reshape(probs.shape[:-1])
+
+
+def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """norm(max(p - q, 0)): the distribution to resample from after rejecting a draft token
+    drawn from q (Leviathan et al. 2023, Alg. 1). [..., V] -> [..., V].
+
+    Where p <= q everywhere (only possible when p == q) the residual is undefined and never
+    sampled; we return p there so callers stay NaN-free.
+    """
+    r = (p - q).clamp_(min=0.0)
+    mass = r.sum(-1, keepdim=True)
+    return torch.where(mass > 0, r / mass.clamp(min=1e-30), p)
+
+
+def sample_without_replacement(probs: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
+    """k distinct tokens from [V] probs by the Gumbel-top-k trick (Kool et al. 2019): the
+    result is distributed as sequential sampling without replacement. -> [k] long, in draw
+    order. Tokens of zero probability are never drawn: k is capped by the support size."""
+    support = int((probs > 0).sum())
+    k = min(k, support)
+    u = torch.rand(probs.shape, generator=gen, device=probs.device, dtype=torch.float64)
+    gumbel = -torch.log(-torch.log(u.clamp_(min=1e-300)))
+    keys = torch.log(probs.double()) + gumbel  # -inf for zero-probability tokens
+    return keys.topk(k).indices
+
+
+def without_replacement_residual(probs: torch.Tensor, drawn: torch.Tensor) -> torch.Tensor:
+    """The distribution of the next draw without replacement after `drawn`: probs with the
+    drawn tokens removed, renormalised (used by SpecInfer multi-round rejection and DySpec).
+    [V], [k] -> [V]."""
+    rest = probs.clone()
+    rest[drawn] = 0.0
+    mass = rest.sum()
+    return rest / mass if mass > 0 else rest

@@ -1,0 +1,118 @@
+"""The draft tree: parallel tensors in topological order (DESIGN.md, "Core types").
+
+Node 0 is the root, the last committed token; every other node is a drafted token whose
+parent index is smaller than its own. The target verifies the whole tree in one forward pass
+where each node attends to the committed prefix, its ancestors and itself (the ancestor-only
+mask of SpecInfer / DDTree Sec. 3.3), at position ``prefix_len + depth``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+SAMPLING_MODES = ("iid", "without_replacement", "deterministic")
+
+
+@dataclass(frozen=True)
+class Tree:
+    tokens: torch.Tensor  # [N] long: node tokens, tokens[0] = root (last committed token)
+    parents: torch.Tensor  # [N] long: parent index, parents[0] = -1, parents[i] < i
+    depth: torch.Tensor  # [N] long: depth[0] = 0, depth[i] = depth[parents[i]] + 1
+    q: torch.Tensor | None = None  # [N, V] draft distribution node i's children came from
+    sampling: str = "deterministic"  # how siblings were drawn, see SAMPLING_MODES
+
+    def __post_init__(self) -> None:
+        n = self.tokens.shape[0]
+        if n < 1 or self.parents.shape != (n,) or self.depth.shape != (n,):
+            raise ValueError(f"tree tensors must be [N] with N >= 1, got {self.tokens.shape}, "
+                             f"{self.parents.shape}, {self.depth.shape}")
+        if self.sampling not in SAMPLING_MODES:
+            raise ValueError(f"sampling must be one of {SAMPLING_MODES}, got {self.sampling!r}")
+        if self.q is not None and self.q.shape[0] != n:
+            raise ValueError(f"q must have one row per node, got {tuple(self.q.shape)} for N={n}")
+
+    @property
+    def size(self) -> int:
+        return int(self.tokens.shape[0])
+
+    def children(self, i: int) -> list[int]:
+        """Indices of the children of node i, in index order."""
+        return torch.nonzero(self.parents == i).flatten().tolist()
+
+    def path_to(self, i: int) -> list[int]:
+        """Node indices from the first node below the root down to i (empty for the root)."""
+        parents = self.parents.tolist()
+        path = []
+        while i > 0:
+            path.append(i)
+            i = parents[i]
+        return path[::-1]
+
+    def ancestors(self) -> torch.Tensor:
+        """[N, N] bool: entry (i, j) is True iff j is i or an ancestor of i."""
+        return ancestor_matrix(self.parents)
+
+    def visibility(self, prefix_len: int) -> torch.Tensor:
+        """[N, prefix_len + N] bool: every node sees the committed prefix, its ancestors and
+        itself."""
+        visible = torch.ones(self.size, prefix_len + self.size, dtype=torch.bool,
+                             device=self.parents.device)
+        visible[:, prefix_len:] = self.ancestors()
+        return visible
+
+    def attention_mask(self, prefix_len: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """[1, 1, N, prefix_len + N] additive mask: 0 where visible, dtype-min elsewhere."""
+        return additive_mask(self.visibility(prefix_len), dtype)[None, None]
+
+    def position_ids(self, prefix_len: int) -> torch.Tensor:
+        """[1, N] long: prefix_len + depth (DDTree Sec. 3.3: depth-based positions)."""
+        return (prefix_len + self.depth)[None]
+
+
+def ancestor_matrix(parents: torch.Tensor) -> torch.Tensor:
+    """[N, N] bool: (i, j) True iff j == i or j is an ancestor of i; parents topologically sorted.
+
+    Row i is row parents[i] plus the diagonal, built by pointer doubling: O(N^2 log depth)
+    tensor work instead of a Python loop over nodes.
+    """
+    n = parents.shape[0]
+    idx = torch.arange(n, device=parents.device)
+    anc = torch.zeros(n, n, dtype=torch.bool, device=parents.device)
+    anc[idx, idx] = True
+    hop = parents.clone()  # hop[i] = 2^k-th ancestor of i, -1 past the root
+    while bool((hop >= 0).any()):
+        has = hop >= 0
+        # every ancestor of hop[i] (within the 2^k window already in anc) is an ancestor of i
+        anc[has] |= anc[hop[has]]
+        hop = torch.where(has, hop[hop.clamp(min=0)], hop)
+    return anc
+
+
+def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """bool visibility -> additive float mask (0 visible, most negative finite value hidden)."""
+    mask = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
+    return mask.masked_fill_(~visible, torch.finfo(dtype).min)
+
+
+def depth_from_parents(parents: list[int]) -> list[int]:
+    depth = [0] * len(parents)
+    for i in range(1, len(parents)):
+        depth[i] = depth[parents[i]] + 1
+    return depth
+
+
+def make_tree(tokens: list[int], parents: list[int], q: torch.Tensor | None = None,
+              sampling: str = "deterministic", device: torch.device | str = "cpu") -> Tree:
+    """Build a Tree from Python lists, checking the topological-order contract."""
+    if len(tokens) != len(parents) or not tokens:
+        raise ValueError("tokens and parents must be non-empty lists of equal length")
+    if parents[0] != -1 or any(not 0 <= p < i for i, p in enumerate(parents) if i > 0):
+        raise ValueError("parents must satisfy parents[0] == -1 and 0 <= parents[i] < i")
+    return Tree(
+        tokens=torch.tensor(tokens, dtype=torch.long, device=device),
+        parents=torch.tensor(parents, dtype=torch.long, device=device),
+        depth=torch.tensor(depth_from_parents(parents), dtype=torch.long, device=device),
+        q=q, sampling=sampling,
+    )

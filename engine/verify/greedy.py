@@ -1,0 +1,26 @@
+"""Greedy verification (temperature 0): follow the child whose token equals the target's
+argmax, as long as one exists; the bonus is the argmax after the last accepted node.
+Reproduces the target's own greedy decoding token for token (SpecInfer Sec. 4.2, greedy case)."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.tree import Tree
+from engine.verify.common import Accept
+
+
+def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:
+    """p: [N, V] target distribution after each node (one-hot at temperature 0)."""
+    best = p.argmax(-1).tolist()  # [N] target's greedy token after each node
+    tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
+    children: dict[int, list[int]] = {}
+    for i in range(1, tree.size):
+        children.setdefault(parents[i], []).append(i)
+    node, path = 0, []
+    while True:
+        match = next((c for c in children.get(node, []) if tokens[c] == best[node]), None)
+        if match is None:
+            return Accept(path=path, token=best[node])
+        path.append(match)
+        node = match
