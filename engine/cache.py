@@ -74,20 +74,26 @@ class CachedModel:
         self.committed += len(tokens)
         return logits
 
-    def keep(self, slots: torch.Tensor) -> None:
-        """Keep only cache `slots` [k] (in this order) and mark them all committed."""
-        slots = slots.to(self.device)
+    @torch.inference_mode()
+    def commit(self, accepted_slots: list[int]) -> None:
+        """Keep the committed prefix followed by the given tree slots (ascending, as any
+        root-to-leaf path in topological order is); drop every other tree node.
+
+        Only slots not already in place are moved, then the cache is cropped: a chain whose
+        nodes were fed in order (linear drafts, the first branch of a tree) costs no copy.
+        """
+        n, k = self.committed, len(accepted_slots)
+        dest = list(range(n, n + k))
+        moved = [(d, s) for d, s in zip(dest, accepted_slots) if d != s]
+        if moved:
+            dst = torch.tensor([d for d, _ in moved], device=self.device)
+            src = torch.tensor([s for _, s in moved], device=self.device)
         for layer in self.cache.layers:
             if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
                 continue
-            layer.keys = layer.keys.index_select(-2, slots)
-            layer.values = layer.values.index_select(-2, slots)
-        self.committed = int(slots.shape[0])
-
-    def commit(self, accepted_slots: list[int]) -> None:
-        """Keep the committed prefix followed by the given tree slots; drop every other node."""
-        if self.length == self.committed and not accepted_slots:
-            return
-        head = torch.arange(self.committed, device=self.device)
-        tail = torch.tensor(accepted_slots, dtype=torch.long, device=self.device)
-        self.keep(torch.cat([head, tail]))
+            if moved:  # gather first (a copy), then scatter: safe since dst <= src
+                layer.keys[..., dst, :] = layer.keys[..., src, :]
+                layer.values[..., dst, :] = layer.values[..., src, :]
+            layer.keys = layer.keys[..., :n + k, :]
+            layer.values = layer.values[..., :n + k, :]
+        self.committed = n + k

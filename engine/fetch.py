@@ -274,21 +274,14 @@ def convert_gguf(gguf: Path, out: Path, log: Log = print) -> dict:
     weights are dense after loading, and then refuses to save; detach it first.
     Returns {"parameters", "load_s", "save_s"}.
     """
-    import contextlib
-    from unittest import mock
-
     import torch
-    import transformers.modeling_utils as modeling_utils
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    # transformers 5.x refuses GGUF files unless `accelerate` is installed, although a plain
-    # CPU load (no device_map) never uses it; without accelerate, lift only that guard.
-    guard = (contextlib.nullcontext() if modeling_utils.is_accelerate_available()
-             else mock.patch.object(modeling_utils, "is_accelerate_available", lambda: True))
+    # transformers 5.x loads GGUF files only with `accelerate` and `gguf` installed (the
+    # `real` extra).
     t0 = time.perf_counter()
-    with guard:
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
-                                                     dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                 dtype=torch.bfloat16)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     load_s = time.perf_counter() - t0
     log(f"  loaded and dequantised in {load_s:.1f}s")

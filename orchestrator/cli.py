@@ -93,5 +93,10 @@ def generate(target, draft, method, params, prompt, prompt_ids, chat, max_new_to
                f"acceptance {s['acceptance_rate']:.3f}", err=True)
 
 
+from orchestrator.cli_data import datasets, models  # noqa: E402
+
+main.add_command(models)
+main.add_command(datasets)
+
 if __name__ == "__main__":
     main()
