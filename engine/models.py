@@ -13,7 +13,6 @@ Names resolve in this order (DESIGN.md, "Built-in model names"):
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,7 +188,9 @@ def load_model(name: str, device: str | None = None, dtype: str | torch.dtype | 
         tokenizer: Any = ByteTokenizer()
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()
         if kind == "real":
             from engine.fetch import model_dir
 
@@ -216,10 +217,3 @@ def load_pair(target: str, draft: str, device: str | None = None,
         raise ConfigError(f"target {target!r} and draft {draft!r} have different vocabularies "
                           f"({tv} vs {dv})")
     return Pair(target=t, draft=d)
-
-
-def num_threads_from_env() -> None:
-    """Honour ORCH_NUM_THREADS (CPU trials pin their intra-op thread count)."""
-    n = os.environ.get("ORCH_NUM_THREADS")
-    if n:
-        torch.set_num_threads(int(n))
