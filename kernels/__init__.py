@@ -1,8 +1,9 @@
 """Tree attention for verification: a Triton kernel and a plain-torch reference.
 
 ``tree_attention`` runs the Triton kernel when Triton is importable and the tensors are
-on CUDA (or the kernel was built for the interpreter, TRITON_INTERPRET=1), else the
-reference. Importing this package never requires Triton.
+on CUDA (or the kernel was built for the interpreter, TRITON_INTERPRET=1) with a supported
+head dim (64, 128) and dtype (fp32, fp16, bf16), else the reference. Importing this
+package never requires Triton; the Hugging Face switch is ``kernels.hf_attention``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,15 @@ HAS_TRITON = _triton_impl is not None
 
 
 def uses_triton(q: torch.Tensor) -> bool:
-    """Whether ``tree_attention`` would run the Triton kernel for these tensors."""
-    return _triton_impl is not None and (q.is_cuda or _triton_impl.is_interpreted())
+    """Whether ``tree_attention`` would run the Triton kernel for these tensors: Triton is
+    importable, q is on CUDA (or the kernel runs interpreted), and its head dim and dtype
+    are ones the kernel supports (other shapes take the reference)."""
+    return (
+        _triton_impl is not None
+        and (q.is_cuda or _triton_impl.is_interpreted())
+        and q.shape[-1] in _triton_impl.HEAD_DIMS
+        and q.dtype in _triton_impl.DTYPES
+    )
 
 
 def tree_attention(
