@@ -4,6 +4,9 @@
 on CUDA (or the kernel was built for the interpreter, TRITON_INTERPRET=1) with a supported
 head dim (64, 128) and dtype (fp32, fp16, bf16), else the reference. Importing this
 package never requires Triton; the Hugging Face switch is ``kernels.hf_attention``.
+
+Note: the attribute ``kernels.tree_attention`` is the dispatching function below; the
+kernel module's own names are imported as ``from kernels.tree_attention import ...``.
 """
 
 from __future__ import annotations

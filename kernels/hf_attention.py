@@ -35,6 +35,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 import kernels
+from kernels.block_mask import TreeMasks, tree_masks
 from kernels.reference import check_parents
 
 NAME = "tree_triton"
@@ -43,12 +44,10 @@ NAME = "tree_triton"
 @dataclass
 class _ActiveTree:
     parents: torch.Tensor  # [N]
-    masks: dict = field(default_factory=dict)  # device -> TreeMasks, built once per forward
+    masks: dict = field(default_factory=dict)  # device -> TreeMasks, built once, shared by layers
 
-    def masks_on(self, device: torch.device):
+    def masks_on(self, device: torch.device) -> TreeMasks:
         if device not in self.masks:
-            from kernels.block_mask import tree_masks
-
             self.masks[device] = tree_masks(self.parents, device)
         return self.masks[device]
 
