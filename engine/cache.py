@@ -12,6 +12,7 @@ the accepted nodes' slots, so the prefix is never recomputed (SpecInfer Sec. 4; 
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
@@ -42,21 +43,32 @@ class CachedModel:
 
     @torch.inference_mode()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
-                visible: torch.Tensor | None = None) -> torch.Tensor:
+                visible: torch.Tensor | None = None,
+                parents: torch.Tensor | None = None) -> torch.Tensor:
         """Append `tokens` [n] at `positions` [n]; returns logits [n, V].
 
         visible: [n, length + n] bool over all cache slots then the new tokens; None means the
         new tokens are a causal continuation of everything in the cache.
+        parents: [n] when the new tokens are one tree right after the committed prefix (the
+        verification forward); models switched to the "tree_triton" attention then run the
+        Triton tree kernel instead of a dense masked attention.
         """
         n = tokens.shape[0]
         mask = None
         if visible is not None and not bool(visible.all()):
             mask = additive_mask(visible, self.dtype)[None, None]  # [1, 1, n, length + n]
+        ctx = contextlib.nullcontext()
+        if (parents is not None and n > 1 and self.length == self.committed
+                and self.model.config._attn_implementation == "tree_triton"):
+            from kernels.hf_attention import tree_parents
+
+            ctx = tree_parents(parents)
         sync(self.device)
         start = time.perf_counter()
-        out = self.model(input_ids=tokens.view(1, n), position_ids=positions.view(1, n),
-                         attention_mask=mask, past_key_values=self.cache, use_cache=True,
-                         logits_to_keep=0)
+        with ctx:
+            out = self.model(input_ids=tokens.view(1, n), position_ids=positions.view(1, n),
+                             attention_mask=mask, past_key_values=self.cache, use_cache=True,
+                             logits_to_keep=0)
         logits = out.logits[0]  # [n, V]
         sync(self.device)
         self.forward_seconds += time.perf_counter() - start

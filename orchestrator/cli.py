@@ -64,19 +64,21 @@ def _parse_prompt_ids(text: str) -> list[int]:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--dtype", default="auto", show_default=True)
+@click.option("--attn", default="sdpa", show_default=True,
+              help="target attention: sdpa, eager, or tree_triton (Triton tree kernel)")
 @click.option("--json", "as_json", is_flag=True, help="print tokens, text and stats as JSON")
 def generate(target, draft, method, params, prompt, prompt_ids, chat, max_new_tokens,
-             temperature, top_p, seed, device, dtype, as_json) -> None:
+             temperature, top_p, seed, device, dtype, attn, as_json) -> None:
     """Run one generation with one method and print the result."""
     from engine.decode import generate as run, method_params, resolve_method
-    from engine.models import load_pair, resolve
+    from engine.models import check_attn, load_pair, resolve
 
     m = resolve_method(method, parse_key_values(params), temperature)
     if (prompt is None) == (prompt_ids is None):
         raise ConfigError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")
     ids = _parse_prompt_ids(prompt_ids) if prompt_ids is not None else None
-    resolve(target), resolve(draft)
-    pair = load_pair(target, draft, device=device, dtype=dtype)
+    resolve(target), resolve(draft), check_attn(attn)
+    pair = load_pair(target, draft, device=device, dtype=dtype, attn=attn)
     tok = pair.target.tokenizer
     if ids is None:
         ids = (tok.chat_template_encode(prompt) if chat else None) or tok.encode(prompt)
