@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from kernels.reference import ancestor_matrix
+
 SAMPLING_MODES = ("iid", "without_replacement", "deterministic")
 
 
@@ -69,25 +71,6 @@ class Tree:
     def position_ids(self, prefix_len: int) -> torch.Tensor:
         """[1, N] long: prefix_len + depth (DDTree Sec. 3.3: depth-based positions)."""
         return (prefix_len + self.depth)[None]
-
-
-def ancestor_matrix(parents: torch.Tensor) -> torch.Tensor:
-    """[N, N] bool: (i, j) True iff j == i or j is an ancestor of i; parents topologically sorted.
-
-    Row i is row parents[i] plus the diagonal, built by pointer doubling: O(N^2 log depth)
-    tensor work instead of a Python loop over nodes.
-    """
-    n = parents.shape[0]
-    idx = torch.arange(n, device=parents.device)
-    anc = torch.zeros(n, n, dtype=torch.bool, device=parents.device)
-    anc[idx, idx] = True
-    hop = parents.clone()  # hop[i] = 2^k-th ancestor of i, -1 past the root
-    while bool((hop >= 0).any()):
-        has = hop >= 0
-        # every ancestor of hop[i] (within the 2^k window already in anc) is an ancestor of i
-        anc[has] |= anc[hop[has]]
-        hop = torch.where(has, hop[hop.clamp(min=0)], hop)
-    return anc
 
 
 def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
