@@ -93,5 +93,17 @@ def generate(target, draft, method, params, prompt, prompt_ids, chat, max_new_to
                f"acceptance {s['acceptance_rate']:.3f}", err=True)
 
 
+def _register() -> None:
+    from orchestrator.cli_data import datasets, models
+    from orchestrator.cli_report import compare, export, plot, query
+    from orchestrator.cli_sweep import cancel, db, resume, status, submit
+
+    for cmd in (submit, status, query, compare, export, plot, cancel, resume, db, models,
+                datasets):
+        main.add_command(cmd)
+
+
+_register()
+
 if __name__ == "__main__":
     main()

@@ -108,7 +108,7 @@ def run_trial(config: TrialConfig, pair: Any = None, prompts: list | None = None
     return TrialResult(
         config_hash=config.config_hash, metrics=aggregate(stats, [len(x) for x in ids]),
         per_prompt=per_prompt, per_iteration=per_iteration, host=socket.gethostname(),
-        gpu_id=os.environ.get("ORCH_GPU_ID"), started_at=started, finished_at=time.time(),
+        gpu_id=os.environ.get("ORCH_GPU_ID") or _cuda_index(pair), started_at=started, finished_at=time.time(),
         load_s=load_s, warmup_s=warmup_s, code_version=code_version(),
         models=[model_info(pair.target), model_info(pair.draft)])
 
@@ -146,6 +146,11 @@ def aggregate(stats: list, prompt_lengths: list[int]) -> dict[str, float]:
         "prompts": len(stats),
         "prompt_tokens_mean": sum(prompt_lengths) / len(prompt_lengths),
     }
+
+
+def _cuda_index(pair: Any) -> str | None:
+    dev = pair.target.device
+    return str(dev.index or 0) if dev.type == "cuda" else None
 
 
 def model_info(m: Any) -> dict[str, Any]:
