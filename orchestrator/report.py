@@ -68,12 +68,19 @@ def load_frame(store: Store, sweep: str | None = None, details: bool = False) ->
 
 
 def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
-    base = (df[df["method"] == BASELINE].groupby(SETTINGS, dropna=False)["throughput"].mean()
-            .rename("ar_throughput").reset_index())
-    out = df.drop(columns=["ar_throughput", "speedup"], errors="ignore").merge(
-        base, on=SETTINGS, how="left")
+    key = settings_key(df)
+    is_base = df["method"] == BASELINE
+    base = df.loc[is_base, "throughput"].groupby(key[is_base]).mean()
+    out = df.copy()
+    out["ar_throughput"] = key.map(base).astype(float)
     out["speedup"] = out["throughput"] / out["ar_throughput"]
     return out
+
+
+def settings_key(df: pd.DataFrame) -> pd.Series:
+    """One hashable key per row over SETTINGS (None and NaN alike)."""
+    return df[SETTINGS].apply(lambda r: json.dumps([_plain(v) for v in r], default=str),
+                              axis=1)
 
 
 def apply_where(df: pd.DataFrame, where: tuple[str, ...] | list[str]) -> pd.DataFrame:
