@@ -128,7 +128,7 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
     """Structural parse of the YAML document (types, unknown keys, ranges)."""
     top = _mapping(data, source, required=("name", "pairs", "methods"),
                    optional=("description", "dataset", "sampling", "max_new_tokens", "repeats",
-                             "seed", "warmup", "max_attempts", "device", "dtype"))
+                             "seed", "warmup", "max_attempts", "device", "dtype"), root=True)
     at = lambda key: f"{source}: {key}"  # noqa: E731
     name = _str(top["name"], at("name"))
     if not name.strip():
@@ -313,14 +313,15 @@ def _check_type(value: Any, tp: Any, where: str) -> None:
 
 
 def _mapping(value: Any, where: str, required: tuple[str, ...] = (),
-             optional: tuple[str, ...] | None = None) -> dict:
+             optional: tuple[str, ...] | None = None, root: bool = False) -> dict:
     if not isinstance(value, dict):
         raise SpecError(f"{where}: expected a mapping, got {_shown(value)}")
     if optional is not None:
         known = required + optional
         for key in value:
             if key not in known:
-                raise SpecError(f"{where}.{key}: unknown key (known: {', '.join(known)})")
+                path = f"{where}: {key}" if root else f"{where}.{key}"
+                raise SpecError(f"{path}: unknown key (known: {', '.join(known)})")
     for key in required:
         if key not in value:
             raise SpecError(f"{where}: missing required key {key!r}")

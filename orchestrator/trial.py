@@ -78,10 +78,10 @@ def run_trial(config: TrialConfig, pair: Any = None, prompts: list | None = None
     from engine.decode import generate, resolve_method
 
     started = time.time()
+    method = resolve_method(config.method, dict(config.params), config.temperature)
     load_s = 0.0
     if pair is None:
         pair, load_s = get_pair(config.pair_key)
-    method = resolve_method(config.method, dict(config.params), config.temperature)
     prompts = prompts if prompts is not None else load_trial_prompts(config)
     tok = pair.target.tokenizer
     ids = [encode_prompt(tok, p, prompt_tokens=config.prompt_tokens, chat=config.chat)

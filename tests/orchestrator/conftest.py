@@ -1,0 +1,56 @@
+"""Fixtures for orchestrator tests: database URLs (SQLite file, a fresh Postgres database per
+session). Helpers live in orch_helpers.py."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from orch_helpers import PG_ADMIN
+
+def _pg_admin():
+    try:
+        import psycopg
+
+        return psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3)
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"PostgreSQL at {PG_ADMIN.split('@')[-1]} is unreachable ({type(e).__name__})")
+
+
+@pytest.fixture(scope="session")
+def pg_server_url():
+    """A fresh database on the real server for this test session, dropped afterwards."""
+    admin = _pg_admin()
+    name = f"orch_test_{uuid.uuid4().hex[:10]}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+    base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+    yield base, name
+    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.close()
+
+
+@pytest.fixture
+def pg_url(pg_server_url):
+    """A clean schema for one test: a new database per test is slow, so reset the tables."""
+    base, name = pg_server_url
+    url = f"{base}/{name}"
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    with engine.begin() as c:
+        c.execute(sa.text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'orch.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'orch.db'}"
+    return request.getfixturevalue("pg_url")
