@@ -97,7 +97,7 @@ class Store:
             ids = {}
             for chunk in _chunks(hashes):
                 ids.update(s.execute(select(Trial.config_hash, Trial.id)
-                                     .where(Trial.config_hash.in_(chunk))).tuples().all())
+                                     .where(Trial.config_hash.in_(chunk))).all())
             wanted = {ids[h] for h in hashes}
             linked = set(s.scalars(select(SweepTrial.trial_id)
                                    .where(SweepTrial.sweep_id == sweep_id)))
@@ -184,7 +184,7 @@ class Store:
                       .values(status="pending"), execution_options={"synchronize_session": False})
             rows = s.execute(select(Trial.id, Trial.config, Trial.attempts)
                              .where(Trial.id.in_(_members(sweep_id)), Trial.status == "pending")
-                             .order_by(Trial.id)).tuples().all()
+                             .order_by(Trial.id)).all()
         return [(i, TrialConfig.from_dict(c), a) for i, c, a in rows]
 
     def mark_running(self, trial_id: int, host: str | None, gpu_id: str | None) -> bool:
@@ -251,7 +251,7 @@ class Store:
             if name:
                 q = q.where(Sweep.name == name)
             rows: dict[str, dict[str, Any]] = {}
-            for sweep, status, driver, updated, tstatus, n in s.execute(q).tuples():
+            for sweep, status, driver, updated, tstatus, n in s.execute(q):
                 r = rows.setdefault(sweep, {"sweep": sweep, "status": status, "trials": 0,
                                             "done": 0, "failed": 0, "running": 0, "pending": 0,
                                             "cancelled": 0, "driver": driver,

@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from orch_helpers import PG_ADMIN
+from orch_helpers import PG_ADMIN, PG_PASSWORD
+
 
 def _pg_admin():
     try:
@@ -21,27 +22,31 @@ def _pg_admin():
 @pytest.fixture(scope="session")
 def pg_server_url():
     """A fresh database on the real server for this test session, dropped afterwards."""
+    from sqlalchemy.engine import make_url
+
     admin = _pg_admin()
     name = f"orch_test_{uuid.uuid4().hex[:10]}"
     admin.execute(f'CREATE DATABASE "{name}"')
-    base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
-    yield base, name
+    # The server trusts local connections, so a password is not needed; one is put in the URL
+    # anyway so that every Postgres test also checks that it never shows up in output.
+    u = make_url(PG_ADMIN)
+    url = u.set(drivername="postgresql+psycopg", password=u.password or PG_PASSWORD,
+                database=name)
+    yield url.render_as_string(hide_password=False)
     admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     admin.close()
 
 
 @pytest.fixture
 def pg_url(pg_server_url):
-    """A clean schema for one test: a new database per test is slow, so reset the tables."""
-    base, name = pg_server_url
-    url = f"{base}/{name}"
+    """A clean schema for one test (a new database per test is slow: reset the tables)."""
     import sqlalchemy as sa
 
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(pg_server_url)
     with engine.begin() as c:
         c.execute(sa.text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
     engine.dispose()
-    return url
+    return pg_server_url
 
 
 @pytest.fixture

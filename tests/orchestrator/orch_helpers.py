@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+PG_PASSWORD = "Pw-never-shown-7Q"
 PG_ADMIN = os.environ.get("ORCH_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 # 2 pairs x (autoregressive 1 + linear 5 + fixed_tree 3 x 2) = 24 configs.
