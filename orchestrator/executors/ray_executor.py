@@ -97,6 +97,7 @@ class RayExecutor:
         self._threads: int | None = None
         self._spawned = 0
         self._refs: dict[int, tuple[list, Any]] = {}
+        self.load_counts: dict[str, dict[str, int]] = {}
 
     # ------------------------------------------------------------------ setup
 
@@ -146,11 +147,21 @@ class RayExecutor:
             self.slots = [self._spawn() for _ in range(self._plan(len(jobs)))]
             self._describe(self.slots)
             self._loop(jobs, sink)
+            self.load_counts = self._loads()
         finally:
             for s in self.slots:
                 ray.kill(s.actor)
             if started_ray:
                 ray.shutdown()
+
+    def _loads(self) -> dict[str, dict[str, int]]:
+        """Model-pair loads per live actor (name -> {"target/draft": loads})."""
+        live = [s for s in self.slots if s.alive]
+        try:
+            counts = ray.get([s.actor.loads.remote() for s in live], timeout=60)
+        except (RayError, TimeoutError):
+            return {}
+        return {s.worker.name: c for s, c in zip(live, counts)}
 
     def _loop(self, jobs: list[Job], sink: Sink) -> None:
         queues: dict[tuple, deque[Job]] = {}
