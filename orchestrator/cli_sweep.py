@@ -19,6 +19,9 @@ def _run_options(f):
                      help="Ray cluster to connect to (e.g. auto); default: start a local Ray"),
         click.option("--actors", type=click.IntRange(min=1), default=None,
                      help="number of Ray actors (default: one per GPU, else per CPU)"),
+        click.option("--accelerator", type=click.Choice(["auto", "gpu", "cpu"]), default="auto",
+                     show_default=True, help="Ray actors per GPU or per CPU (auto: GPU when "
+                     "the cluster has GPUs)"),
         click.option("--retry-failed", is_flag=True, help="run failed trials again too"),
         click.option("--force", is_flag=True,
                      help="take over a sweep whose driver still looks alive"),
@@ -29,11 +32,12 @@ def _run_options(f):
     return f
 
 
-def _options(executor, address, actors, retry_failed, force, progress):
+def _options(executor, address, actors, accelerator, retry_failed, force, progress):
     from orchestrator.runner import RunOptions
 
     return RunOptions(executor=executor, address=address, actors=actors,
-                      retry_failed=retry_failed, force=force, progress=progress)
+                      accelerator=accelerator, retry_failed=retry_failed, force=force,
+                      progress=progress)
 
 
 def _finish(run) -> None:

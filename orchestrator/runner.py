@@ -54,6 +54,7 @@ class RunOptions:
     executor: str = "ray"
     address: str | None = None
     actors: int | None = None
+    accelerator: str = "auto"  # ray: gpu | cpu actors, auto: gpu when the cluster has GPUs
     retry_failed: bool = False
     force: bool = False
     progress: bool | None = None  # None: when stderr is a terminal
@@ -142,41 +143,45 @@ def resume(name: str | None, url: str | None, opts: RunOptions,
 
 def run_sweep(store: Store, sweep_id: int, opts: RunOptions, new: int = 0,
               log: Callable[[str], None] = print) -> RunSummary:
+    """Claim the sweep, run its unfinished trials, release it. On any exit path (Ctrl-C, an
+    error) the trials in flight go back to pending and the driver claim is dropped."""
     start = time.perf_counter()
     sweep = store.sweep(sweep_id=sweep_id)
     spec = sweep["spec"]
     store.claim_driver(sweep_id, force=opts.force)
-    sink = None
+    sink: DriverSink | None = None
     stop = threading.Event()
+    interrupted = False
     try:
         rows = store.runnable(sweep_id, retry_failed=opts.retry_failed)
         jobs = [Job(trial_id=i, config=c, attempts=a) for i, c, a in rows]
-        total = store.counts(sweep["name"])[0]["trials"]
         log(f"{len(jobs)} to run on the {opts.executor} executor" if jobs else "nothing to run")
         if jobs:
             _attach_prompts(jobs)
             executor = make_executor(opts.executor, warmup=spec.get("warmup", 0),
                                      max_attempts=spec.get("max_attempts", 3),
-                                     address=opts.address, actors=opts.actors)
+                                     address=opts.address, actors=opts.actors,
+                                     accelerator=opts.accelerator)
             sink = DriverSink(store, sweep_id, len(jobs), sweep["name"], opts.progress)
             threading.Thread(target=_heartbeat, args=(store, sweep_id, stop), daemon=True).start()
             try:
                 executor.run(jobs, sink)
-            except KeyboardInterrupt:
-                stop.set()
-                store.reset_running(sink.in_flight)
-                store.release_driver(sweep_id)
-                left = store.counts(sweep["name"])[0]
-                raise Interrupted(sweep["name"], left["pending"] + left["running"]) from None
             finally:
                 sink.bar.close()
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         stop.set()
-    status = store.release_driver(sweep_id)
-    return RunSummary(sweep=sweep["name"], total=total, new=new, ran=sink.ran if sink else 0,
-                      done=sink.done_n if sink else 0, failed=sink.failed_n if sink else 0,
-                      retried=sink.retried if sink else 0, status=status,
-                      wall_s=time.perf_counter() - start)
+        if sink is not None and sink.in_flight:
+            store.reset_running(sink.in_flight)
+        status = store.release_driver(sweep_id)
+    counts = store.counts(sweep["name"])[0]
+    if interrupted:
+        raise Interrupted(sweep["name"], counts["pending"] + counts["running"])
+    return RunSummary(sweep=sweep["name"], total=counts["trials"], new=new,
+                      ran=sink.ran if sink else 0, done=sink.done_n if sink else 0,
+                      failed=sink.failed_n if sink else 0, retried=sink.retried if sink else 0,
+                      status=status, wall_s=time.perf_counter() - start)
 
 
 def _heartbeat(store: Store, sweep_id: int, stop: threading.Event) -> None:

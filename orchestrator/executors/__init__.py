@@ -50,7 +50,7 @@ def format_error(e: BaseException) -> str:
 
 
 def make_executor(name: str, warmup: int = 0, max_attempts: int = 3, address: str | None = None,
-                  actors: int | None = None) -> Any:
+                  actors: int | None = None, accelerator: str = "auto") -> Any:
     if name == "local":
         from orchestrator.executors.local import LocalExecutor
 
@@ -59,5 +59,5 @@ def make_executor(name: str, warmup: int = 0, max_attempts: int = 3, address: st
         from orchestrator.executors.ray_executor import RayExecutor
 
         return RayExecutor(address=address, warmup=warmup, max_attempts=max_attempts,
-                           actors=actors)
+                           actors=actors, accelerator=accelerator)
     raise ConfigError(f"unknown executor {name!r} (known: local, ray)")

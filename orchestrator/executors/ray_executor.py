@@ -25,6 +25,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError, RayError
 
+from engine.config import ConfigError
 from orchestrator.executors import Job, Sink, Worker, format_error
 from orchestrator.records import TrialConfig, TrialFailure, TrialResult
 
@@ -89,7 +90,10 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str | None = None, warmup: int = 0, max_attempts: int = 3,
-                 actors: int | None = None, pipeline: int = 2) -> None:
+                 actors: int | None = None, pipeline: int = 2, accelerator: str = "auto") -> None:
+        if accelerator not in ("auto", "gpu", "cpu"):
+            raise ConfigError(f"unknown accelerator {accelerator!r} (known: auto, gpu, cpu)")
+        self.accelerator = accelerator
         self.address, self.warmup, self.max_attempts = address, warmup, max_attempts
         self.actors, self.pipeline = actors, pipeline
         self.slots: list[Slot] = []
@@ -118,11 +122,17 @@ class RayExecutor:
             os.environ.update(hidden)
 
     def _plan(self, n_jobs: int) -> int:
+        """How many actors and of which kind: GPU actors when asked for or when the cluster
+        has GPUs now (auto), else one per CPU."""
         res = ray.cluster_resources()
         gpus, cpus = int(res.get("GPU", 0)), max(1, int(res.get("CPU", 1)))
-        n = self.actors or gpus or cpus
+        use_gpu = self.accelerator == "gpu" or (self.accelerator == "auto" and gpus > 0)
+        if use_gpu and not (self.actors or gpus):
+            raise ConfigError("the Ray cluster has no GPUs yet: pass --actors N with "
+                              "--accelerator gpu so the autoscaler can add GPU nodes")
+        n = self.actors or (gpus if use_gpu else cpus)
         n = max(1, min(n, n_jobs))
-        self._options = {"num_gpus": 1, "num_cpus": 0} if gpus else {"num_cpus": 1}
+        self._options = {"num_gpus": 1, "num_cpus": 0} if use_gpu else {"num_cpus": 1}
         self._threads = max(1, cpus // n)
         return n
 

@@ -4,10 +4,12 @@ finished by `orch resume` with exactly one result per config."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from click.testing import CliRunner
@@ -57,31 +59,87 @@ def test_sweep_24_completes_and_resubmit_runs_nothing(db_url, tmp_path):
     assert '"done": 24' in r.output and '"status": "finished"' in r.output
 
 
-def test_sigkill_driver_then_resume(db_url, tmp_path):
-    spec = sweep_24(tmp_path / "k.yaml", name="kill24", max_new_tokens=12)
+def _start_driver(url, *args):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "submit", str(spec),
-                             "--db", db_url, "--executor", "local"], cwd=REPO, env=env,
+    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args, "--db", url,
+                             "--executor", "local"], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 180
+
+
+def _wait_results(proc, url, sweep, n, timeout=180):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None:
+            assert proc.poll() is None, proc.communicate()
+        try:
+            got = _results(url, sweep)[0]
+            if got >= n:
+                return got
+        except Exception:  # noqa: BLE001 - schema or sweep not there yet
+            pass
+        time.sleep(0.2)
+    raise AssertionError("no progress")
+
+
+def _status(url, sweep):
+    return json.loads(_cli("status", sweep, "--db", url, "--format", "json").stdout)[0]
+
+
+def test_sigkill_driver_then_ctrl_c_then_resume(db_url, tmp_path):
+    """SIGKILL mid-sweep leaves running trials behind; `orch resume` takes them over (on
+    SQLite, a first resume is stopped with Ctrl-C: exit 130, its trials in flight back to
+    pending). The last resume ends with exactly one result per config."""
+    spec = sweep_24(tmp_path / "k.yaml", name="kill24", max_new_tokens=12)
+    proc = _start_driver(db_url, "submit", str(spec))
     try:
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(f"driver ended before the kill: {proc.communicate()}")
-            try:
-                if _results(db_url, "kill24")[0] >= 3:
-                    break
-            except Exception:  # noqa: BLE001 - schema or sweep not there yet
-                pass
-            time.sleep(0.2)
+        _wait_results(proc, db_url, "kill24", 3)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         out, err = proc.communicate()
     assert proc.returncode == -signal.SIGKILL
     assert PG_PASSWORD not in out + err
-    before = _results(db_url, "kill24")
-    assert 3 <= before[0] < 24, before
+    killed = _results(db_url, "kill24")
+    assert 3 <= killed[0] < 24, killed
+
+    if db_url.startswith("sqlite"):  # (Ctrl-C handling does not depend on the backend)
+        _ctrl_c_resume(db_url, killed[0])
+    st = _status(db_url, "kill24")
     r = _cli("resume", "kill24", "--db", db_url, "--executor", "local")
     assert r.exit_code == 0, r.output
-    assert f"ran {24 - before[0]} (" in r.output
+    assert f"ran {st['pending'] + st['running']} (" in r.output
     assert _results(db_url, "kill24") == (24, 24, 24, 24, [1])
+
+
+def _ctrl_c_resume(db_url, before):
+    proc = _start_driver(db_url, "resume", "kill24")
+    try:
+        _wait_results(proc, db_url, "kill24", before + 2)
+        proc.send_signal(signal.SIGINT)
+    finally:
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "left pending; run `orch resume kill24`" in err and PG_PASSWORD not in out + err
+    st = _status(db_url, "kill24")
+    assert (st["status"], st["running"]) == ("interrupted", 0)
+    assert st["pending"] + st["done"] == 24 and st["done"] >= before + 2
+
+
+def test_cancel_stops_a_running_driver(sqlite_url, tmp_path):
+    from orchestrator.runner import RunOptions, submit
+
+    spec = sweep_24(tmp_path / "c.yaml", name="cc24", max_new_tokens=12)
+    outcome = {}
+    driver = threading.Thread(target=lambda: outcome.update(s=submit(
+        spec, sqlite_url, RunOptions(executor="local"), log=lambda _: None)))
+    driver.start()
+    _wait_results(None, sqlite_url, "cc24", 2)
+    r = _cli("cancel", "cc24", "--db", sqlite_url)
+    assert r.exit_code == 0 and "pending trials cancelled" in r.stdout
+    driver.join(timeout=120)
+    assert outcome["s"].status == "cancelled" and outcome["s"].done < 24
+    st = _status(sqlite_url, "cc24")
+    assert (st["status"], st["running"], st["pending"]) == ("cancelled", 0, 0)
+    assert st["cancelled"] == 24 - st["done"]
+    r = _cli("resume", "--db", sqlite_url, "--executor", "local")  # the most recent sweep
+    assert r.exit_code == 0, r.output
+    assert _results(sqlite_url, "cc24") == (24, 24, 24, 24, [1])
