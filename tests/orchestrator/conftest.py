@@ -59,3 +59,11 @@ def db_url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'orch.db'}"
     return request.getfixturevalue("pg_url")
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that use the Postgres server carry the `postgres` marker (-m 'not postgres')."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "pg_url" in item.fixturenames or "postgres" in params.values():
+            item.add_marker(pytest.mark.postgres)

@@ -131,3 +131,19 @@ def test_unreachable_and_bad_urls_are_one_line_without_password(tmp_path):
             Store(url)
         msg = str(e.value)
         assert needle in msg and "\n" not in msg and "S3cretPw" not in msg, msg
+
+
+def test_orch_db_upgrade_and_current(db_url):
+    from click.testing import CliRunner
+
+    from orch_helpers import PG_PASSWORD
+    from orchestrator.cli import main
+
+    r = CliRunner().invoke(main, ["db", "current", "--db", db_url])
+    assert r.exit_code == 0 and "current (empty)" in r.stdout
+    for _ in range(2):
+        r = CliRunner().invoke(main, ["db", "upgrade", "--db", db_url])
+        assert r.exit_code == 0 and f"is at revision {head_revision()}" in r.stdout
+        assert PG_PASSWORD not in r.output
+    r = CliRunner().invoke(main, ["db", "current", "--db", db_url])
+    assert f"current {head_revision()}; head {head_revision()}" in r.stdout
