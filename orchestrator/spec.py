@@ -5,7 +5,8 @@ name: dynatree-grid                 # required; a sweep is identified by its nam
 description: ...                    # optional
 pairs: [{target: T, draft: D}, ...] # required; cross-model comparisons
 dataset: {name: wikitext2, prompts: 10, prompt_tokens: 256, category: null, chat: null}
-                                    # or a list of such mappings (one more grid axis)
+                                    # or a list of such mappings (one more grid axis);
+                                    # default {name: spec_bench, prompts: 10}
 sampling: {temperature: 0.0, top_p: 1.0}   # each a number or a list (grid axes)
 max_new_tokens: 128                 # a number or a list; default for every method
 repeats: 1                          # repeat r runs with seed + r

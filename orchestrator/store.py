@@ -198,8 +198,9 @@ class Store:
 
     def record_result(self, trial_id: int, r: TrialResult) -> None:
         with self.Session.begin() as s:
+            stored_hash = s.scalar(select(Trial.config_hash).where(Trial.id == trial_id))
             s.execute(self._insert(Result).on_conflict_do_nothing(), {
-                "trial_id": trial_id, "config_hash": r.config_hash,
+                "trial_id": trial_id, "config_hash": stored_hash,
                 **{m: r.metrics[m] for m in METRICS},
                 "per_prompt": r.per_prompt, "per_iteration": r.per_iteration})
             s.execute(update(Trial).where(Trial.id == trial_id).values(

@@ -38,6 +38,7 @@ def get_pair(key: tuple[str, str, str, str]) -> tuple[Any, float]:
         return _PAIRS[key], 0.0
     from engine.models import load_pair
 
+    _quiet_transformers()
     while len(_PAIRS) >= PAIR_CACHE_SIZE:
         _PAIRS.popitem(last=False)
         _free_device_memory()
@@ -47,6 +48,16 @@ def get_pair(key: tuple[str, str, str, str]) -> tuple[Any, float]:
     LOADS[key] += 1
     _PAIRS[key] = pair
     return pair, time.perf_counter() - start
+
+
+def _quiet_transformers() -> None:
+    """No per-weight loading bars in sweep output (the sweep has its own progress bar)."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
 
 
 def clear_cache() -> None:

@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 from db.models import Result, Sweep, SweepTrial, Trial
 from orch_helpers import PG_PASSWORD, REPO, sweep_24
 from orchestrator.cli import main
+from orchestrator.records import TrialConfig
 from orchestrator.store import Store
 
 
@@ -38,6 +39,9 @@ def _results(url, sweep):
         trials = s.scalar(select(func.count()).select_from(Trial).where(Trial.id.in_(members)))
         done = s.scalar(select(func.count()).select_from(Trial).where(
             Trial.id.in_(members), Trial.status == "done"))
+        for cfg, h, rh in s.execute(select(Trial.config, Trial.config_hash, Result.config_hash)
+                                    .join(Result).where(Trial.id.in_(members))):
+            assert h == rh == TrialConfig.from_dict(cfg).config_hash  # stable through JSON
         per_trial = s.execute(select(Trial.id, func.count(Result.id)).outerjoin(
             Result, Result.trial_id == Trial.id).where(Trial.id.in_(members))
             .group_by(Trial.id)).all()
