@@ -158,9 +158,12 @@ class RayExecutor:
             self._describe(self.slots)
             self._loop(jobs, sink)
             self.load_counts = self._loads()
-        finally:
+        finally:  # also on Ctrl-C, when Ray's own processes may be going down already
             for s in self.slots:
-                ray.kill(s.actor)
+                try:
+                    ray.kill(s.actor)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
             if started_ray:
                 ray.shutdown()
 
