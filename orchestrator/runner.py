@@ -120,6 +120,7 @@ def submit(path: str | Path, url: str | None, opts: RunOptions,
     sweep, trials = load_sweep(path)  # everything validated before the database is touched
     store = Store(url)
     try:
+        store.check_driver(sweep.name, force=opts.force)  # before anything is written
         info = store.submit(sweep.name, sweep.to_dict(), trials, code_version())
         for d in {d.name for d in sweep.datasets}:
             store.upsert_dataset(dataset_row(d))

@@ -132,18 +132,20 @@ class Store:
         with self.Session() as s:
             return s.scalar(select(Sweep.status).where(Sweep.id == sweep_id))
 
+    def check_driver(self, name: str, force: bool = False) -> None:
+        """StoreError when sweep `name` exists and a live driver other than us runs it."""
+        with self.Session() as s:
+            row = s.scalars(select(Sweep).where(Sweep.name == name)).first()
+            if row is not None and not force:
+                _refuse_live_driver(row)
+
     def claim_driver(self, sweep_id: int, force: bool = False) -> None:
         """Register this process as the sweep's driver unless a live driver holds it."""
-        me = f"{socket.gethostname()}:{os.getpid()}"
         with self.Session.begin() as s:
             row = s.get(Sweep, sweep_id, with_for_update=self.dialect == "postgresql")
-            if row.driver and row.driver != me and row.status == "running" and not force:
-                if _driver_alive(row.driver, row.heartbeat_at):
-                    age = time.time() - (row.heartbeat_at or 0)
-                    raise StoreError(
-                        f"sweep {row.name!r} is being run by driver {row.driver} (heartbeat "
-                        f"{age:.0f}s ago); wait, `orch cancel {row.name}`, or pass --force")
-            row.driver, row.heartbeat_at, row.status = me, time.time(), "running"
+            if not force:
+                _refuse_live_driver(row)
+            row.driver, row.heartbeat_at, row.status = _me(), time.time(), "running"
 
     def heartbeat(self, sweep_id: int) -> None:
         with self.Session.begin() as s:
@@ -272,6 +274,18 @@ class Store:
                      "config": TrialConfig.from_dict(t.config).label(), "attempts": t.attempts,
                      "worker": t.worker_host, "gpu": t.gpu_id, "error": _last_line(t.error)}
                     for t in rows]
+
+
+def _me() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _refuse_live_driver(row: Sweep) -> None:
+    if row.driver and row.driver != _me() and row.status == "running" and \
+            _driver_alive(row.driver, row.heartbeat_at):
+        age = time.time() - (row.heartbeat_at or 0)
+        raise StoreError(f"sweep {row.name!r} is being run by driver {row.driver} (heartbeat "
+                         f"{age:.0f}s ago); wait, `orch cancel {row.name}`, or pass --force")
 
 
 def _last_line(text: str | None) -> str:

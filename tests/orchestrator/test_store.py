@@ -110,6 +110,8 @@ def test_a_live_driver_blocks_a_second_one(sqlite_url):
                                                         "running", time.time())
         with pytest.raises(StoreError, match="is being run by driver"):
             store.claim_driver(sid)
+        with pytest.raises(StoreError, match="is being run by driver"):
+            store.check_driver("s")  # what `orch submit` asks before writing anything
         store.claim_driver(sid, force=True)
         with store.Session.begin() as s:
             s.get(Sweep, sid).driver = f"{os.uname().nodename}:{other.pid}"
