@@ -95,10 +95,17 @@ def generate(target, draft, method, params, prompt, prompt_ids, chat, max_new_to
                f"acceptance {s['acceptance_rate']:.3f}", err=True)
 
 
-from orchestrator.cli_data import datasets, models  # noqa: E402
+def _register() -> None:
+    from orchestrator.cli_data import datasets, models
+    from orchestrator.cli_report import compare, export, plot, query
+    from orchestrator.cli_sweep import cancel, db, resume, status, submit
 
-main.add_command(models)
-main.add_command(datasets)
+    for cmd in (submit, status, query, compare, export, plot, cancel, resume, db, models,
+                datasets):
+        main.add_command(cmd)
+
+
+_register()
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,153 @@
+"""SQLAlchemy 2.0 typed models of the lab database.
+
+    sweeps ──< sweep_trials >── trials ──1:1── results        models, datasets (metadata)
+
+- `trials` is global: one row per `config_hash` (sha256 of the fully resolved config), shared
+  by every sweep that contains that config, so a repeated or overlapping submission never
+  runs a config twice. Lifecycle: pending -> running -> done | failed; `cancel` sets
+  cancelled; an interrupted driver leaves pending (Ctrl-C) or running (killed) trials that
+  `resume` runs again.
+- `results` holds one row per finished trial (unique `trial_id` and `config_hash`): every
+  aggregate metric as a column, per-prompt and per-iteration detail as JSON.
+- Times that come from workers (`started_at`, `finished_at`, `heartbeat_at`) are unix seconds.
+
+Schema changes go through Alembic (db/migrations); `db` imports nothing else of the project.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Index, Integer, String, \
+    Text, func
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+TRIAL_STATUSES = ("pending", "running", "done", "failed", "cancelled")
+SWEEP_STATUSES = ("submitted", "running", "interrupted", "cancelled", "finished")
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSONType, list[Any]: JSONType}
+
+
+class Sweep(Base):
+    __tablename__ = "sweeps"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    spec: Mapped[dict[str, Any]]  # the normalised sweep file
+    status: Mapped[str] = mapped_column(String(16), default="submitted")
+    code_version: Mapped[str] = mapped_column(String(80), default="")
+    driver: Mapped[str | None] = mapped_column(String(200))  # host:pid of the running driver
+    heartbeat_at: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                 server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                 server_default=func.now(), onupdate=func.now())
+
+
+class SweepTrial(Base):
+    __tablename__ = "sweep_trials"
+
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id", ondelete="CASCADE"),
+                                          primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"),
+                                          primary_key=True, index=True)
+
+
+class Trial(Base):
+    __tablename__ = "trials"
+    __table_args__ = (Index("ix_trials_pair", "target", "draft"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    config_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    config: Mapped[dict[str, Any]]  # orchestrator.records.TrialConfig.to_dict()
+    method: Mapped[str] = mapped_column(String(64), index=True)
+    target: Mapped[str] = mapped_column(String(200))
+    draft: Mapped[str] = mapped_column(String(200))
+    dataset: Mapped[str] = mapped_column(String(64))
+    temperature: Mapped[float] = mapped_column(Float)
+    max_new_tokens: Mapped[int] = mapped_column(Integer)
+    repeat: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    worker_host: Mapped[str | None] = mapped_column(String(200))
+    gpu_id: Mapped[str | None] = mapped_column(String(32))
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[float | None] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float)
+    wall_s: Mapped[float | None] = mapped_column(Float)  # trial time on the worker
+    load_s: Mapped[float | None] = mapped_column(Float)  # model loading inside the trial
+    code_version: Mapped[str | None] = mapped_column(String(80))  # of the worker that ran it
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                 server_default=func.now())
+
+
+class Result(Base):
+    __tablename__ = "results"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"),
+                                          unique=True)
+    config_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    throughput: Mapped[float] = mapped_column(Float)  # new tokens / generation time, tok/s
+    acceptance_rate: Mapped[float] = mapped_column(Float)
+    tokens_per_iteration: Mapped[float] = mapped_column(Float)
+    mean_accepted_length: Mapped[float] = mapped_column(Float)
+    mean_tree_size: Mapped[float] = mapped_column(Float)
+    ttft_s: Mapped[float] = mapped_column(Float)
+    tpot_s: Mapped[float] = mapped_column(Float)
+    total_s: Mapped[float] = mapped_column(Float)
+    prefill_s: Mapped[float] = mapped_column(Float)
+    draft_s: Mapped[float] = mapped_column(Float)
+    target_s: Mapped[float] = mapped_column(Float)
+    verify_s: Mapped[float] = mapped_column(Float)
+    bookkeeping_s: Mapped[float] = mapped_column(Float)
+    forward_s: Mapped[float] = mapped_column(Float)
+    overhead_share: Mapped[float] = mapped_column(Float)
+    peak_memory_bytes: Mapped[int] = mapped_column(BigInteger)
+    new_tokens: Mapped[int] = mapped_column(Integer)
+    iterations: Mapped[int] = mapped_column(Integer)
+    prompts: Mapped[int] = mapped_column(Integer)
+    prompt_tokens_mean: Mapped[float] = mapped_column(Float)
+    per_prompt: Mapped[list[Any]]  # id, category, prompt_tokens, tokens, summary per prompt
+    per_iteration: Mapped[list[Any]]  # per prompt: {tree_size: [...], accepted: [...], ...}
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                 server_default=func.now())
+
+
+class ModelInfo(Base):
+    __tablename__ = "models"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    architecture: Mapped[str | None] = mapped_column(String(64))
+    parameters: Mapped[int | None] = mapped_column(BigInteger)
+    vocab_size: Mapped[int | None] = mapped_column(Integer)
+    layers: Mapped[int | None] = mapped_column(Integer)
+    dtype: Mapped[str | None] = mapped_column(String(16))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                 server_default=func.now(), onupdate=func.now())
+
+
+class DatasetInfo(Base):
+    __tablename__ = "datasets"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    file: Mapped[str | None] = mapped_column(String(300))
+    items: Mapped[int | None] = mapped_column(Integer)
+    categories: Mapped[int | None] = mapped_column(Integer)
+    chat: Mapped[bool | None]
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                 server_default=func.now(), onupdate=func.now())
+
+
+METRIC_COLUMNS: tuple[str, ...] = tuple(
+    c.name for c in Result.__table__.columns
+    if c.name not in ("id", "trial_id", "config_hash", "per_prompt", "per_iteration",
+                      "created_at"))

@@ -1,0 +1,270 @@
+"""Ray executor: one long-lived actor per GPU (or per CPU slot), trials grouped by model pair.
+
+- Actors: `num_gpus=1, num_cpus=0` each when the cluster has GPUs (Ray sets
+  CUDA_VISIBLE_DEVICES, so "auto" device means the actor's own GPU), else `num_cpus=1` per
+  CPU slot. `actors=N` asks for N of them (an autoscaling cluster adds nodes for them).
+- Scheduling: an actor keeps drawing trials of the pair it has loaded; when that pair's queue
+  is empty it moves to the pair with the most trials left, preferring pairs no other actor is
+  on, so each actor loads each pair at most once. Each actor has `pipeline` trials queued so
+  it never waits for the driver.
+- Outcomes stream back through `ray.wait`; the driver (the sink) writes them. A trial that
+  raised comes back as a TrialFailure (recorded, the sweep goes on). A trial whose actor died
+  is put back in its pair's queue (up to `max_attempts` dispatches) and the actor is replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError, RayError
+
+from engine.config import ConfigError
+from orchestrator.executors import Job, Sink, Worker, format_error
+from orchestrator.records import TrialConfig, TrialFailure, TrialResult
+
+REPO_ROOT = str(Path(__file__).resolve().parents[2])
+SECRET_ENV = ("ORCH_DB_URL",)  # never handed to a Ray process started here
+
+
+@ray.remote(max_restarts=0, max_task_retries=0)
+class TrialActor:
+    """Holds one loaded model pair at a time (orchestrator.trial's cache) and runs trials."""
+
+    def __init__(self, warmup: int, threads: int | None) -> None:
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        gpus = ray.get_gpu_ids()
+        self.gpu_id = ",".join(str(g) for g in gpus) or None
+        if self.gpu_id:
+            os.environ["ORCH_GPU_ID"] = self.gpu_id
+        self.host = socket.gethostname()
+        self.warmup = warmup
+
+    def info(self) -> dict[str, Any]:
+        return {"host": self.host, "gpu_id": self.gpu_id, "pid": os.getpid(),
+                "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+
+    def run(self, config: TrialConfig, prompts: list | None) -> TrialResult | TrialFailure:
+        from orchestrator.trial import run_trial
+
+        started = time.time()
+        try:
+            return run_trial(config, prompts=prompts, warmup=self.warmup)
+        except Exception as e:  # noqa: BLE001 - e.g. out of memory: the trial failed
+            _free_cuda()
+            return TrialFailure(config.config_hash, format_error(e), self.host, self.gpu_id,
+                                started, time.time())
+
+    def loads(self) -> dict[str, int]:
+        from orchestrator.trial import LOADS
+
+        return {"/".join(k[:2]): n for k, n in LOADS.items()}
+
+
+def _free_cuda() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+@dataclass
+class Slot:
+    actor: Any
+    worker: Worker
+    pair: tuple | None = None
+    inflight: set = field(default_factory=set)
+    alive: bool = True
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, address: str | None = None, warmup: int = 0, max_attempts: int = 3,
+                 actors: int | None = None, pipeline: int = 2, accelerator: str = "auto") -> None:
+        if accelerator not in ("auto", "gpu", "cpu"):
+            raise ConfigError(f"unknown accelerator {accelerator!r} (known: auto, gpu, cpu)")
+        self.accelerator = accelerator
+        self.address, self.warmup, self.max_attempts = address, warmup, max_attempts
+        self.actors, self.pipeline = actors, pipeline
+        self.slots: list[Slot] = []
+        self._options: dict[str, Any] = {}
+        self._threads: int | None = None
+        self._spawned = 0
+        self._refs: dict[int, tuple[list, Any]] = {}
+        self.load_counts: dict[str, dict[str, int]] = {}
+
+    # ------------------------------------------------------------------ setup
+
+    def _connect(self) -> bool:
+        """Connect to the cluster (or start a local Ray); True when we started it."""
+        if ray.is_initialized():
+            return False
+        hidden = {k: os.environ.pop(k) for k in SECRET_ENV if k in os.environ}
+        try:
+            if self.address:
+                ray.init(address=self.address, log_to_driver=False)
+                return True
+            path = os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p)
+            ray.init(include_dashboard=False, log_to_driver=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": path}})
+            return True
+        finally:
+            os.environ.update(hidden)
+
+    def _plan(self, n_jobs: int) -> int:
+        """How many actors and of which kind: GPU actors when asked for or when the cluster
+        has GPUs now (auto), else one per CPU."""
+        res = ray.cluster_resources()
+        gpus, cpus = int(res.get("GPU", 0)), max(1, int(res.get("CPU", 1)))
+        use_gpu = self.accelerator == "gpu" or (self.accelerator == "auto" and gpus > 0)
+        if use_gpu and not (self.actors or gpus):
+            raise ConfigError("the Ray cluster has no GPUs yet: pass --actors N with "
+                              "--accelerator gpu so the autoscaler can add GPU nodes")
+        n = self.actors or (gpus if use_gpu else cpus)
+        n = max(1, min(n, n_jobs))
+        self._options = {"num_gpus": 1, "num_cpus": 0} if use_gpu else {"num_cpus": 1}
+        self._threads = max(1, cpus // n)
+        return n
+
+    def _spawn(self) -> Slot:
+        actor = TrialActor.options(**self._options).remote(self.warmup, self._threads)
+        name = f"actor{self._spawned}"
+        self._spawned += 1
+        return Slot(actor=actor, worker=Worker(name=name, host="?", gpu_id=None))
+
+    def _describe(self, slots: list[Slot]) -> None:
+        infos = ray.get([s.actor.info.remote() for s in slots])
+        for s, info in zip(slots, infos):
+            s.worker = Worker(name=s.worker.name, host=info["host"], gpu_id=info["gpu_id"])
+
+    # ------------------------------------------------------------------ main loop
+
+    def run(self, jobs: list[Job], sink: Sink) -> None:
+        if not jobs:
+            return
+        started_ray = self._connect()
+        try:
+            self.slots = [self._spawn() for _ in range(self._plan(len(jobs)))]
+            self._describe(self.slots)
+            self._loop(jobs, sink)
+            self.load_counts = self._loads()
+        finally:  # also on Ctrl-C, when Ray's own processes may be going down already
+            for s in self.slots:
+                try:
+                    ray.kill(s.actor)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+            if started_ray:
+                ray.shutdown()
+
+    def _loads(self) -> dict[str, dict[str, int]]:
+        """Model-pair loads per live actor (name -> {"target/draft": loads})."""
+        live = [s for s in self.slots if s.alive]
+        try:
+            counts = ray.get([s.actor.loads.remote() for s in live], timeout=60)
+        except (RayError, TimeoutError):
+            return {}
+        return {s.worker.name: c for s, c in zip(live, counts)}
+
+    def _loop(self, jobs: list[Job], sink: Sink) -> None:
+        queues: dict[tuple, deque[Job]] = {}
+        for job in jobs:
+            queues.setdefault(job.config.pair_key, deque()).append(job)
+        inflight: dict[Any, tuple[Slot, Job]] = {}
+        stopping = False
+        while True:
+            if not stopping:
+                self._dispatch(queues, inflight, sink)
+            if not inflight:
+                return
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
+            for ref in ready:
+                slot, job = inflight.pop(ref)
+                slot.inflight.discard(ref)
+                self._collect(ref, slot, job, queues, sink)
+            if not stopping and sink.stop_requested():
+                stopping = True
+
+    def _dispatch(self, queues, inflight, sink: Sink) -> None:
+        for slot in self.slots:
+            while slot.alive and len(slot.inflight) < self.pipeline:
+                job = self._pick(slot, queues)
+                if job is None:
+                    break
+                if not sink.start(job, slot.worker):
+                    continue
+                job.attempts += 1
+                job.worker = slot.worker
+                ref = slot.actor.run.remote(job.config, self._shared(job.prompts))
+                inflight[ref] = (slot, job)
+                slot.inflight.add(ref)
+
+    def _shared(self, prompts: list | None) -> Any:
+        """Each distinct prompt list goes to the object store once."""
+        if prompts is None:
+            return None
+        key = id(prompts)
+        if key not in self._refs:
+            self._refs[key] = (prompts, ray.put(prompts))
+        return self._refs[key][1]
+
+    def _pick(self, slot: Slot, queues: dict[tuple, deque[Job]]) -> Job | None:
+        if slot.pair is not None and queues.get(slot.pair):
+            return queues[slot.pair].popleft()
+        left = [k for k, q in queues.items() if q]
+        if not left:
+            return None
+        taken = {s.pair for s in self.slots if s is not slot and s.alive}
+        pair = max([k for k in left if k not in taken] or left, key=lambda k: len(queues[k]))
+        slot.pair = pair
+        return queues[pair].popleft()
+
+    def _collect(self, ref, slot: Slot, job: Job, queues, sink: Sink) -> None:
+        try:
+            out = ray.get(ref)
+        except RayActorError as e:
+            self._actor_died(slot, e)
+            error = (f"worker {slot.worker.name} on {slot.worker.host} (gpu "
+                     f"{slot.worker.gpu_id}) died: {_first_line(e)}")
+            if job.attempts >= self.max_attempts:
+                now = time.time()
+                sink.failed(job, TrialFailure(job.config.config_hash,
+                                              f"{error} (attempt {job.attempts} of "
+                                              f"{self.max_attempts})", slot.worker.host,
+                                              slot.worker.gpu_id, now, now))
+            else:
+                sink.retry(job, error)
+                queues.setdefault(job.config.pair_key, deque()).appendleft(job)
+            return
+        except RayError as e:  # the task itself could not run (e.g. unpicklable input)
+            now = time.time()
+            sink.failed(job, TrialFailure(job.config.config_hash, format_error(e),
+                                          slot.worker.host, slot.worker.gpu_id, now, now))
+            return
+        if isinstance(out, TrialFailure):
+            sink.failed(job, out)
+        else:
+            sink.done(job, out)
+
+    def _actor_died(self, slot: Slot, e: Exception) -> None:
+        if not slot.alive:
+            return
+        slot.alive = False
+        new = self._spawn()
+        self._describe([new])
+        self.slots[self.slots.index(slot)] = new
+
+
+def _first_line(e: Exception) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[0] if lines else type(e).__name__

@@ -1,0 +1,110 @@
+"""The two records that travel between driver, executors and the database.
+
+`TrialConfig` is one fully resolved trial (pair, dataset slice, sampling, method with all its
+parameters incl. the verifier, max_new_tokens, repeat, seed); `config_hash` is a sha256 over
+its canonical JSON and is the trial's identity in the database. `TrialResult` is what a
+worker sends back: aggregate metrics, per-prompt and per-iteration detail, where and when it
+ran. Both are plain data (no torch), so the driver and the database layer import them cheaply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+# Bump only when the meaning of a config field changes: it is part of every hash.
+CONFIG_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    target: str
+    draft: str
+    dataset: str
+    prompts: int  # number of prompts (the first N in load_prompts order)
+    method: str
+    params: dict[str, Any]  # fully resolved method parameters, verifier included
+    max_new_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    repeat: int = 0
+    seed: int = 0
+    category: str | None = None
+    prompt_tokens: int | None = None
+    chat: bool | None = None  # None: the dataset's default
+    device: str = "auto"
+    dtype: str = "auto"
+
+    def __post_init__(self) -> None:  # 0 and 0.0 must hash alike
+        object.__setattr__(self, "temperature", float(self.temperature))
+        object.__setattr__(self, "top_p", float(self.top_p))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["params"] = dict(sorted(self.params.items()))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrialConfig":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    @property
+    def config_hash(self) -> str:
+        payload = {"v": CONFIG_VERSION, **self.to_dict()}
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    @property
+    def pair_key(self) -> tuple[str, str, str, str]:
+        """Trials with one pair key share one loaded model pair."""
+        return (self.target, self.draft, self.device, self.dtype)
+
+    def label(self) -> str:
+        params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        return (f"{self.method}[{params}] {self.target}/{self.draft} {self.dataset} "
+                f"n={self.max_new_tokens} r={self.repeat}")
+
+
+# Aggregate metrics stored as result columns. Token-weighted where that is the definition
+# (throughput = all new tokens / all generation time, acceptance = all accepted / all drafted).
+METRICS: tuple[str, ...] = (
+    "throughput", "acceptance_rate", "tokens_per_iteration", "mean_accepted_length",
+    "mean_tree_size", "ttft_s", "tpot_s", "total_s", "prefill_s", "draft_s", "target_s",
+    "verify_s", "bookkeeping_s", "forward_s", "overhead_share", "peak_memory_bytes",
+    "new_tokens", "iterations", "prompts", "prompt_tokens_mean",
+)
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    config_hash: str
+    metrics: dict[str, float]  # keys: METRICS
+    per_prompt: list[dict[str, Any]]  # id, prompt_tokens, tokens, and that prompt's summary
+    per_iteration: list[dict[str, list]]  # one dict of lists per prompt
+    host: str
+    gpu_id: str | None
+    started_at: float  # unix time on the worker
+    finished_at: float
+    load_s: float = 0.0  # model loading done inside this trial (0 when the pair was cached)
+    warmup_s: float = 0.0
+    code_version: str = ""
+    models: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def wall_s(self) -> float:
+        return self.finished_at - self.started_at
+
+
+@dataclass(frozen=True)
+class TrialFailure:
+    """A trial that raised inside a healthy worker (bad config, out of memory, ...)."""
+
+    config_hash: str
+    error: str
+    host: str
+    gpu_id: str | None
+    started_at: float
+    finished_at: float

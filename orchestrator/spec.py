@@ -1,0 +1,381 @@
+"""The sweep file: a strict loader and its expansion into trial configs (DESIGN.md, "Sweep file").
+
+```yaml
+name: dynatree-grid                 # required; a sweep is identified by its name
+description: ...                    # optional
+pairs: [{target: T, draft: D}, ...] # required; cross-model comparisons
+dataset: {name: wikitext2, prompts: 10, prompt_tokens: 256, category: null, chat: null}
+                                    # or a list of such mappings (one more grid axis);
+                                    # default {name: spec_bench, prompts: 10}
+sampling: {temperature: 0.0, top_p: 1.0}   # each a number or a list (grid axes)
+max_new_tokens: 128                 # a number or a list; default for every method
+repeats: 1                          # repeat r runs with seed + r
+seed: 0
+warmup: 0                           # generations per actor and pair before timing
+max_attempts: 3                     # dispatches of a trial whose worker died
+device: auto                        # auto | cpu | cuda | cuda:N
+dtype: auto                         # auto | float32 | bfloat16 | float16
+methods:                            # required, non-empty
+  - name: dynatree                  # a key of engine.drafters.DRAFTERS
+    params: {verifier: greedy}      # fixed values
+    grid: {depth: [3, 4], branch: [2, 3]}   # cartesian product, lists only, never empty
+```
+
+Precedence of `max_new_tokens`: a method's own `params`/`grid` value wins for that method's
+trials; otherwise the top-level `max_new_tokens` applies (a list there is a grid axis for every
+method that does not set its own); otherwise 128.
+
+Validation is strict and happens before any database write or model load: unknown keys are
+rejected with their path, method parameters are type-checked against the method's config
+dataclass (YAML values must already have the right type), every combination is resolved with
+`engine.decode.resolve_method` (range checks, verifier), models are resolved by name and the
+dataset selection is loaded. Errors are `SpecError`, one line naming the file and path.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from engine.config import ConfigError
+from orchestrator.records import TrialConfig
+
+DEFAULT_MAX_NEW_TOKENS = 128
+_EXTRA_PARAMS = ("verifier", "max_new_tokens")  # accepted by every method
+_YAML11_FLOAT = re.compile(r"^[-+]?\d+(\.\d*)?[eE][-+]?\d+$")  # `1e-2` is a string in YAML 1.1
+
+
+class SpecError(ConfigError):
+    """The sweep file is invalid; the message names the file and the offending path."""
+
+
+@dataclass(frozen=True)
+class DatasetSel:
+    name: str
+    prompts: int
+    prompt_tokens: int | None = None
+    category: str | None = None
+    chat: bool | None = None
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    name: str
+    params: dict[str, Any]
+    grid: dict[str, tuple]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    pairs: tuple[tuple[str, str], ...]
+    datasets: tuple[DatasetSel, ...]
+    temperatures: tuple[float, ...]
+    top_ps: tuple[float, ...]
+    max_new_tokens: tuple[int, ...]
+    methods: tuple[MethodSpec, ...]
+    repeats: int = 1
+    seed: int = 0
+    warmup: int = 0
+    max_attempts: int = 3
+    device: str = "auto"
+    dtype: str = "auto"
+    description: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The normalised spec, JSON-ready (stored with the sweep)."""
+        return {
+            "name": self.name, "description": self.description,
+            "pairs": [{"target": t, "draft": d} for t, d in self.pairs],
+            "datasets": [vars(d) for d in self.datasets],
+            "sampling": {"temperature": list(self.temperatures), "top_p": list(self.top_ps)},
+            "max_new_tokens": list(self.max_new_tokens), "repeats": self.repeats,
+            "seed": self.seed, "warmup": self.warmup, "max_attempts": self.max_attempts,
+            "device": self.device, "dtype": self.dtype,
+            "methods": [{"name": m.name, "params": m.params,
+                         "grid": {k: list(v) for k, v in m.grid.items()}} for m in self.methods],
+        }
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_sweep(path: str | Path) -> tuple[Sweep, list[TrialConfig]]:
+    """Read, parse and validate a sweep file; returns the sweep and its expanded trials."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(f"cannot read sweep file {str(path)!r}: {e.strerror or e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise SpecError(f"{path.name}: malformed YAML{where}: {problem}") from None
+    sweep = parse_sweep(data, source=path.name)
+    return sweep, expand(sweep, source=path.name)
+
+
+def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
+    """Structural parse of the YAML document (types, unknown keys, ranges)."""
+    top = _mapping(data, source, required=("name", "pairs", "methods"),
+                   optional=("description", "dataset", "sampling", "max_new_tokens", "repeats",
+                             "seed", "warmup", "max_attempts", "device", "dtype"), root=True)
+    at = lambda key: f"{source}: {key}"  # noqa: E731
+    name = _str(top["name"], at("name"))
+    if not name.strip():
+        raise SpecError(f"{at('name')}: must not be empty")
+    pairs = []
+    for i, p in enumerate(_list(top["pairs"], at("pairs"))):
+        m = _mapping(p, at(f"pairs[{i}]"), required=("target", "draft"))
+        pairs.append((_str(m["target"], at(f"pairs[{i}].target")),
+                      _str(m["draft"], at(f"pairs[{i}].draft"))))
+    ds = top.get("dataset", {"name": "spec_bench", "prompts": 10})
+    ds_list = ds if isinstance(ds, list) else [ds]
+    ds_where = (lambda i: at(f"dataset[{i}]")) if isinstance(ds, list) else (lambda i: at("dataset"))
+    datasets = tuple(_dataset(d, ds_where(i)) for i, d in enumerate(_list(ds_list, at("dataset"))))
+    sampling = _mapping(top.get("sampling", {}), at("sampling"), optional=("temperature", "top_p"))
+    temps = _axis(sampling.get("temperature", 0.0), at("sampling.temperature"),
+                  lambda v, w: _number(v, w, lo=0.0))
+    top_ps = _axis(sampling.get("top_p", 1.0), at("sampling.top_p"),
+                   lambda v, w: _number(v, w, lo=0.0, hi=1.0, lo_open=True))
+    mnt = _axis(top.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS), at("max_new_tokens"),
+                lambda v, w: _int(v, w, lo=1))
+    methods = tuple(_method(m, at(f"methods[{i}]"))
+                    for i, m in enumerate(_list(top["methods"], at("methods"))))
+    device = _str(top.get("device", "auto"), at("device"))
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", device):
+        raise SpecError(f"{at('device')}: {device!r} is not one of auto, cpu, cuda, cuda:N, mps")
+    dtype = _str(top.get("dtype", "auto"), at("dtype"))
+    if dtype not in ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"):
+        raise SpecError(f"{at('dtype')}: {dtype!r} is not one of auto, float32, bfloat16, float16")
+    return Sweep(
+        name=name, pairs=tuple(pairs), datasets=datasets, temperatures=temps, top_ps=top_ps,
+        max_new_tokens=mnt, methods=methods,
+        repeats=_int(top.get("repeats", 1), at("repeats"), lo=1),
+        seed=_int(top.get("seed", 0), at("seed")),
+        warmup=_int(top.get("warmup", 0), at("warmup"), lo=0),
+        max_attempts=_int(top.get("max_attempts", 3), at("max_attempts"), lo=1),
+        device=device, dtype=dtype,
+        description=_str(top.get("description", ""), at("description")))
+
+
+def _dataset(value: Any, where: str) -> DatasetSel:
+    m = _mapping(value, where, required=("name",),
+                 optional=("prompts", "prompt_tokens", "category", "chat"))
+    pt, cat, chat = m.get("prompt_tokens"), m.get("category"), m.get("chat")
+    return DatasetSel(
+        name=_str(m["name"], f"{where}.name"),
+        prompts=_int(m.get("prompts", 10), f"{where}.prompts", lo=1),
+        prompt_tokens=None if pt is None else _int(pt, f"{where}.prompt_tokens", lo=1),
+        category=None if cat is None else _str(cat, f"{where}.category"),
+        chat=None if chat is None else _bool(chat, f"{where}.chat"))
+
+
+def _method(value: Any, where: str) -> MethodSpec:
+    m = _mapping(value, where, required=("name",), optional=("params", "grid"))
+    name = _str(m["name"], f"{where}.name")
+    params = dict(_mapping(m.get("params", {}), f"{where}.params"))
+    grid: dict[str, tuple] = {}
+    if "grid" in m:
+        g = _mapping(m["grid"], f"{where}.grid")
+        if not g:
+            raise SpecError(f"{where}.grid: empty grid (give at least one parameter with values)")
+        for key, values in g.items():
+            if not isinstance(values, list):
+                raise SpecError(f"{where}.grid.{key}: expected a list of values, got {values!r}")
+            if not values:
+                raise SpecError(f"{where}.grid.{key}: empty grid axis (give at least one value)")
+            if key in params:
+                raise SpecError(f"{where}.grid.{key}: also set in {where}.params")
+            grid[str(key)] = tuple(values)
+    return MethodSpec(name=name, params=params, grid=grid)
+
+
+# ----------------------------------------------------------------------------- expansion
+
+
+def expand(sweep: Sweep, source: str = "sweep") -> list[TrialConfig]:
+    """Check models, dataset and every method combination; return the trials in order.
+
+    Order: pair, dataset, temperature, top_p, method, grid point, max_new_tokens, repeat.
+    Configs that resolve identically are kept once.
+    """
+    from engine.datasets import DatasetError, load_prompts
+    from engine.models import resolve
+
+    for i, (target, draft) in enumerate(sweep.pairs):
+        for role, name in (("target", target), ("draft", draft)):
+            try:
+                resolve(name)
+            except ConfigError as e:
+                raise SpecError(f"{source}: pairs[{i}].{role}: {e}") from None
+    for d in sweep.datasets:
+        try:
+            load_prompts(d.name, n=d.prompts, category=d.category)
+        except DatasetError as e:
+            raise SpecError(f"{source}: dataset: {e}") from None
+    points = {}  # (method index, temperature) -> list of (params, max_new_tokens axis)
+    for t in sweep.temperatures:
+        for i, m in enumerate(sweep.methods):
+            points[i, t] = _method_points(m, t, sweep.max_new_tokens, f"{source}: methods[{i}]")
+    trials: dict[str, TrialConfig] = {}
+    for (target, draft), d, t, p in itertools.product(sweep.pairs, sweep.datasets,
+                                                      sweep.temperatures, sweep.top_ps):
+        for i, m in enumerate(sweep.methods):
+            for params, mnts in points[i, t]:
+                for mnt, r in itertools.product(mnts, range(sweep.repeats)):
+                    cfg = TrialConfig(
+                        target=target, draft=draft, dataset=d.name, prompts=d.prompts,
+                        category=d.category, prompt_tokens=d.prompt_tokens, chat=d.chat,
+                        temperature=t, top_p=p, method=m.name, params=params,
+                        max_new_tokens=mnt, repeat=r, seed=sweep.seed + r,
+                        device=sweep.device, dtype=sweep.dtype)
+                    trials.setdefault(cfg.config_hash, cfg)
+    return list(trials.values())
+
+
+def _method_points(m: MethodSpec, temperature: float, default_mnt: tuple[int, ...],
+                   where: str) -> list[tuple[dict[str, Any], tuple[int, ...]]]:
+    """Every grid point of one method as (resolved params, max_new_tokens values)."""
+    from engine.config import config_fields
+    from engine.decode import method_params, resolve_method
+    from engine.drafters import DRAFTERS
+
+    if m.name not in DRAFTERS:
+        raise SpecError(f"{where}.name: unknown method {m.name!r} (known: {', '.join(DRAFTERS)})")
+    types_ = {**config_fields(DRAFTERS[m.name][0]), "verifier": str, "max_new_tokens": int}
+    for section, values in (("params", {k: (v,) for k, v in m.params.items()}), ("grid", m.grid)):
+        for key, vals in values.items():
+            if key not in types_:
+                known = ", ".join(k for k in types_ if k != "max_new_tokens") + ", max_new_tokens"
+                raise SpecError(f"{where}.{section}.{key}: unknown parameter {key!r} for method "
+                                f"{m.name!r} (known: {known})")
+            for j, v in enumerate(vals):
+                path = f"{where}.{section}.{key}" + (f"[{j}]" if section == "grid" else "")
+                _check_type(v, types_[key], path)
+                if key == "max_new_tokens":
+                    _int(v, path, lo=1)
+    keys = list(m.grid)
+    out, seen = [], set()
+    for combo in itertools.product(*(m.grid[k] for k in keys)):
+        raw = {**m.params, **dict(zip(keys, combo))}
+        mnt = raw.pop("max_new_tokens", None)
+        try:
+            resolved = method_params(resolve_method(m.name, raw, temperature))
+        except ConfigError as e:
+            shown = ", ".join(f"{k}={v}" for k, v in dict(zip(keys, combo)).items())
+            at = f" (grid point {shown})" if shown else ""
+            raise SpecError(f"{where}{at}: {e}") from None
+        mnts = (mnt,) if mnt is not None else default_mnt
+        key = (tuple(sorted(resolved.items())), mnts)
+        if key not in seen:
+            seen.add(key)
+            out.append((resolved, mnts))
+    return out
+
+
+# ----------------------------------------------------------------------------- strict values
+
+
+def _check_type(value: Any, tp: Any, where: str) -> None:
+    """YAML values must already have the annotated type (no string -> number coercion)."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            choices = ", ".join(map(str, typing.get_args(tp)))
+            raise SpecError(f"{where}: {value!r} is not one of {choices}")
+    elif origin in (typing.Union, types.UnionType):
+        if value is not None:
+            _check_type(value, [a for a in typing.get_args(tp) if a is not type(None)][0], where)
+    elif origin is tuple:
+        if not isinstance(value, list):
+            raise SpecError(f"{where}: expected a list, got {value!r}")
+        item = [a for a in typing.get_args(tp) if a is not Ellipsis][0]
+        for v in value:
+            _check_type(v, item, where)
+    elif tp is bool:
+        _bool(value, where)
+    elif tp is int:
+        _int(value, where)
+    elif tp is float:
+        _number(value, where)
+    elif tp is str:
+        _str(value, where)
+
+
+def _mapping(value: Any, where: str, required: tuple[str, ...] = (),
+             optional: tuple[str, ...] | None = None, root: bool = False) -> dict:
+    if not isinstance(value, dict):
+        raise SpecError(f"{where}: expected a mapping, got {_shown(value)}")
+    if optional is not None:
+        known = required + optional
+        for key in value:
+            if key not in known:
+                path = f"{where}: {key}" if root else f"{where}.{key}"
+                raise SpecError(f"{path}: unknown key (known: {', '.join(known)})")
+    for key in required:
+        if key not in value:
+            raise SpecError(f"{where}: missing required key {key!r}")
+    return value
+
+
+def _list(value: Any, where: str) -> list:
+    if not isinstance(value, list):
+        raise SpecError(f"{where}: expected a list, got {_shown(value)}")
+    if not value:
+        raise SpecError(f"{where}: empty list (give at least one entry)")
+    return value
+
+
+def _axis(value: Any, where: str, check) -> tuple:
+    if isinstance(value, list):
+        return tuple(check(v, f"{where}[{j}]") for j, v in enumerate(_list(value, where)))
+    return (check(value, where),)
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise SpecError(f"{where}: expected a string, got {_shown(value)}")
+    return value
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise SpecError(f"{where}: expected true or false, got {_shown(value)}")
+    return value
+
+
+def _int(value: Any, where: str, lo: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{where}: expected an integer, got {_shown(value)}")
+    if lo is not None and value < lo:
+        raise SpecError(f"{where}: must be >= {lo}, got {value}")
+    return value
+
+
+def _number(value: Any, where: str, lo: float | None = None, hi: float | None = None,
+            lo_open: bool = False) -> float:
+    if isinstance(value, str) and _YAML11_FLOAT.match(value):
+        value = float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{where}: expected a number, got {_shown(value)}")
+    if lo is not None and (value < lo or (lo_open and value == lo)):
+        raise SpecError(f"{where}: must be {'>' if lo_open else '>='} {lo}, got {value}")
+    if hi is not None and value > hi:
+        raise SpecError(f"{where}: must be <= {hi}, got {value}")
+    return float(value)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,197 @@
+"""Run one trial: no Ray, no database. The local executor and every Ray actor call `run_trial`.
+
+A trial generates for each of its prompts with one method and stores aggregate metrics
+(token-weighted where that is the definition: throughput = all new tokens / all generation
+time; acceptance = all accepted / all drafted; tokens per iteration = all new tokens / all
+target forwards), per-prompt summaries with the generated tokens, and per-iteration lists.
+
+Model pairs are cached per process, keyed by (target, draft, device, dtype), at most
+`PAIR_CACHE_SIZE` at a time (a GPU holds one pair comfortably; executors group trials by
+pair). `LOADS` counts loads per key so tests can check that an actor loaded each pair once.
+Warmup generations run the first time a pair is used in a process (not stored).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import subprocess
+import time
+from collections import Counter, OrderedDict
+from pathlib import Path
+from typing import Any
+
+from orchestrator.records import TrialConfig, TrialResult
+
+PAIR_CACHE_SIZE = 1
+LOADS: Counter = Counter()  # pair key -> loads in this process
+_PAIRS: "OrderedDict[tuple, Any]" = OrderedDict()
+_WARM: set[tuple] = set()
+_PROMPTS: dict[tuple, list] = {}
+
+
+def get_pair(key: tuple[str, str, str, str]) -> tuple[Any, float]:
+    """The loaded pair for (target, draft, device, dtype) and the seconds spent loading it."""
+    if key in _PAIRS:
+        _PAIRS.move_to_end(key)
+        return _PAIRS[key], 0.0
+    from engine.models import load_pair
+
+    _quiet_transformers()
+    while len(_PAIRS) >= PAIR_CACHE_SIZE:
+        _PAIRS.popitem(last=False)
+        _free_device_memory()
+    start = time.perf_counter()
+    target, draft, device, dtype = key
+    pair = load_pair(target, draft, device=device, dtype=dtype)
+    LOADS[key] += 1
+    _PAIRS[key] = pair
+    return pair, time.perf_counter() - start
+
+
+def _quiet_transformers() -> None:
+    """No per-weight loading bars in sweep output (the sweep has its own progress bar)."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+def clear_cache() -> None:
+    _PAIRS.clear()
+    _WARM.clear()
+    _free_device_memory()
+
+
+def _free_device_memory() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def load_trial_prompts(config: TrialConfig) -> list:
+    key = (config.dataset, config.prompts, config.category)
+    if key not in _PROMPTS:
+        from engine.datasets import load_prompts
+
+        _PROMPTS[key] = load_prompts(config.dataset, n=config.prompts, category=config.category)
+    return _PROMPTS[key]
+
+
+def run_trial(config: TrialConfig, pair: Any = None, prompts: list | None = None,
+              warmup: int = 0) -> TrialResult:
+    """Run every prompt of `config`; raises on any error (the executor records it)."""
+    from engine.datasets import encode_prompt
+    from engine.decode import generate, resolve_method
+
+    started = time.time()
+    method = resolve_method(config.method, dict(config.params), config.temperature)
+    load_s = 0.0
+    if pair is None:
+        pair, load_s = get_pair(config.pair_key)
+    prompts = prompts if prompts is not None else load_trial_prompts(config)
+    tok = pair.target.tokenizer
+    ids = [encode_prompt(tok, p, prompt_tokens=config.prompt_tokens, chat=config.chat)
+           for p in prompts]
+    warmup_s = 0.0
+    if warmup and config.pair_key not in _WARM:
+        t0 = time.perf_counter()
+        for i in range(warmup):
+            generate(pair, ids[i % len(ids)], method, min(config.max_new_tokens, 32),
+                     temperature=config.temperature, top_p=config.top_p, seed=config.seed)
+        warmup_s = time.perf_counter() - t0
+    _WARM.add(config.pair_key)
+    per_prompt, per_iteration, stats = [], [], []
+    for i, (p, prompt_ids) in enumerate(zip(prompts, ids)):
+        g = generate(pair, prompt_ids, method, config.max_new_tokens,
+                     temperature=config.temperature, top_p=config.top_p,
+                     seed=config.seed * 1_000_003 + i)
+        stats.append(g.stats)
+        d = g.stats.to_dict()
+        per_iteration.append({k: [_round(x) for x in v]
+                              for k, v in d.pop("per_iteration").items()})
+        per_prompt.append({"id": p.id, "category": p.category, "prompt_tokens": len(prompt_ids),
+                           "tokens": g.tokens, **{k: _round(v) for k, v in d.items()}})
+    return TrialResult(
+        config_hash=config.config_hash, metrics=aggregate(stats, [len(x) for x in ids]),
+        per_prompt=per_prompt, per_iteration=per_iteration, host=socket.gethostname(),
+        gpu_id=os.environ.get("ORCH_GPU_ID") or _cuda_index(pair), started_at=started, finished_at=time.time(),
+        load_s=load_s, warmup_s=warmup_s, code_version=code_version(),
+        models=[model_info(pair.target), model_info(pair.draft)])
+
+
+def aggregate(stats: list, prompt_lengths: list[int]) -> dict[str, float]:
+    """Token-weighted aggregate of several GenerationStats (see module doc)."""
+    its = [s for st in stats for s in st.iterations]
+    n_it = len(its)
+    new = sum(st.new_tokens for st in stats)
+    total = sum(st.total_s for st in stats)
+    ttft = sum(st.ttft_s for st in stats)
+    drafted = sum(s.tree_size - 1 for s in its)
+    accepted = sum(s.accepted for s in its)
+    forward = sum(st.prefill_s for st in stats) + sum(s.draft_forward_s + s.target_forward_s
+                                                      for s in its)
+    return {
+        "throughput": new / total if total > 0 else 0.0,
+        "acceptance_rate": accepted / drafted if drafted else 0.0,
+        "tokens_per_iteration": new / n_it if n_it else 0.0,
+        "mean_accepted_length": accepted / n_it if n_it else 0.0,
+        "mean_tree_size": sum(s.tree_size for s in its) / n_it if n_it else 0.0,
+        "ttft_s": ttft / len(stats),
+        "tpot_s": (total - ttft) / max(new - len(stats), 1),
+        "total_s": total,
+        "prefill_s": sum(st.prefill_s for st in stats),
+        "draft_s": sum(s.draft_s for s in its),
+        "target_s": sum(s.target_s for s in its),
+        "verify_s": sum(s.verify_s for s in its),
+        "bookkeeping_s": sum(s.bookkeeping_s for s in its),
+        "forward_s": forward,
+        "overhead_share": 1.0 - forward / total if total > 0 else 0.0,
+        "peak_memory_bytes": max(st.peak_memory_bytes for st in stats),
+        "new_tokens": new,
+        "iterations": n_it,
+        "prompts": len(stats),
+        "prompt_tokens_mean": sum(prompt_lengths) / len(prompt_lengths),
+    }
+
+
+def _cuda_index(pair: Any) -> str | None:
+    dev = pair.target.device
+    return str(dev.index or 0) if dev.type == "cuda" else None
+
+
+def model_info(m: Any) -> dict[str, Any]:
+    cfg = m.model.config
+    return {"name": m.name, "architecture": getattr(cfg, "model_type", None),
+            "parameters": int(sum(p.numel() for p in m.model.parameters())),
+            "vocab_size": getattr(cfg, "vocab_size", None), "layers":
+            getattr(cfg, "num_hidden_layers", None), "dtype": str(m.dtype).removeprefix("torch.")}
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """The git commit of this checkout (+dirty), else the installed package version."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+        if sha:
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                   cwd=root, capture_output=True, text=True, timeout=10).stdout
+            return sha + ("+dirty" if dirty.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        from importlib.metadata import version
+
+        return "treespec-orch " + version("treespec-orch")
+    except Exception:  # noqa: BLE001 - not installed either
+        return "unknown"
+
+
+def _round(x: Any) -> Any:
+    return round(x, 7) if isinstance(x, float) else x

@@ -1,0 +1,74 @@
+"""Helpers shared by the orchestrator tests (imported as a plain module)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PG_PASSWORD = "Pw-never-shown-7Q"
+PG_ADMIN = os.environ.get("ORCH_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+# 2 pairs x (autoregressive 1 + linear 5 + fixed_tree 3 x 2) = 24 configs.
+SWEEP_24 = """\
+name: {name}
+pairs:
+  - {{target: tiny-llama, draft: tiny-llama-draft}}
+  - {{target: tiny-neox, draft: tiny-neox-draft}}
+dataset: {{name: spec_bench, prompts: {prompts}, prompt_tokens: 16}}
+sampling: {{temperature: 0.0}}
+max_new_tokens: {max_new_tokens}
+repeats: 1
+warmup: 0
+methods:
+  - name: autoregressive
+  - name: linear
+    grid: {{k: [1, 2, 3, 4, 5]}}
+  - name: fixed_tree
+    grid: {{depth: [2, 3, 4], branch: [1, 2]}}
+"""
+
+
+def sweep_24(path: Path, name: str = "tiny24", prompts: int = 1, max_new_tokens: int = 8) -> Path:
+    path.write_text(SWEEP_24.format(name=name, prompts=prompts, max_new_tokens=max_new_tokens))
+    return path
+
+
+def orch(*args: str, env: dict | None = None, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    """Run `python -m orchestrator.cli ARGS` in a fresh process from the repository root."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=REPO,
+                          env=full_env, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def fake_config(i: int = 0, method: str = "linear", target: str = "tiny-llama",
+                draft: str = "tiny-llama-draft", repeat: int = 0, max_new_tokens: int = 8,
+                **params):
+    """A TrialConfig without touching the engine (writers and report tests)."""
+    from orchestrator.records import TrialConfig
+
+    params = params or ({"k": i} if method == "linear" else {})
+    return TrialConfig(target=target, draft=draft, dataset="spec_bench", prompts=1,
+                       method=method, params={**params, "verifier": "greedy"},
+                       max_new_tokens=max_new_tokens, repeat=repeat, seed=repeat)
+
+
+def fake_result(cfg, throughput: float = 100.0, **metrics):
+    """A TrialResult with every metric set (throughput and anything given, else 1.0)."""
+    import time
+
+    from orchestrator.records import METRICS, TrialResult
+
+    values = {m: 1.0 for m in METRICS}
+    values.update(new_tokens=8, iterations=4, prompts=1, peak_memory_bytes=1 << 20,
+                  throughput=throughput, **metrics)
+    now = time.time()
+    return TrialResult(config_hash=cfg.config_hash, metrics=values,
+                       per_prompt=[{"id": "p0", "tokens": [1, 2, 3]}],
+                       per_iteration=[{"accepted": [1, 2], "tree_size": [3, 3]}],
+                       host="testhost", gpu_id=None, started_at=now - 0.5, finished_at=now,
+                       code_version="test",
+                       models=[{"name": cfg.target, "architecture": "llama", "parameters": 10,
+                                "vocab_size": 260, "layers": 4, "dtype": "float32"}])
