@@ -39,7 +39,7 @@ def require(tree: Tree, modes: tuple[str, ...], name: str, needs_q: bool = True)
         raise ValueError(f"verifier {name!r} needs the draft distributions tree.q")
 
 
-def uniforms(gen: torch.Generator | None, device: torch.device, batch: int = 64
+def uniforms(gen: torch.Generator | None, device: torch.device, batch: int = 16
              ) -> Iterator[float]:
     """An endless stream of U[0, 1) floats drawn `batch` at a time (one device sync each)."""
     while True:
