@@ -91,36 +91,36 @@ def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> A
 
 
 def _expected(p: torch.Tensor, q: torch.Tensor, lay: Layout, node: int, depth: int, w: float,
-              P: torch.Tensor, iid: bool) -> float:
-    """E[depth of the accepted node * 1{accepted inside node's subtree}] for entry weight w."""
+              P: torch.Tensor, iid: bool) -> tuple[float, float]:
+    """Given the tree: (P(accept inside node's subtree), E[accepted depth * 1{accepted inside}])
+    for entry weight w. (Averaged over the subtree's draws the first is w; given them it is not.)"""
     kids = lay.kids[node]
     if not kids:
-        return w * depth
+        return w, w * depth
+    orders = [(1.0, tuple(kids))]
     if iid:  # average over first-appearance orders, weighted as successive sampling
-        total, orders = 0.0, []
+        orders = []
         for order in itertools.permutations(kids):
             prob, left = 1.0, sum(lay.mult[c] for c in kids)
             for c in order:
                 prob *= lay.mult[c] / left
                 left -= lay.mult[c]
             orders.append((prob, order))
-    else:
-        orders = [(1.0, tuple(kids))]
-    out = 0.0
+    accept, depth_sum = 0.0, 0.0
     for prob, order in orders:
-        wu, Pu, Q, reach, acc = w, P, q[node].double(), 1.0, 0.0
+        wu, Pu, Q, reach, a, d = w, P, q[node].double(), 1.0, 0.0, 0.0
         for c in order:
             x = lay.tokens[c]
-            wc = _weight(wu, Pu, Q, x)
-            acc += reach * _expected(p, q, lay, c, depth + 1, wc, p[c].double(), iid)
-            reach *= 1 - wc
+            ac, dc = _expected(p, q, lay, c, depth + 1, _weight(wu, Pu, Q, x), p[c].double(), iid)
+            a, d, reach = a + reach * ac, d + reach * dc, reach * (1 - ac)
             wu, Pu = reject_update(wu, Pu, Q)
             Q = _without(Q, x)
-        out += prob * (acc + reach * wu * depth)
-    return out
+        accept += prob * (a + reach * wu)
+        depth_sum += prob * (d + reach * wu * depth)
+    return accept, depth_sum
 
 
 def expected_accepted(tree: Tree, p: torch.Tensor) -> float:
     """E[tau | tree]: the mean number of accepted draft tokens of Traversal Verification."""
     lay = layout(tree, distinct=True)
-    return _expected(p, tree.q, lay, 0, 0, 1.0, p[0].double(), tree.sampling == "iid")
+    return _expected(p, tree.q, lay, 0, 0, 1.0, p[0].double(), tree.sampling == "iid")[1]
