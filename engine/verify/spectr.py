@@ -77,9 +77,10 @@ def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> A
 
     def solve(node, us):
         draws = shuffled_draws(lay, node, us)  # X_1..X_k as child nodes, i.i.d. order
-        rho, _, _, res = kseq(p[node], q[node], len(draws))
+        p64, q64 = p[node].double(), q[node].double()  # [V]
+        rho, _, _, res = kseq(p64, q64, len(draws))
         x = tree.tokens[draws]  # [k]
-        ratio = (p[node, x].double() / (rho * q[node, x].double())).tolist()  # [k]
+        ratio = (p64[x] / (rho * q64[x])).tolist()  # [k] p(X_i) / (rho* q(X_i))
         for c, r in zip(draws, ratio):
             if next(us) <= r:  # rho* U_i <= p(X_i)/q(X_i)
                 return lay.tokens[c]

@@ -4,8 +4,9 @@
     tokens (unit level here; end to end through generate() in test_greedy_end_to_end).
 (b) Losslessness, by Monte Carlo on synthetic worlds (tests/engine/verifier_mc.py): for each
     stochastic verifier, N = 1e5 independent draft trees drawn from a random draft and verified
-    against a random target (vocabulary V in 4..8, depth <= 3, branching <= 3, every sampling
-    mode the verifier claims, shapes mixed per sample). We test the law of the first emitted
+    against a random target (depth <= 3, branching <= 3, every sampling mode the verifier
+    claims, shapes mixed per sample; verifiers claiming the same modes share a world, V = 4, 6
+    or 8, and its trees). We test the law of the first emitted
     token against p(.|root) and the law of the first two emitted tokens against
     p(y1|root) p(y2|y1) with chi-square goodness-of-fit tests.
     Why the two-token test is a valid check: the decoding loop emits a verification's accepted
@@ -40,10 +41,10 @@ from scipy.stats import chi2, norm
 from engine.tree import SAMPLING_MODES
 from engine.verify import VERIFIERS, formulas
 from engine.verify.common import Accept, layout, positive_part, sample_index, uniforms
-from verifier_mc import Case, make_world, run, sample_trees, target_laws, to_tree
+from verifier_mc import Case, make_world, run_group, sample_trees, target_laws, to_tree
 
 N = 100_000  # Monte Carlo samples per verifier (issue requirement for (b))
-KEEP = 6_000  # trees kept per verifier for the E[tau | T] check (c)
+KEEP = 4_000  # trees kept per verifier for the E[tau | T] check (c)
 STOCHASTIC = [v for v in VERIFIERS if v != "greedy"]
 CLAIMS = {  # the sampling modes each verifier claims to verify losslessly
     "nss": SAMPLING_MODES,
@@ -56,7 +57,7 @@ CLAIMS = {  # the sampling modes each verifier claims to verify losslessly
     "traversal": ("iid", "without_replacement"),
 }
 ROOT_ACCEPTANCE = ("nss", "naive", "naive_tree", "spectr", "specinfer", "khisti")
-N_FIXED, FIXED_TREES = 4_000, 2  # verifications of each of a few fixed trees, per verifier
+N_FIXED, FIXED_TREES = 3_000, 2  # verifications of each of a few fixed trees, per verifier
 # two chi-square tests per stochastic verifier, a z-test of E[tau] for each, a z-test of the
 # root acceptance for the OT-based ones, and on each fixed tree a z-test of E[tau | T] plus
 # (OT-based) a chi-square test of the first step against the branching probabilities
@@ -74,10 +75,14 @@ SHAPES = {
 }
 
 
+# verifiers claiming the same modes share one world (V = 4, 6, 8) and its draft trees
+GROUPS = list(dict.fromkeys(CLAIMS.values()))
+
+
 def case_for(name: str) -> Case:
-    i = STOCHASTIC.index(name)
+    g = GROUPS.index(CLAIMS[name])
     shapes = tuple(s for mode in CLAIMS[name] for s in SHAPES[mode])
-    return Case(name=name, V=4 + i % 5, seed=100 + i, shapes=shapes)
+    return Case(name="+".join(CLAIMS[name]), V=4 + 2 * g, seed=100 + g, shapes=shapes)
 
 
 @functools.lru_cache(maxsize=None)
@@ -86,9 +91,15 @@ def world_for(V: int, seed: int):
 
 
 @functools.lru_cache(maxsize=None)
+def _group_outcomes(claims: tuple[str, ...]):
+    names = [v for v in STOCHASTIC if CLAIMS[v] == claims]
+    case = case_for(names[0])
+    return run_group(world_for(case.V, case.seed), case, {v: VERIFIERS[v] for v in names}, N,
+                     seed=7, keep=KEEP)
+
+
 def outcome(name: str):
-    case = case_for(name)
-    return run(world_for(case.V, case.seed), case, VERIFIERS[name], N, seed=7, keep=KEEP)
+    return _group_outcomes(CLAIMS[name])[name]
 
 
 def chi_square_pvalue(samples: torch.Tensor, probs: torch.Tensor) -> float:
@@ -119,7 +130,7 @@ def lossless_pvalues(name_or_outcome, V: int, seed: int) -> tuple[float, float]:
     return chi_square_pvalue(out.first, p1), chi_square_pvalue(out.pair, p2)
 
 
-# ---- (b) losslessness --------------------------------------------------------------------------
+# ---- (b) losslessness -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", STOCHASTIC)
 def test_first_two_tokens_follow_the_target(name):
@@ -174,20 +185,28 @@ WRONG = {  # wrong verifier -> which test must reject it
 }
 
 
+POWER_CASE = Case(name="power", V=6, seed=200, shapes=SHAPES["iid"])
+
+
+@functools.lru_cache(maxsize=None)
+def _wrong_outcomes():
+    world = world_for(POWER_CASE.V, POWER_CASE.seed)
+    return run_group(world, POWER_CASE, {w: v for w, (v, _) in WRONG.items()}, N, seed=7)
+
+
 @pytest.mark.parametrize("wrong", list(WRONG))
 def test_tests_have_power(wrong):
     """The same chi-square tests, at the same level and sample size, on the same kind of case,
     reject deliberately wrong verifiers: the suite can fail."""
-    verify, which = WRONG[wrong]
-    case = Case(name=wrong, V=6, seed=200, shapes=SHAPES["iid"])
-    out = run(world_for(case.V, case.seed), case, verify, N, seed=7)
-    first, pair = lossless_pvalues(out, case.V, case.seed)
+    which = WRONG[wrong][1]
+    out = _wrong_outcomes()[wrong]
+    first, pair = lossless_pvalues(out, POWER_CASE.V, POWER_CASE.seed)
     assert (first if which == "first" else pair) < ALPHA
     if wrong == "bonus_from_parent_row":  # right at the first token: only the pair test sees it
         assert first > ALPHA
 
 
-# ---- (c) accepted length -------------------------------------------------------------------------
+# ---- (c) accepted length --------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ROOT_ACCEPTANCE)
 def test_root_acceptance_matches_formula(name):
@@ -197,7 +216,8 @@ def test_root_acceptance_matches_formula(name):
     iid = out.root_iid
     hit = (out.accepted[iid] >= 1).double()
     k = out.root_draws[iid]
-    alpha = {kk: formulas.acceptance(name, world.p[0], world.q[0], kk) for kk in k.unique().tolist()}
+    alpha = {kk: formulas.acceptance(name, world.p[0], world.q[0], kk)
+             for kk in k.unique().tolist()}
     expected = torch.tensor([alpha[kk] for kk in k.tolist()], dtype=torch.float64)
     se = math.sqrt(float((expected * (1 - expected)).mean()) / hit.numel())
     z = float(hit.mean() - expected.mean()) / se
@@ -249,14 +269,15 @@ def test_conditional_on_fixed_trees(name):
         if name in formulas.OT_BASED:
             kids = lay.kids[0]
             counts = {lay.tokens[c]: lay.mult[c] for c in kids}
-            order = [lay.tokens[c] for c in kids] if tree.sampling == "without_replacement" else None
+            ordered = tree.sampling == "without_replacement"
+            order = [lay.tokens[c] for c in kids] if ordered else None
             b = formulas.branching(name, p[0], tree.q[0], counts, order)
             probs = torch.tensor([b[lay.tokens[c]] for c in kids] + [1 - sum(b.values())])
             step = torch.tensor([kids.index(a.path[0]) if a.path else len(kids) for a in runs])
             assert chi_square_pvalue(step, probs.clamp(min=0)) > ALPHA, name
 
 
-# ---- sampling modes -------------------------------------------------------------------------------
+# ---- sampling modes ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", STOCHASTIC)
 def test_sampling_modes(name):
@@ -274,13 +295,15 @@ def test_sampling_modes(name):
                 VERIFIERS[name](tree, p, gen)
 
 
-# ---- (a) temperature 0 ---------------------------------------------------------------------------
+# ---- (a) temperature 0 ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", list(VERIFIERS))
 def test_greedy_rows_reproduce_target_greedy(name):
     """One-hot p and q (temperature 0): the emitted tokens are the target's argmax chain."""
     world = world_for(6, 3)
-    onehot = lambda m: torch.zeros_like(m).scatter_(-1, m.argmax(-1, keepdim=True), 1.0)  # noqa: E731
+    def onehot(m):
+        return torch.zeros_like(m).scatter_(-1, m.argmax(-1, keepdim=True), 1.0)
+
     greedy = type(world)(V=world.V, depth=world.depth, p=onehot(world.p),
                          q=torch.cat([onehot(world.q[:-1]), world.q[-1:]]),
                          q_cdf=onehot(world.q[:-1]).double().cumsum(-1))

@@ -14,7 +14,9 @@ samples (inverse CDF on the q table); only merging rollouts into a Tree is per s
 first emitted token, the first two emitted tokens, the accepted length, and (for the first
 `keep` samples) the tree and its p rows. The second token comes from the same verification when
 it emits two or more tokens; when it rejects at the root (emitting one token y1) a second
-verification runs on a fresh tree rooted at context (y1), exactly as the decoding loop does.
+verification runs on a fresh tree rooted at context (y1), exactly as the decoding loop does
+(drawn with the case's first shape: only its first token is used, and a lossless verifier
+emits a target-distributed first token from any draft tree).
 """
 
 from __future__ import annotations
@@ -215,45 +217,68 @@ class Outcome:
     kept: list  # (tree, p) of the first `keep` samples
 
 
-@torch.inference_mode()
 def run(world: World, case: Case, verify, n: int, seed: int, keep: int = 0) -> Outcome:
+    return run_group(world, case, {"v": verify}, n, seed, keep)["v"]
+
+
+@torch.inference_mode()
+def run_group(world: World, case: Case, verifiers: dict, n: int, seed: int, keep: int = 0
+              ) -> dict[str, Outcome]:
+    """`run` for several verifiers on the same n draft trees (each verifier's samples are
+    independent of each other; the tests of different verifiers share the trees)."""
     gen = torch.Generator().manual_seed(seed)
     vgen = torch.Generator().manual_seed(seed + 1)
     specs = sample_trees(world, case, torch.zeros(n, dtype=torch.long), gen)
-    built: dict = {}  # identical draws share their tensors (trees are immutable)
+    small: dict = {}  # trees of few nodes recur often: share their (immutable) tensors
 
     def tree_of(spec, ctx, root):
+        if len(spec[0]) > 4:
+            return to_tree(world, spec, ctx, root)
         key = (ctx, root, tuple(spec[0]), tuple(spec[1]), spec[2] and tuple(spec[2]), spec[3])
-        if key not in built:
-            built[key] = to_tree(world, spec, ctx, root)
-        return built[key]
+        if key not in small:
+            small[key] = to_tree(world, spec, ctx, root)
+        return small[key]
 
-    first, second, accepted, kept, again = [], [], [], [], []
-    draws = [sum(m for m, par in zip(spec[2] or [1] * len(spec[1]), spec[1]) if par == 0)
-             for spec in specs]
+    names = list(verifiers)
+    first = {v: [] for v in names}
+    second = {v: [] for v in names}
+    accepted = {v: [] for v in names}
+    again: dict[str, list[int]] = {v: [] for v in names}
+    kept = []
     for s, spec in enumerate(specs):
         tree, p = tree_of(spec, 0, 0)
-        a = verify(tree, p, vgen)
-        toks = [spec[0][i] for i in a.path] + [a.token]
-        first.append(toks[0])
-        second.append(toks[1] if len(toks) > 1 else -1)
-        accepted.append(len(a.path))
-        if len(toks) == 1:
-            again.append(s)
+        for v in names:
+            a = verifiers[v](tree, p, vgen)
+            toks = [spec[0][i] for i in a.path] + [a.token]
+            first[v].append(toks[0])
+            second[v].append(toks[1] if len(toks) > 1 else -1)
+            accepted[v].append(len(a.path))
+            if len(toks) == 1:
+                again[v].append(s)
         if s < keep:
             kept.append((tree, p))
-    if again:  # chain a second verification rooted at the rejected-at-root token
-        roots = torch.tensor([1 + first[s] for s in again])
-        specs2 = sample_trees(world, case, roots, gen)
-        for s, spec, ctx in zip(again, specs2, roots.tolist()):
-            tree, p = tree_of(spec, ctx, first[s])
-            a = verify(tree, p, vgen)
-            second[s] = spec[0][a.path[0]] if a.path else a.token
-    first_t = torch.tensor(first)
-    return Outcome(first=first_t, pair=first_t * world.V + torch.tensor(second),
-                   accepted=torch.tensor(accepted, dtype=torch.float64),
-                   root_draws=torch.tensor(draws),
-                   root_iid=torch.tensor([sp[3] == "iid" for sp in specs]), kept=kept)
+    # chain a second verification rooted at the rejected-at-root token; only its first token
+    # is used and any draft tree will do, so it is drawn with the case's first shape
+    first_shape = Case(case.name, case.V, case.seed, case.shapes[:1])
+    for v in names:
+        if not again[v]:
+            continue
+        roots = torch.tensor([1 + first[v][s] for s in again[v]])
+        for s, spec, ctx in zip(again[v], sample_trees(world, first_shape, roots, gen),
+                                roots.tolist()):
+            tree, p = tree_of(spec, ctx, first[v][s])
+            a = verifiers[v](tree, p, vgen)
+            second[v][s] = spec[0][a.path[0]] if a.path else a.token
+    draws = torch.tensor([sum(m for m, par in zip(sp[2] or [1] * len(sp[1]), sp[1]) if par == 0)
+                          for sp in specs])
+    iid = torch.tensor([sp[3] == "iid" for sp in specs])
+    out = {}
+    for v in names:
+        f = torch.tensor(first[v])
+        out[v] = Outcome(first=f, pair=f * world.V + torch.tensor(second[v]),
+                         accepted=torch.tensor(accepted[v], dtype=torch.float64),
+                         root_draws=draws, root_iid=iid, kept=kept)
+    return out
 
 
 def target_laws(world: World) -> tuple[torch.Tensor, torch.Tensor]:
