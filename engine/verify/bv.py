@@ -38,7 +38,7 @@ def chain_terms(p: torch.Tensor, q: torch.Tensor, nodes: list[int], tokens: torc
     return w, h + [w[-1]], res
 
 
-def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:
+def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node."""
     require(tree, ("iid", "without_replacement"), "bv")
     lay = layout(tree)

@@ -127,7 +127,8 @@ def branching(name: str, p: torch.Tensor, q: torch.Tensor, counts: dict[int, int
             x = torch.tensor(order, device=p.device)
             qs = specinfer.round_drafts(q, x, iid=False)
             ps = specinfer.round_targets(p, qs)
-            a = (ps[torch.arange(len(order)), x] / qs[torch.arange(len(order)), x]).tolist()
+            rounds = torch.arange(len(order), device=p.device)
+            a = (ps[rounds, x] / qs[rounds, x]).tolist()
             out, reach = dict.fromkeys(tokens, 0.0), 1.0
             for t, ai in zip(order, a):
                 out[t] += reach * min(1.0, ai)

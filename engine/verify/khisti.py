@@ -10,8 +10,10 @@ p (Leviathan et al. 2023), so the scheme is lossless; the rule only decides how 
 p, i.e. the acceptance sum_x min(p(x), r(x)) (Algorithm 10, a lower bound of the true acceptance
 because a rejected step may still land on another draft token).
 
-Our tournament (the truncated OTLP of Khisti et al. Sec. 4, restricted to a family we can solve
-in O(V log V) for any vocabulary): tokens are ranked by the importance ratio p/q. The first draw
+Khisti et al. (Sec. 4) pick the selection weights by solving a truncated linear program; we
+use a family of pairwise tournaments whose best member is found exactly in O(V log V) for any
+vocabulary (our instance of their importance-sampling step, not their LP): tokens are ranked by
+the importance ratio p/q. The first draw
 is the incumbent; in round j the incumbent meets draw j and, with probability lambda_j, the
 higher-ranked token wins (otherwise the incumbent stays). The winner's law r_j is
     r_j = (1 - lambda_j) r_{j-1} + lambda_j r_prio,
@@ -124,7 +126,7 @@ def selection_probs(sel: Selection, counts: dict[int, int]) -> dict[int, float]:
     return dict(zip(tokens, total))
 
 
-def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:
+def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node; tree drawn i.i.d. from tree.q."""
     require(tree, ("iid",), "khisti")
     lay = layout(tree, distinct=True)

@@ -18,7 +18,7 @@ from engine.verify.common import (Accept, layout, positive_part, random_chain, r
                                   sample_index, uniforms)
 
 
-def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:
+def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node."""
     require(tree, ("iid", "without_replacement"), "naive")
     lay = layout(tree)

@@ -18,7 +18,7 @@ from engine.verify.common import (Accept, layout, pick_child, positive_part, req
                                   sample_index, top_down)
 
 
-def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:
+def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node."""
     require(tree, ("iid", "without_replacement"), "naive_tree")
     lay = layout(tree, distinct=True)

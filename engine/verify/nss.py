@@ -16,7 +16,7 @@ from engine.tree import SAMPLING_MODES, Tree
 from engine.verify.common import Accept, layout, require, sample_index, top_down
 
 
-def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:
+def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node."""
     require(tree, SAMPLING_MODES, "nss", needs_q=False)
     lay = layout(tree)

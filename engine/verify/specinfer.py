@@ -44,7 +44,7 @@ def round_targets(p: torch.Tensor, qs: torch.Tensor) -> torch.Tensor:
     return torch.stack(rows)
 
 
-def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:
+def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node; tree drawn i.i.d. or without replacement
     from tree.q."""
     require(tree, ("iid", "without_replacement"), "specinfer")

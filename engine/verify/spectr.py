@@ -69,7 +69,7 @@ def kseq(p: torch.Tensor, q: torch.Tensor, k: int) -> tuple[float, float, float,
     return rho, beta, p_acc, positive_part(p64 - gamma * overlap)
 
 
-def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:
+def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node; tree drawn i.i.d. from tree.q."""
     require(tree, ("iid",), "spectr")
     lay = layout(tree, distinct=True)

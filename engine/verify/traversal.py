@@ -61,7 +61,7 @@ def _without(Q: torch.Tensor, token: int) -> torch.Tensor:
     return Q / mass if float(mass) > 0 else Q
 
 
-def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:
+def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node; tree drawn i.i.d. or without
     replacement from tree.q."""
     require(tree, ("iid", "without_replacement"), "traversal")
