@@ -142,8 +142,9 @@ class TreeBuilder:
             d.slots[i] = base + n_p + j
             self._q[i], self._probs[i] = q[j], probs[j]
 
-    def tree(self, sampling: str = "deterministic") -> Tree:
-        """Freeze into a Tree; q rows of nodes that were never expanded are zero."""
+    def tree(self, sampling: str = "deterministic", multiplicity: list[int] | None = None) -> Tree:
+        """Freeze into a Tree; q rows of nodes that were never expanded are zero.
+        multiplicity: per node, how many of its parent's i.i.d. draws produced it (see Tree)."""
         dev = self.draft.lm.device
         q = None
         if self._q:
@@ -153,4 +154,6 @@ class TreeBuilder:
             q[idx] = torch.stack([self._q[i] for i in idx])
         return Tree(tokens=torch.tensor(self.tokens, device=dev),
                     parents=torch.tensor(self.parents, device=dev),
-                    depth=torch.tensor(self.depth, device=dev), q=q, sampling=sampling)
+                    depth=torch.tensor(self.depth, device=dev), q=q, sampling=sampling,
+                    multiplicity=None if multiplicity is None
+                    else torch.tensor(multiplicity, dtype=torch.long, device=dev))

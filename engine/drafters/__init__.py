@@ -4,10 +4,12 @@
 are frozen dataclasses with the papers' parameter names and defaults.
 """
 
-from engine.drafters import autoregressive, fixed_tree, linear
+from engine.drafters import autoregressive, delayed, fixed_tree, iid, linear
 
 DRAFTERS = {
     "autoregressive": (autoregressive.AutoregressiveConfig, autoregressive.build),
     "linear": (linear.LinearConfig, linear.build),
     "fixed_tree": (fixed_tree.FixedTreeConfig, fixed_tree.build),
+    "iid": (iid.IIDConfig, iid.build),
+    "delayed": (delayed.DelayedConfig, delayed.build),
 }

@@ -21,6 +21,7 @@ class FixedTreeConfig:
     depth: int = 4  # levels below the root
     branch: int = 2  # children per expanded node
     budget: int = 32  # draft nodes at most (root excluded)
+    default_verifier = "nss"  # top-k children are deterministic: only NSS is lossless at T > 0
 
     def __post_init__(self) -> None:
         if self.depth < 1 or self.branch < 1 or self.budget < 1:

@@ -1,0 +1,209 @@
+"""Every verifier end to end through generate() on the tiny pairs.
+
+- Temperature 0: each verifier reproduces autoregressive greedy decoding token for token with
+  the i.i.d. and delayed drafters (and NSS / greedy with the deterministic fixed tree).
+- Temperature 1.0, top-p 0.9: the first two tokens of generate() with each stochastic verifier
+  (method iid, K = 2, L = 2, one seed per sample) against autoregressive sampling and against the
+  exact target law (test_sampling_matches_autoregressive states the tests and their power).
+
+The raw tiny models are nearly uniform over 260 tokens and their draft is within 0.05 of the
+target in total variation, so frequency tests on them see almost nothing. The sampling tests
+therefore run on a small-vocabulary view of the tiny llama pair (`SmallVocab`): only the first
+8 logits, sharpened, with a fixed logit bias on the draft, so that the target law is far from
+uniform and the draft law clearly differs from it while drafts are still often accepted.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
+
+import pytest
+import torch
+from scipy.stats import chi2, chi2_contingency, ncx2
+
+from engine.decode import generate
+from engine.models import LoadedModel, Pair
+from engine.sampling import Warp, warp
+from engine.verify import VERIFIERS
+
+STOCHASTIC = [v for v in VERIFIERS if v != "greedy"]
+V_SMALL, SCALE, DRAFT_BIAS_STD = 8, 1.5, 0.3
+PROMPT = [256, 72, 105, 1, 2, 3]  # BOS "Hi" then tokens inside the small vocabulary
+SEEDS = 400  # generate() samples per verifier
+AR_SEEDS = 1200  # autoregressive reference samples
+FAMILY_ALPHA = 1e-3
+ALPHA = FAMILY_ALPHA / (2 * len(STOCHASTIC))  # 2 chi-square tests per verifier, Bonferroni
+WARP = Warp(temperature=1.0, top_p=0.9)
+MIN_POWER = 0.99  # required power of both tests against the draft law (checked below)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models on a shared CPU run far faster single-threaded (no thread contention)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.mark.parametrize("name", list(VERIFIERS))
+def test_greedy_end_to_end(tiny_pair, name):
+    prompt = tiny_pair.target.tokenizer.encode("The tiny model says")
+    want = generate(tiny_pair, prompt, "autoregressive", 20).tokens
+    methods = [("iid", {"K": 3, "L": 4}), ("delayed", {"K": 2, "L1": 2, "L2": 2})]
+    if name in ("greedy", "nss"):
+        methods.append(("fixed_tree", {"depth": 3, "branch": 2}))
+    for method, params in methods:
+        got = generate(tiny_pair, prompt, method, 20, params={**params, "verifier": name})
+        assert got.tokens == want, (name, method)
+
+
+class SmallVocab(torch.nn.Module):
+    """A causal LM that outputs only its first V logits, times `scale`, plus `bias` [V]."""
+
+    def __init__(self, model, vocab: int, scale: float, bias: torch.Tensor) -> None:
+        super().__init__()
+        self.inner, self.vocab, self.scale = model, vocab, scale
+        self.register_buffer("bias", bias)
+        self.config = model.config
+
+    @property
+    def device(self):
+        return self.inner.device
+
+    @property
+    def dtype(self):
+        return self.inner.dtype
+
+    def forward(self, **kwargs):
+        logits = self.inner(**kwargs).logits[..., :self.vocab]
+        return SimpleNamespace(logits=logits * self.scale + self.bias)
+
+
+@functools.lru_cache(maxsize=None)
+def small_pair(pair: Pair) -> Pair:
+    bias = torch.randn(V_SMALL, generator=torch.Generator().manual_seed(5)) * DRAFT_BIAS_STD
+
+    def view(m: LoadedModel, b: torch.Tensor) -> LoadedModel:
+        return LoadedModel(name=f"{m.name}-v{V_SMALL}", tokenizer=m.tokenizer, device=m.device,
+                           dtype=m.dtype, model=SmallVocab(m.model, V_SMALL, SCALE, b))
+
+    return Pair(target=view(pair.target, torch.zeros(V_SMALL)), draft=view(pair.draft, bias))
+
+
+@torch.inference_mode()
+def two_token_law(model) -> torch.Tensor:
+    """P(y1, y2) of autoregressive sampling with WARP: [V * V] float64 (y1 major)."""
+    p1 = warp(model(input_ids=torch.tensor([PROMPT])).logits[0, -1], WARP).double()  # [V]
+    ctx = torch.tensor([PROMPT + [y] for y in range(V_SMALL)])
+    p2 = warp(model(input_ids=ctx).logits[:, -1], WARP).double()  # [V, V] row y1
+    return (p1[:, None] * p2).reshape(-1)
+
+
+@functools.lru_cache(maxsize=None)
+def _samples(pair: Pair, name: str) -> torch.Tensor:
+    """[n] first two generated tokens as y1 * V + y2, one generate() per seed."""
+    if name == "autoregressive":
+        seeds, method, params = range(10_000, 10_000 + AR_SEEDS), "autoregressive", {}
+    else:
+        seeds, method, params = range(SEEDS), "iid", {"K": 2, "L": 2, "verifier": name}
+    out = [generate(pair, PROMPT, method, 2, temperature=WARP.temperature, top_p=WARP.top_p,
+                    seed=s, params=params).tokens for s in seeds]
+    return torch.tensor([t[0] * V_SMALL + t[1] for t in out])
+
+
+def _cells(law: torch.Tensor, n: int) -> torch.Tensor:
+    """Cell -> bin: cells expected fewer than 5 times in n samples share the last bin."""
+    small = law * n < 5
+    return torch.where(small, int((~small).sum()), torch.cumsum(~small, 0) - 1)
+
+
+def one_sample(samples: torch.Tensor, law: torch.Tensor, alt: torch.Tensor | None = None):
+    """Chi-square goodness of fit of samples to `law`: (p-value, power against `alt` at level
+    ALPHA from the noncentral chi-square, lambda = n sum (alt - law)^2 / law over the bins)."""
+    n = samples.numel()
+    bins = _cells(law, n)
+    k = int(bins.max()) + 1
+    exp = torch.zeros(k, dtype=torch.float64).index_add_(0, bins, law) * n
+    obs = torch.bincount(bins[samples], minlength=k).double()
+    pvalue = float(chi2.sf(float(((obs - exp) ** 2 / exp).sum()), k - 1))
+    power = None
+    if alt is not None:
+        a = torch.zeros(k, dtype=torch.float64).index_add_(0, bins, alt) * n
+        lam = float(((a - exp) ** 2 / exp).sum())
+        power = float(ncx2.sf(chi2.isf(ALPHA, k - 1), k - 1, lam))
+    return pvalue, power
+
+
+def two_sample(a: torch.Tensor, b: torch.Tensor, law: torch.Tensor,
+               alt: torch.Tensor | None = None):
+    """Chi-square homogeneity of samples a (n1) and b (n2) on the bins of `law`: (p-value,
+    power when a follows `alt` and b follows `law`, noncentral chi-square with
+    lambda = n1 n2 / (n1 + n2) sum (alt - law)^2 / law)."""
+    n1, n2 = a.numel(), b.numel()
+    bins = _cells(law, n1)
+    k = int(bins.max()) + 1
+    table = torch.stack([torch.bincount(bins[a], minlength=k),
+                         torch.bincount(bins[b], minlength=k)])
+    table = table[:, table.sum(0) > 0]
+    pvalue = float(chi2_contingency(table.numpy())[1])
+    power = None
+    if alt is not None:
+        law_b = torch.zeros(k, dtype=torch.float64).index_add_(0, bins, law)
+        alt_b = torch.zeros(k, dtype=torch.float64).index_add_(0, bins, alt)
+        lam = n1 * n2 / (n1 + n2) * float(((alt_b - law_b) ** 2 / law_b).sum())
+        power = float(ncx2.sf(chi2.isf(ALPHA, k - 1), k - 1, lam))
+    return pvalue, power
+
+
+@pytest.mark.parametrize("name", STOCHASTIC)
+def test_sampling_matches_autoregressive(llama_pair, name):
+    """Tokens 1 and 2 of generate() (iid tree K = 2, L = 2) at temperature 1, top-p 0.9, on the
+    8-token view of the tiny llama pair. Checks, at level FAMILY_ALPHA / 16 each (Bonferroni over
+    8 verifiers x 2 chi-square tests):
+    - support: every token pair has positive target probability (top-p leaves 32 of the 64
+      pairs; an outside pair has probability 0 under autoregressive sampling);
+    - two-sample chi-square (homogeneity), verifier (400 seeds) vs autoregressive sampling
+      (1200 seeds), on the 64 pairs (pairs expected fewer than 5 times pooled);
+    - one-sample chi-square against the exact two-token target law (1 + 8 target forwards).
+    Power, from the noncentral chi-square at this level (computed and checked here):
+    - against "the two tokens follow the draft law" (what a verifier accepting every draft
+      token emits; total variation 0.21): 0.996 two-sample, 0.9999 one-sample (>= 0.99
+      required by the test);
+    - against a half-half mixture of target and draft law (TV 0.10): 0.10 and 0.24 only.
+    Subtle bias is the Monte Carlo contract suite's job (test_verifier_contract.py, 1e5 samples
+    per verifier); this test checks the wiring through generate(): warping of draft and target,
+    rows of p and q, path and bonus tokens.
+    """
+    pair = small_pair(llama_pair)
+    law = two_token_law(pair.target.model)
+    draft_law = two_token_law(pair.draft.model)
+    got, ref = _samples(pair, name), _samples(pair, "autoregressive")
+    assert bool((law[got] > 0).all()), "a token pair outside the target's top-p support"
+    two, power2 = two_sample(got, ref, law, draft_law)
+    one, power1 = one_sample(got, law, draft_law)
+    assert min(power1, power2) >= MIN_POWER  # the tests can see a verifier emitting drafts
+    assert two > ALPHA, f"{name}: differs from autoregressive sampling (p = {two:.2e})"
+    assert one > ALPHA, f"{name}: differs from the exact target law (p = {one:.2e})"
+
+
+def test_e2e_checks_have_power(llama_pair, monkeypatch):
+    """A verifier that emits draft samples (always accepts the first child) fails every check:
+    pairs outside the target's top-p set, and both chi-square tests."""
+    from engine import decode
+    from engine.verify.common import Accept, layout, sample_index
+
+    def accept_first_child(tree, p, gen):
+        lay, node, path = layout(tree), 0, []
+        while lay.kids[node]:
+            node = lay.kids[node][0]
+            path.append(node)
+        return Accept(path, sample_index(p[node], float(torch.rand((), generator=gen))))
+
+    monkeypatch.setitem(decode.VERIFIERS, "wrong", accept_first_child)
+    pair = small_pair(llama_pair)
+    law = two_token_law(pair.target.model)
+    got, ref = _samples(pair, "wrong"), _samples(pair, "autoregressive")
+    assert not bool((law[got] > 0).all())
+    assert two_sample(got, ref, law)[0] < ALPHA and one_sample(got, law)[0] < ALPHA
