@@ -28,6 +28,7 @@ class DecodeState:
     warp: Warp
     remaining: int  # tokens still to emit; a tree deeper than this is wasted work
     history: tuple[int, ...] = ()  # accepted draft tokens of each earlier iteration
+    history_depth: tuple[int, ...] = ()  # depth of each earlier iteration's draft tree
 
 
 class DraftModel:
@@ -142,15 +143,35 @@ class TreeBuilder:
             d.slots[i] = base + n_p + j
             self._q[i], self._probs[i] = q[j], probs[j]
 
-    def tree(self, sampling: str = "deterministic") -> Tree:
-        """Freeze into a Tree; q rows of nodes that were never expanded are zero."""
+    def tree(self, sampling: str = "deterministic", keep: list[int] | None = None) -> Tree:
+        """Freeze into a Tree; q rows of nodes that were never expanded are zero.
+
+        keep: the nodes to verify, a prefix-closed set containing the root (None: all). Builders
+        that grow candidates and then select a subset (EAGLE-2 re-ranking, SALF's capacity-N
+        set, DDTree's top-B prefixes over a rolled-out chain) pass it. Kept nodes are renumbered
+        in their builder order (still topological) and the draft's node -> cache slot map is
+        renumbered with them, so the decode loop's `commit(path)` keeps the right cache slots.
+        """
         dev = self.draft.lm.device
+        if keep is None:
+            idx = list(range(self.size))
+            tokens, parents, depth = self.tokens, self.parents, self.depth
+        else:
+            idx = sorted(set(keep))
+            new_of = {old: new for new, old in enumerate(idx)}
+            if not idx or idx[0] != 0 or any(self.parents[i] not in new_of for i in idx[1:]):
+                raise ValueError("keep must contain the root and the parent of every kept node")
+            tokens = [self.tokens[i] for i in idx]
+            parents = [-1] + [new_of[self.parents[i]] for i in idx[1:]]
+            depth = [self.depth[i] for i in idx]
+            self.draft.slots = {new_of[i]: s for i, s in self.draft.slots.items() if i in new_of}
         q = None
         if self._q:
             v = next(iter(self._q.values())).shape[-1]
-            q = torch.zeros(self.size, v, device=dev)
-            idx = list(self._q)
-            q[idx] = torch.stack([self._q[i] for i in idx])
-        return Tree(tokens=torch.tensor(self.tokens, device=dev),
-                    parents=torch.tensor(self.parents, device=dev),
-                    depth=torch.tensor(self.depth, device=dev), q=q, sampling=sampling)
+            q = torch.zeros(len(idx), v, device=dev)
+            rows = [j for j, i in enumerate(idx) if i in self._q]
+            if rows:
+                q[rows] = torch.stack([self._q[idx[j]] for j in rows])
+        return Tree(tokens=torch.tensor(tokens, device=dev),
+                    parents=torch.tensor(parents, device=dev),
+                    depth=torch.tensor(depth, device=dev), q=q, sampling=sampling)
