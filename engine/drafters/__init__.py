@@ -4,11 +4,12 @@
 are frozen dataclasses with the papers' parameter names and defaults.
 """
 
-from engine.drafters import autoregressive, dynatree, fixed_tree, linear
+from engine.drafters import autoregressive, dynatree, dyspec, fixed_tree, linear
 
 DRAFTERS = {
     "autoregressive": (autoregressive.AutoregressiveConfig, autoregressive.build),
     "linear": (linear.LinearConfig, linear.build),
     "fixed_tree": (fixed_tree.FixedTreeConfig, fixed_tree.build),
     "dynatree": (dynatree.DynaTreeConfig, dynatree.build),
+    "dyspec": (dyspec.DySpecConfig, dyspec.build),
 }

@@ -23,7 +23,7 @@ METHODS = {
                       "accept_high": 0.3, "accept_low": 0.1},
                  {"dynamic_breadth": False, "dynamic_depth": False, "history_adaptation": False,
                   "tau": 0.0, "D0": 4, "N_max": 30}],
-}
+    "dyspec": [{}, {"variant": "threshold", "threshold": 0.0005, "budget": 40}],}
 
 
 @functools.lru_cache(maxsize=None)
