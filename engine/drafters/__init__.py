@@ -4,7 +4,7 @@
 are frozen dataclasses with the papers' parameter names and defaults.
 """
 
-from engine.drafters import autoregressive, dynatree, dyspec, fixed_tree, linear
+from engine.drafters import autoregressive, beam, dynatree, dyspec, fixed_tree, linear, salf
 
 DRAFTERS = {
     "autoregressive": (autoregressive.AutoregressiveConfig, autoregressive.build),
@@ -12,4 +12,6 @@ DRAFTERS = {
     "fixed_tree": (fixed_tree.FixedTreeConfig, fixed_tree.build),
     "dynatree": (dynatree.DynaTreeConfig, dynatree.build),
     "dyspec": (dyspec.DySpecConfig, dyspec.build),
+    "salf": (salf.SALFConfig, salf.build),
+    "beam": (beam.BeamConfig, beam.build),
 }

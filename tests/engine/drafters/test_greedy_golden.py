@@ -23,7 +23,9 @@ METHODS = {
                       "accept_high": 0.3, "accept_low": 0.1},
                  {"dynamic_breadth": False, "dynamic_depth": False, "history_adaptation": False,
                   "tau": 0.0, "D0": 4, "N_max": 30}],
-    "dyspec": [{}, {"variant": "threshold", "threshold": 0.0005, "budget": 40}],}
+    "dyspec": [{}, {"variant": "threshold", "threshold": 0.0005, "budget": 40}],
+    "salf": [{}, {"N": 20, "B": 3, "th": 0.0}],
+    "beam": [{}, {"N": 5, "top_k": 3, "depth": 3}],}
 
 
 @functools.lru_cache(maxsize=None)
