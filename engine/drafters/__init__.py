@@ -4,7 +4,8 @@
 are frozen dataclasses with the papers' parameter names and defaults.
 """
 
-from engine.drafters import autoregressive, beam, dynatree, dyspec, fixed_tree, linear, salf
+from engine.drafters import (autoregressive, beam, ddtree, dynatree, dyspec, fixed_tree, linear,
+                             salf, specinfer)
 
 DRAFTERS = {
     "autoregressive": (autoregressive.AutoregressiveConfig, autoregressive.build),
@@ -14,4 +15,6 @@ DRAFTERS = {
     "dyspec": (dyspec.DySpecConfig, dyspec.build),
     "salf": (salf.SALFConfig, salf.build),
     "beam": (beam.BeamConfig, beam.build),
+    "ddtree": (ddtree.DDTreeConfig, ddtree.build),
+    "specinfer": (specinfer.SpecInferConfig, specinfer.build),
 }

@@ -25,7 +25,9 @@ METHODS = {
                   "tau": 0.0, "D0": 4, "N_max": 30}],
     "dyspec": [{}, {"variant": "threshold", "threshold": 0.0005, "budget": 40}],
     "salf": [{}, {"N": 20, "B": 3, "th": 0.0}],
-    "beam": [{}, {"N": 5, "top_k": 3, "depth": 3}],}
+    "beam": [{}, {"N": 5, "top_k": 3, "depth": 3}],
+    "ddtree": [{}, {"B": 8, "L": 4}],
+    "specinfer": [{}, {"expansion": (3, 1, 2)}],}
 
 
 @functools.lru_cache(maxsize=None)
