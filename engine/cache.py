@@ -12,6 +12,7 @@ the accepted nodes' slots, so the prefix is never recomputed (SpecInfer Sec. 4; 
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
@@ -42,21 +43,32 @@ class CachedModel:
 
     @torch.inference_mode()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
-                visible: torch.Tensor | None = None) -> torch.Tensor:
+                visible: torch.Tensor | None = None,
+                parents: torch.Tensor | None = None) -> torch.Tensor:
         """Append `tokens` [n] at `positions` [n]; returns logits [n, V].
 
         visible: [n, length + n] bool over all cache slots then the new tokens; None means the
         new tokens are a causal continuation of everything in the cache.
+        parents: [n] when the new tokens are one tree right after the committed prefix (the
+        verification forward); models switched to the "tree_triton" attention then run the
+        Triton tree kernel instead of a dense masked attention.
         """
         n = tokens.shape[0]
         mask = None
         if visible is not None and not bool(visible.all()):
             mask = additive_mask(visible, self.dtype)[None, None]  # [1, 1, n, length + n]
+        ctx = contextlib.nullcontext()
+        if (parents is not None and n > 1 and self.length == self.committed
+                and self.model.config._attn_implementation == "tree_triton"):
+            from kernels.hf_attention import tree_parents
+
+            ctx = tree_parents(parents)
         sync(self.device)
         start = time.perf_counter()
-        out = self.model(input_ids=tokens.view(1, n), position_ids=positions.view(1, n),
-                         attention_mask=mask, past_key_values=self.cache, use_cache=True,
-                         logits_to_keep=0)
+        with ctx:
+            out = self.model(input_ids=tokens.view(1, n), position_ids=positions.view(1, n),
+                             attention_mask=mask, past_key_values=self.cache, use_cache=True,
+                             logits_to_keep=0)
         logits = out.logits[0]  # [n, V]
         sync(self.device)
         self.forward_seconds += time.perf_counter() - start
@@ -74,20 +86,26 @@ class CachedModel:
         self.committed += len(tokens)
         return logits
 
-    def keep(self, slots: torch.Tensor) -> None:
-        """Keep only cache `slots` [k] (in this order) and mark them all committed."""
-        slots = slots.to(self.device)
+    @torch.inference_mode()
+    def commit(self, accepted_slots: list[int]) -> None:
+        """Keep the committed prefix followed by the given tree slots (ascending, as any
+        root-to-leaf path in topological order is); drop every other tree node.
+
+        Only slots not already in place are moved, then the cache is cropped: a chain whose
+        nodes were fed in order (linear drafts, the first branch of a tree) costs no copy.
+        """
+        n, k = self.committed, len(accepted_slots)
+        dest = list(range(n, n + k))
+        moved = [(d, s) for d, s in zip(dest, accepted_slots) if d != s]
+        if moved:
+            dst = torch.tensor([d for d, _ in moved], device=self.device)
+            src = torch.tensor([s for _, s in moved], device=self.device)
         for layer in self.cache.layers:
             if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
                 continue
-            layer.keys = layer.keys.index_select(-2, slots)
-            layer.values = layer.values.index_select(-2, slots)
-        self.committed = int(slots.shape[0])
-
-    def commit(self, accepted_slots: list[int]) -> None:
-        """Keep the committed prefix followed by the given tree slots; drop every other node."""
-        if self.length == self.committed and not accepted_slots:
-            return
-        head = torch.arange(self.committed, device=self.device)
-        tail = torch.tensor(accepted_slots, dtype=torch.long, device=self.device)
-        self.keep(torch.cat([head, tail]))
+            if moved:  # gather first (a copy), then scatter: safe since dst <= src
+                layer.keys[..., dst, :] = layer.keys[..., src, :]
+                layer.values[..., dst, :] = layer.values[..., src, :]
+            layer.keys = layer.keys[..., :n + k, :]
+            layer.values = layer.values[..., :n + k, :]
+        self.committed = n + k

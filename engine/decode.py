@@ -114,7 +114,7 @@ def generate(pair: Pair, prompt_ids: list[int], method: str | Method, max_new_to
         sync(device)
         t1 = time.perf_counter()
         logits = target.forward(tree.tokens, tree.position_ids(state.prefix_len)[0],
-                                tree.visibility(state.prefix_len))  # [N, V]
+                                tree.visibility(state.prefix_len), tree.parents)  # [N, V]
         t2 = time.perf_counter()
         p = warp(logits, w)  # [N, V]
         accept = verify(tree, p, gen)

@@ -13,7 +13,6 @@ Names resolve in this order (DESIGN.md, "Built-in model names"):
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -179,9 +178,21 @@ def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.d
     return table[dtype]
 
 
+ATTENTION = ("sdpa", "eager", "tree_triton")
+
+
+def check_attn(attn: str) -> str:
+    if attn not in ATTENTION:
+        raise ConfigError(f"unknown attention {attn!r} (known: {', '.join(ATTENTION)})")
+    return attn
+
+
 def load_model(name: str, device: str | None = None, dtype: str | torch.dtype | None = None,
-               attn_implementation: str = "sdpa") -> LoadedModel:
+               attn: str = "sdpa") -> LoadedModel:
+    """Load a model by name. attn="tree_triton" switches its attention to the Triton tree
+    kernel (kernels/hf_attention.py) for tree-verification forwards, sdpa elsewhere."""
     kind = resolve(name)
+    check_attn(attn)
     dev = pick_device(device)
     if kind == "tiny":
         model = _build_tiny(name)
@@ -189,7 +200,9 @@ def load_model(name: str, device: str | None = None, dtype: str | torch.dtype | 
         tokenizer: Any = ByteTokenizer()
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()
         if kind == "real":
             from engine.fetch import model_dir
 
@@ -199,27 +212,25 @@ def load_model(name: str, device: str | None = None, dtype: str | torch.dtype | 
         dt = pick_dtype(dtype, dev)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt)
         tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(folder))
-    model.set_attn_implementation(attn_implementation)
+    if attn == "tree_triton":
+        from kernels.hf_attention import register
+
+        register()
+    model.set_attn_implementation(attn)
     model = model.to(device=dev, dtype=dt).eval()
     model.requires_grad_(False)
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=dev, dtype=dt)
 
 
 def load_pair(target: str, draft: str, device: str | None = None,
-              dtype: str | torch.dtype | None = None) -> Pair:
-    """Load a target/draft pair; both must share one vocabulary (checked)."""
-    resolve(target), resolve(draft)  # fail on either name before loading anything
-    t = load_model(target, device, dtype)
+              dtype: str | torch.dtype | None = None, attn: str = "sdpa") -> Pair:
+    """Load a target/draft pair; both must share one vocabulary (checked). `attn` applies to
+    the target, whose forward verifies the tree."""
+    resolve(target), resolve(draft), check_attn(attn)  # fail before loading anything
+    t = load_model(target, device, dtype, attn=attn)
     d = load_model(draft, device, dtype)
     tv, dv = t.model.config.vocab_size, d.model.config.vocab_size
     if t.tokenizer.vocab_size != d.tokenizer.vocab_size and tv != dv:
         raise ConfigError(f"target {target!r} and draft {draft!r} have different vocabularies "
                           f"({tv} vs {dv})")
     return Pair(target=t, draft=d)
-
-
-def num_threads_from_env() -> None:
-    """Honour ORCH_NUM_THREADS (CPU trials pin their intra-op thread count)."""
-    n = os.environ.get("ORCH_NUM_THREADS")
-    if n:
-        torch.set_num_threads(int(n))

@@ -1,0 +1,119 @@
+"""Real pair, side by side: our autoregressive decoding, every method, and Hugging Face
+plain greedy and assisted generation (`generate(assistant_model=...)`), on the same prompts.
+
+Prompts are interleaved: for each prompt every contender runs once, in a fixed order, so
+machine-load drift hits all of them alike. Speedups are ratios of total tokens / total time
+measured in this one run. Greedy; every contender's tokens are checked against our
+autoregressive output (HF stops at EOS like we do).
+
+    python bench/real_pair.py --n-prompts 5 --max-new-tokens 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.engine_overhead import parse_method  # noqa: E402
+from engine.datasets import encode_prompt, load_prompts  # noqa: E402
+from engine.decode import generate, resolve_method  # noqa: E402
+from engine.models import load_pair  # noqa: E402
+
+DEFAULT_METHODS = ["linear:k=4", "fixed_tree:depth=4,branch=2,budget=16", "dynatree", "salf",
+                   "ddtree"]
+
+
+def hf_generate(pair, ids: list[int], n: int, assisted: bool) -> tuple[list[int], float]:
+    x = torch.tensor([ids], device=pair.target.device)
+    kw = dict(max_new_tokens=n, do_sample=False, pad_token_id=pair.target.tokenizer.eos_token_id)
+    if assisted:
+        kw["assistant_model"] = pair.draft.model
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = pair.target.model.generate(x, **kw)
+    return out[0, len(ids):].tolist(), time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="qwen2.5-coder-1.5b")
+    ap.add_argument("--draft", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--dataset", default="spec_bench")
+    ap.add_argument("--n-prompts", type=int, default=5)
+    ap.add_argument("--prompt-tokens", type=int, default=128)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--methods", nargs="*", default=None)
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--out", default="bench/results/real_pair.json")
+    args = ap.parse_args()
+
+    from engine.drafters import DRAFTERS
+
+    wanted = args.methods if args.methods is not None else DEFAULT_METHODS
+    methods = {t: resolve_method(*parse_method(t)) for t in wanted
+               if parse_method(t)[0] in DRAFTERS}
+    pair = load_pair(args.target, args.draft, dtype=args.dtype)
+    ids = [encode_prompt(pair.target.tokenizer, p, prompt_tokens=args.prompt_tokens)
+           for p in load_prompts(args.dataset, n=args.n_prompts)]
+    generate(pair, ids[0][:8], "autoregressive", 2)  # warm-up
+    names = ["ours:autoregressive", *methods, "hf:greedy", "hf:assisted"]
+    tot = {k: {"tokens": 0, "time": 0.0, "iterations": 0, "accepted": 0, "drafted": 0,
+               "mismatches": 0} for k in names}
+    for i, x in enumerate(ids):
+        ref = generate(pair, x, "autoregressive", args.max_new_tokens)
+        runs = {"ours:autoregressive": (ref.tokens, ref.stats)}
+        for t, m in methods.items():
+            g = generate(pair, x, m, args.max_new_tokens)
+            runs[t] = (g.tokens, g.stats)
+        for k, assisted in (("hf:greedy", False), ("hf:assisted", True)):
+            toks, secs = hf_generate(pair, x, args.max_new_tokens, assisted)
+            runs[k] = (toks, secs)
+        for k, (toks, st) in runs.items():
+            a = tot[k]
+            a["tokens"] += len(toks)
+            a["mismatches"] += int(toks != ref.tokens)
+            if isinstance(st, float):
+                a["time"] += st
+            else:
+                a["time"] += st.total_s
+                a["iterations"] += len(st.iterations)
+                a["accepted"] += sum(s.accepted for s in st.iterations)
+                a["drafted"] += sum(s.tree_size - 1 for s in st.iterations)
+        print(f"prompt {i + 1}/{len(ids)} done", file=sys.stderr)
+    base = tot["ours:autoregressive"]["tokens"] / tot["ours:autoregressive"]["time"]
+    hf_assist = tot["hf:assisted"]["tokens"] / tot["hf:assisted"]["time"]
+    rows = []
+    for k, a in tot.items():
+        tps = a["tokens"] / a["time"]
+        rows.append({"contender": k, "tokens_per_s": tps, "speedup_vs_ours_ar": tps / base,
+                     "speedup_vs_hf_assisted": tps / hf_assist,
+                     "tokens_per_iteration": a["tokens"] / a["iterations"] if a["iterations"] else None,
+                     "acceptance": a["accepted"] / a["drafted"] if a["drafted"] else None,
+                     "outputs_differing_from_ours_ar": a["mismatches"]})
+    result = {"bench": "real_pair", "target": args.target, "draft": args.draft,
+              "dtype": str(pair.target.dtype), "threads": torch.get_num_threads(),
+              "n_prompts": len(ids), "max_new_tokens": args.max_new_tokens,
+              "dataset": args.dataset, "time": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(f"{args.target} / {args.draft} {result['dtype']}, {len(ids)} {args.dataset} prompts, "
+          f"{args.max_new_tokens} new tokens, greedy")
+    print("| contender | tok/s | vs our AR | vs HF assisted | tokens/iter | acceptance | outputs != AR |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        tpi = f"{r['tokens_per_iteration']:.2f}" if r["tokens_per_iteration"] else "-"
+        acc = f"{r['acceptance']:.3f}" if r["acceptance"] is not None else "-"
+        print(f"| {r['contender']} | {r['tokens_per_s']:.2f} | {r['speedup_vs_ours_ar']:.2f}x "
+              f"| {r['speedup_vs_hf_assisted']:.2f}x | {tpi} | {acc} "
+              f"| {r['outputs_differing_from_ours_ar']} |")
+
+
+if __name__ == "__main__":
+    main()

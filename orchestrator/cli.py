@@ -1,0 +1,104 @@
+"""The `orch` command line. Thin Click commands over library functions (DESIGN.md).
+
+User errors (engine.config.ConfigError and subclasses, Click usage errors) print one line
+`error: ...` on stderr and exit with code 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from engine.config import ConfigError, parse_key_values
+
+
+class OrchGroup(click.Group):
+    def main(self, *args, **kwargs):  # noqa: D401 - click API
+        kwargs.pop("standalone_mode", None)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(130)
+        except click.ClickException as e:
+            click.echo(f"error: {e.format_message()}", err=True)
+            sys.exit(2)
+        except ConfigError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=OrchGroup)
+def main() -> None:
+    """Tree speculative decoding: one generation, sweeps on Ray, results in SQL."""
+
+
+def _parse_prompt_ids(text: str) -> list[int]:
+    try:
+        ids = [int(t) for t in text.replace(" ", "").split(",") if t]
+    except ValueError:
+        raise ConfigError(f"--prompt-ids expects comma-separated integers, got {text!r}") from None
+    if not ids:
+        raise ConfigError("--prompt-ids is empty")
+    return ids
+
+
+@main.command()
+@click.option("--target", default="tiny-llama", show_default=True, help="target model name or folder")
+@click.option("--draft", default="tiny-llama-draft", show_default=True, help="draft model name or folder")
+@click.option("--method", default="linear", show_default=True)
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="method parameter, repeatable (verifier=NAME picks the verifier)")
+@click.option("--prompt", default=None, help="prompt text")
+@click.option("--prompt-ids", default=None, help="prompt token ids, comma-separated")
+@click.option("--chat/--no-chat", default=False, help="wrap the prompt in the chat template")
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--temperature", type=click.FloatRange(min=0.0), default=0.0, show_default=True)
+@click.option("--top-p", type=click.FloatRange(min=0.0, max=1.0, min_open=True), default=1.0,
+              show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", default="auto", show_default=True)
+@click.option("--dtype", default="auto", show_default=True)
+@click.option("--attn", default="sdpa", show_default=True,
+              help="target attention: sdpa, eager, or tree_triton (Triton tree kernel)")
+@click.option("--json", "as_json", is_flag=True, help="print tokens, text and stats as JSON")
+def generate(target, draft, method, params, prompt, prompt_ids, chat, max_new_tokens,
+             temperature, top_p, seed, device, dtype, attn, as_json) -> None:
+    """Run one generation with one method and print the result."""
+    from engine.decode import generate as run, method_params, resolve_method
+    from engine.models import check_attn, load_pair, resolve
+
+    m = resolve_method(method, parse_key_values(params), temperature)
+    if (prompt is None) == (prompt_ids is None):
+        raise ConfigError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")
+    ids = _parse_prompt_ids(prompt_ids) if prompt_ids is not None else None
+    resolve(target), resolve(draft), check_attn(attn)
+    pair = load_pair(target, draft, device=device, dtype=dtype, attn=attn)
+    tok = pair.target.tokenizer
+    if ids is None:
+        ids = (tok.chat_template_encode(prompt) if chat else None) or tok.encode(prompt)
+    g = run(pair, ids, m, max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
+    text = tok.decode(g.tokens)
+    if as_json:
+        click.echo(json.dumps({"method": m.name, "params": method_params(m), "tokens": g.tokens,
+                               "text": text, "stats": g.stats.to_dict()}))
+        return
+    s = g.stats.summary()
+    click.echo(text)
+    click.echo(f"[{m.name}] {s['new_tokens']} tokens in {s['total_s']:.2f}s "
+               f"({s['throughput']:.2f} tok/s), {s['tokens_per_iteration']:.2f} tokens/iteration, "
+               f"acceptance {s['acceptance_rate']:.3f}", err=True)
+
+
+from orchestrator.cli_data import datasets, models  # noqa: E402
+
+main.add_command(models)
+main.add_command(datasets)
+
+if __name__ == "__main__":
+    main()
