@@ -5,7 +5,7 @@ are frozen dataclasses with the papers' parameter names and defaults.
 """
 
 from engine.drafters import (autoregressive, beam, ddtree, dynatree, dyspec, fixed_tree, linear,
-                             salf, specinfer)
+                             salf, sequoia, specinfer)
 
 DRAFTERS = {
     "autoregressive": (autoregressive.AutoregressiveConfig, autoregressive.build),
@@ -17,4 +17,5 @@ DRAFTERS = {
     "beam": (beam.BeamConfig, beam.build),
     "ddtree": (ddtree.DDTreeConfig, ddtree.build),
     "specinfer": (specinfer.SpecInferConfig, specinfer.build),
+    "sequoia": (sequoia.SequoiaConfig, sequoia.build),
 }
