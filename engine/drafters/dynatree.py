@@ -149,7 +149,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DynaTreeConfig,
             room = cfg.N_max - (draft.size - 1)
             chunk, frontier = frontier[:room], frontier[room:]
             probs = draft.expand(chunk)  # [n, V] drafting distribution below each node
-            top_p, top_t = probs.topk(cfg.B_max, dim=-1)  # [n, B_max]
+            top_p, top_t = probs.topk(min(cfg.B_max, probs.shape[-1]), dim=-1)  # [n, B_max]
             if cfg.dynamic_breadth:
                 conf = top_p[:, 0]  # [n] c(u)
                 width = torch.where(conf >= tau_h, cfg.B_min,
@@ -158,7 +158,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DynaTreeConfig,
                 width = torch.full((len(chunk),), cfg.B_mid)
             child_lp = torch.log(top_p.clamp(min=1e-30)) + torch.tensor(
                 [logp[u] for u in chunk], device=probs.device)[:, None]  # [n, B_max]
-            keep = (torch.arange(cfg.B_max, device=probs.device)[None] < width[:, None].to(
+            keep = (torch.arange(top_p.shape[-1], device=probs.device)[None] < width[:, None].to(
                 probs.device)) & (child_lp >= log_tau)  # [n, B_max]
             tokens, lps = top_t.tolist(), child_lp.tolist()
             for row, col in keep.nonzero().tolist():  # row-major: FIFO, then rank order
