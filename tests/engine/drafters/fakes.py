@@ -35,7 +35,7 @@ class FakeDraft(TreeBuilder):
         self.draft = SimpleNamespace(slots={}, lm=SimpleNamespace(device=torch.device("cpu")))
         self.prefix_len = 0
         self.tokens, self.parents, self.depth = [root_token], [-1], [0]
-        self._q, self._probs = {}, {}
+        self._rows, self._batches, self._anc = {}, [], {}
         self.next_probs = next_probs
         self.fed: list[list[int]] = []  # the new nodes of every draft "forward"
 
@@ -45,9 +45,10 @@ class FakeDraft(TreeBuilder):
             for a in self._ancestors(i):
                 assert a in known, f"node {i} expanded before its ancestor {a}"
         for i in new:
-            p = self.next_probs(tuple(self.path_tokens(i)))
-            self._q[i] = self._probs[i] = p
             self.draft.slots[i] = len(self.draft.slots)
+            self._anc[i] = [i]
+        probs = torch.stack([self.next_probs(tuple(self.path_tokens(i))) for i in new])
+        self._store(new, probs, probs, None)
         self.fed.append(list(new))
 
 
