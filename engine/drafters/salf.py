@@ -53,13 +53,11 @@ def grow(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig) -> list[int]:
     cap = cfg.N + 1  # G holds the root and N candidate tokens
     g_heap = [(1.0, 0, 0)]  # min-heap of G: (pr, -order, node); evicts the latest of ties
     in_g = {0}
-    # Q as parallel tensors: pr, parent node, token, insertion order
-    q_pr = torch.zeros(0, dtype=torch.float64)
-    q_parent = torch.zeros(0, dtype=torch.long)
-    q_token = torch.zeros(0, dtype=torch.long)
-    q_order = torch.zeros(0, dtype=torch.long)
-    next_order = 1
+    # Q: rows (pr, parent node, token), kept sorted by pr descending and, among ties, by
+    # insertion order (a stable sort of [Q; new children] keeps both), capacity N
+    queue = torch.zeros(0, 3, dtype=torch.float64)
     batch, batch_pr = [0], [1.0]  # the root is popped in the first iteration
+    order = 1
     while True:
         eps = g_heap[0][0] if len(g_heap) >= cap else 0.0  # l. 10-11
         kept = [(n, p) for n, p in zip(batch, batch_pr) if p > eps and n in in_g]  # l. 12
@@ -69,37 +67,26 @@ def grow(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig) -> list[int]:
         if kept:
             nodes = [n for n, _ in kept]
             probs = draft.expand(nodes)  # [b, V]
-            top_p, top_t = probs.topk(min(cfg.N, probs.shape[-1]), dim=-1)  # [b, N]
-            pr = torch.tensor([p for _, p in kept], dtype=torch.float64)[:, None] * top_p.double().cpu()
-            b, k = pr.shape
-            q_pr = torch.cat([q_pr, pr.flatten()])
-            q_parent = torch.cat([q_parent, torch.tensor(nodes).repeat_interleave(k)])
-            q_token = torch.cat([q_token, top_t.cpu().flatten()])
-            q_order = torch.cat([q_order, torch.arange(next_order, next_order + b * k)])
-            next_order += b * k
-            if q_pr.shape[0] > cfg.N:  # capacity N: keep the most probable, earlier on ties
-                idx = _top(q_pr, q_order, cfg.N)
-                q_pr, q_parent, q_token, q_order = q_pr[idx], q_parent[idx], q_token[idx], q_order[idx]
-        if q_pr.shape[0] == 0:
+            top_p, top_t = probs.topk(min(cfg.N, probs.shape[-1]), dim=-1)  # [b, k]
+            b, k = top_p.shape
+            children = torch.stack([  # [b * k, 3] in insertion order
+                (torch.tensor([p for _, p in kept], dtype=torch.float64)[:, None]
+                 * top_p.double().cpu()).flatten(),
+                torch.tensor(nodes, dtype=torch.float64).repeat_interleave(k),
+                top_t.cpu().flatten().double()], dim=1)
+            queue = torch.cat([queue, children])
+            queue = queue[torch.sort(queue[:, 0], descending=True, stable=True).indices[:cfg.N]]
+        if queue.shape[0] == 0:
             break
-        idx = _top(q_pr, q_order, min(cfg.B, q_pr.shape[0]))  # l. 5-9: pop B
-        rest = torch.ones(q_pr.shape[0], dtype=torch.bool)
-        rest[idx] = False
+        popped, queue = queue[:cfg.B].tolist(), queue[cfg.B:]  # l. 5-9: pop B
         batch, batch_pr = [], []
-        for p, parent, token, order in zip(q_pr[idx].tolist(), q_parent[idx].tolist(),
-                                           q_token[idx].tolist(), q_order[idx].tolist()):
-            node = draft.add(parent, token)
+        for p, parent, token in popped:
+            node = draft.add(int(parent), int(token))
             batch.append(node)
             batch_pr.append(p)
             heapq.heappush(g_heap, (p, -order, node))
+            order += 1
             in_g.add(node)
             if len(g_heap) > cap:
                 in_g.discard(heapq.heappop(g_heap)[2])
-        q_pr, q_parent, q_token, q_order = q_pr[rest], q_parent[rest], q_token[rest], q_order[rest]
     return sorted(in_g)
-
-
-def _top(pr: torch.Tensor, order: torch.Tensor, k: int) -> torch.Tensor:
-    """Indices of the k largest pr, earlier insertion order first among ties."""
-    idx = torch.argsort(order)  # ascending order, then a stable sort by pr
-    return idx[torch.sort(pr[idx], descending=True, stable=True).indices[:k]]
