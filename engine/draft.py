@@ -158,7 +158,8 @@ class TreeBuilder:
             q = warp(logits, d.warp)  # [len(new), V]
             self._store(new, q, q, None)
 
-    def tree(self, sampling: str = "deterministic", keep: list[int] | None = None) -> Tree:
+    def tree(self, sampling: str = "deterministic", keep: list[int] | None = None,
+             multiplicity: list[int] | None = None) -> Tree:
         """Freeze into a Tree; q rows of nodes that were never expanded are zero.
 
         keep: the nodes to verify, a prefix-closed set containing the root (None: all). Builders
@@ -166,6 +167,8 @@ class TreeBuilder:
         set, DDTree's top-B prefixes over a rolled-out chain) pass it. Kept nodes are renumbered
         in their builder order (still topological) and the draft's node -> cache slot map is
         renumbered with them, so the decode loop's `commit(path)` keeps the right cache slots.
+        multiplicity: per builder node, how many of its parent's i.i.d. draws produced it (see
+        Tree).
         """
         dev = self.draft.lm.device
         if keep is None:
@@ -199,4 +202,7 @@ class TreeBuilder:
                     q[rows] = qb[sel.to(qb.device)]
         return Tree(tokens=torch.tensor(tokens, device=dev),
                     parents=torch.tensor(parents, device=dev),
-                    depth=torch.tensor(depth, device=dev), q=q, sampling=sampling)
+                    depth=torch.tensor(depth, device=dev), q=q, sampling=sampling,
+                    multiplicity=None if multiplicity is None else torch.tensor(
+                        [multiplicity[i] for i in idx] if keep is not None else multiplicity,
+                        dtype=torch.long, device=dev))

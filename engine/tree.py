@@ -1,7 +1,16 @@
 """The draft tree: parallel tensors in topological order (DESIGN.md, "Core types").
 
 Node 0 is the root, the last committed token; every other node is a drafted token whose
-parent index is smaller than its own. The target verifies the whole tree in one forward pass
+parent index is smaller than its own.
+
+Stochastic trees ("iid", "without_replacement") keep, for every expanded node, the draft
+distribution its children were drawn from (`q`). Conventions the stochastic verifiers rely on:
+- "without_replacement": the children of a node appear in draw order (the first child is the
+  first draw from q, the second the first draw from q with the first token removed, ...).
+- "iid": siblings carry distinct tokens; rollouts sharing a prefix are merged into one node and
+  `multiplicity[i]` counts the parent's draws that produced node i (k i.i.d. rollouts give the
+  root children whose multiplicities sum to k). Sibling order is free: verifiers that need a
+  draw order draw one at random in proportion to the multiplicities. The target verifies the whole tree in one forward pass
 where each node attends to the committed prefix, its ancestors and itself (the ancestor-only
 mask of SpecInfer / DDTree Sec. 3.3), at position ``prefix_len + depth``.
 """
@@ -22,6 +31,9 @@ class Tree:
     depth: torch.Tensor  # [N] long: depth[0] = 0, depth[i] = depth[parents[i]] + 1
     q: torch.Tensor | None = None  # [N, V] draft distribution node i's children came from
     sampling: str = "deterministic"  # how siblings were drawn, see SAMPLING_MODES
+    # [N] long, optional: how many of its parent's draws produced node i (i.i.d. rollouts with
+    # identical prefixes merged, Def. 3.1 of the delayed-tree paper); None means 1 for every node
+    multiplicity: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         n = self.tokens.shape[0]
@@ -32,6 +44,9 @@ class Tree:
             raise ValueError(f"sampling must be one of {SAMPLING_MODES}, got {self.sampling!r}")
         if self.q is not None and self.q.shape[0] != n:
             raise ValueError(f"q must have one row per node, got {tuple(self.q.shape)} for N={n}")
+        if self.multiplicity is not None and self.multiplicity.shape != (n,):
+            raise ValueError(f"multiplicity must be [N], got {tuple(self.multiplicity.shape)} "
+                             f"for N={n}")
 
     @property
     def size(self) -> int:
@@ -104,7 +119,8 @@ def depth_from_parents(parents: list[int]) -> list[int]:
 
 
 def make_tree(tokens: list[int], parents: list[int], q: torch.Tensor | None = None,
-              sampling: str = "deterministic", device: torch.device | str = "cpu") -> Tree:
+              sampling: str = "deterministic", device: torch.device | str = "cpu",
+              multiplicity: list[int] | None = None) -> Tree:
     """Build a Tree from Python lists, checking the topological-order contract."""
     if len(tokens) != len(parents) or not tokens:
         raise ValueError("tokens and parents must be non-empty lists of equal length")
@@ -115,4 +131,6 @@ def make_tree(tokens: list[int], parents: list[int], q: torch.Tensor | None = No
         parents=torch.tensor(parents, dtype=torch.long, device=device),
         depth=torch.tensor(depth_from_parents(parents), dtype=torch.long, device=device),
         q=q, sampling=sampling,
+        multiplicity=None if multiplicity is None else torch.tensor(multiplicity, dtype=torch.long,
+                                                                     device=device),
     )

@@ -4,13 +4,15 @@
 are frozen dataclasses with the papers' parameter names and defaults.
 """
 
-from engine.drafters import (autoregressive, beam, ddtree, dynatree, dyspec, fixed_tree, linear,
-                             salf, sequoia, specinfer)
+from engine.drafters import (autoregressive, beam, ddtree, delayed, dynatree, dyspec, fixed_tree,
+                             iid, linear, salf, sequoia, specinfer)
 
 DRAFTERS = {
     "autoregressive": (autoregressive.AutoregressiveConfig, autoregressive.build),
     "linear": (linear.LinearConfig, linear.build),
     "fixed_tree": (fixed_tree.FixedTreeConfig, fixed_tree.build),
+    "iid": (iid.IIDConfig, iid.build),
+    "delayed": (delayed.DelayedConfig, delayed.build),
     "dynatree": (dynatree.DynaTreeConfig, dynatree.build),
     "dyspec": (dyspec.DySpecConfig, dyspec.build),
     "salf": (salf.SALFConfig, salf.build),

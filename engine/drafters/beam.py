@@ -27,6 +27,7 @@ class BeamConfig:
     N: int = 60  # candidate tokens kept by re-ranking (App. D)
     top_k: int = 10  # nodes expanded per depth and children per expanded node (App. D)
     depth: int = 7  # expansion depth (App. D)
+    default_verifier = "nss"  # target-sampling walk: lossless for deterministic trees
 
     def __post_init__(self) -> None:
         if self.N < 1 or self.top_k < 1 or self.depth < 1:

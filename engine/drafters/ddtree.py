@@ -13,8 +13,8 @@ sibling (.., rho_d + 1) and its first child (.., rho_d, 1). B pops return the op
 
 Verification (Sec. 4.4) uses depth position ids (Tree.position_ids: prefix + depth) and the
 ancestor-only mask; the walk is the target's own decoding rule: greedy at temperature 0 (the
-"greedy" verifier), sampling at temperature > 0 (a verifier that samples the target's token at
-the current node and follows the child that matches it, lossless for any deterministic tree).
+"greedy" verifier), sampling at temperature > 0 (the "nss" verifier: sample the target's token
+at the current node, follow the child holding it; lossless for any deterministic tree).
 
 Block drafters (`block_marginals(state, block_size) -> FloatTensor[L, V]`) are chosen by name
 (`drafter`). "ar" derives marginals from the autoregressive draft model, an approximation
@@ -40,6 +40,7 @@ class DDTreeConfig:
     B: int = 256  # node budget (App. B budgets 16..1024; Sec. 5.3: speedup peaks at 256-512)
     L: int = 16  # block size: positions drafted per round (App. B)
     drafter: Literal["ar"] = "ar"  # block drafter giving the per-position marginals
+    default_verifier = "nss"  # target-sampling walk: lossless for deterministic trees
 
     def __post_init__(self) -> None:
         if self.B < 1 or self.L < 1:

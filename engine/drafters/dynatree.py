@@ -74,6 +74,7 @@ class DynaTreeConfig:
     depth: Optional[int] = None  # sweep alias of D0
     branch: Optional[int] = None  # sweep alias of B_mid
     threshold: Optional[float] = None  # sweep alias of tau
+    default_verifier = "nss"  # target-sampling walk: lossless for deterministic trees
 
     def __post_init__(self) -> None:
         for alias, name in (("depth", "D0"), ("branch", "B_mid"), ("threshold", "tau")):

@@ -34,6 +34,7 @@ class SALFConfig:
     N: int = 60  # candidate tokens in the tree (App. D)
     B: int = 10  # nodes expanded per iteration, the batch (App. D)
     th: float = 0.6  # SALF threshold on the batch's probability sum (App. D); 0: SpecExec
+    default_verifier = "nss"  # target-sampling walk: lossless for deterministic trees
 
     def __post_init__(self) -> None:
         if not 1 <= self.B <= self.N:

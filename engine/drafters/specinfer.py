@@ -3,10 +3,11 @@ an expansion configuration <k_1, .., k_m>: every node at depth i - 1 gets k_i ch
 k-ary tree of depth m is <k, .., k>.
 
 At temperature > 0 the k_i children of a node are i.i.d. draws from the warped draft
-distribution q (duplicates kept: the multi-step speculative sampling verifier of SpecInfer,
-Sec. 4.2, needs the raw i.i.d. draws to be lossless), sampling="iid". Greedy: the k_i most
-probable draft tokens, a deterministic tree. One draft forward per depth; depth is capped by
-`remaining`.
+distribution q, sampling="iid" (for SpecInfer's multi-round rejection, Sec. 4.2, the
+"specinfer" verifier). Equal draws from one node are merged into one child whose
+`multiplicity` counts them (engine/tree.py convention); a child of multiplicity m stands for m
+copies, so it gets m * k_{i+1} draws of its own. Greedy: the k_i most probable draft tokens, a
+deterministic tree. One draft forward per depth; depth is capped by `remaining`.
 """
 
 from __future__ import annotations
@@ -45,13 +46,25 @@ class SpecInferConfig:
 
 def build(draft: TreeBuilder, state: DecodeState, cfg: SpecInferConfig,
           gen: torch.Generator) -> Tree:
-    level = [0]
+    level, mult = [0], [1]  # mult: per builder node, the parent's draws that produced it
     for width in cfg.widths[:state.remaining]:
         probs = draft.expand(level)  # [n, V]
         if state.warp.greedy:
-            children = probs.topk(min(width, probs.shape[-1]), dim=-1).indices  # [n, width]
-        else:
-            children = torch.multinomial(probs, width, replacement=True, generator=gen)
-        level = [draft.add(parent, token) for parent, row in zip(level, children.tolist())
-                 for token in row]
-    return draft.tree("deterministic" if state.warp.greedy else "iid")
+            children = probs.topk(min(width, probs.shape[-1]), dim=-1).indices.tolist()
+            level = [draft.add(u, t) for u, row in zip(level, children) for t in row]
+            continue
+        draws = [m * width for m in (mult[u] for u in level)]
+        tokens = torch.multinomial(probs, max(draws), replacement=True,
+                                   generator=gen).tolist()  # [n, max draws], i.i.d. per row
+        nxt = []
+        for u, row, k in zip(level, tokens, draws):
+            counts: dict[int, int] = {}
+            for t in row[:k]:
+                counts[t] = counts.get(t, 0) + 1
+            for t, c in counts.items():
+                nxt.append(draft.add(u, t))
+                mult.append(c)
+        level = nxt
+    if state.warp.greedy:
+        return draft.tree("deterministic")
+    return draft.tree("iid", multiplicity=mult + [1] * (draft.size - len(mult)))

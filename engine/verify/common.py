@@ -1,11 +1,163 @@
-"""Types shared by all verifiers."""
+"""Types and helpers shared by all verifiers.
+
+Every verifier is `verify(tree, p, gen) -> Accept` (DESIGN.md, "Verifier"). The helpers here
+read the tree once into Python lists (children, tokens, multiplicities: a few dozen nodes), draw
+uniforms in batches from the explicit generator, and sample from unnormalised distributions by
+inverse CDF, so a verifier costs a handful of vectorised [V] operations per visited node.
+
+Draw orders for i.i.d. trees: siblings of an i.i.d. tree are merged draws with multiplicities
+(engine/tree.py), so a verifier that needs the ordered draws X_1..X_k of Definition 3.2 shuffles
+the multiset uniformly (`shuffled_draws`); one that needs the first draw X_1 picks a child in
+proportion to its multiplicity (`pick_child`); Traversal Verification walks the distinct
+children in the order of their first appearance in such a shuffle (`first_appearance_order`).
+Each of these has exactly the law of the i.i.d. draws, whatever order the builder stored.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from engine.tree import Tree
 
 
 @dataclass(frozen=True)
 class Accept:
     path: list[int]  # accepted node indices below the root, root-to-leaf order
     token: int  # the next token after the path: correction on rejection, else bonus
+
+
+def require(tree: Tree, modes: tuple[str, ...], name: str, needs_q: bool = True) -> None:
+    """Raise a clear ValueError if `tree` was drawn in a way verifier `name` cannot verify."""
+    if tree.sampling not in modes:
+        raise ValueError(f"verifier {name!r} supports trees sampled {' or '.join(modes)}, got "
+                         f"{tree.sampling!r} (use 'nss' for deterministic trees)")
+    if needs_q and tree.q is None and tree.size > 1:
+        raise ValueError(f"verifier {name!r} needs the draft distributions tree.q")
+
+
+def uniforms(gen: torch.Generator | None, device: torch.device, batch: int = 16
+             ) -> Iterator[float]:
+    """An endless stream of U[0, 1) floats drawn `batch` at a time (one device sync each)."""
+    while True:
+        yield from torch.rand(batch, generator=gen, device=device, dtype=torch.float64).tolist()
+
+
+def sample_index(weights: torch.Tensor, u: float) -> int:
+    """Inverse-CDF draw from non-negative, possibly unnormalised weights [V] with uniform u.
+    Zero-weight entries are never returned."""
+    cdf = weights.double().cumsum(0)  # [V]
+    i = int(torch.searchsorted(cdf, cdf[-1:] * u, right=True))
+    if i >= cdf.shape[0]:  # u * total rounded up to total, or all weights zero
+        nz = torch.nonzero(weights > 0).flatten()
+        if nz.numel() == 0:
+            raise ValueError("cannot sample from an all-zero distribution")
+        i = int(nz[-1])
+    return i
+
+
+def positive_part(x: torch.Tensor) -> torch.Tensor:
+    """x_+ = max(x, 0), the notation of Appendix B."""
+    return x.clamp(min=0.0)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The tree as Python lists: what the sequential parts of a verifier walk over."""
+
+    tokens: list[int]  # [N]
+    kids: list[list[int]]  # children of each node, in index order
+    mult: list[int]  # [N] draws of the parent that produced each node (1 if not recorded)
+
+
+def layout(tree: Tree, distinct: bool = False) -> Layout:
+    """Read the tree once. distinct=True checks that siblings carry distinct tokens, as merged
+    i.i.d. and without-replacement trees must."""
+    tokens = tree.tokens.tolist()
+    parents = tree.parents.tolist()
+    mult = [1] * len(tokens) if tree.multiplicity is None else tree.multiplicity.tolist()
+    kids: list[list[int]] = [[] for _ in tokens]
+    for i in range(1, len(tokens)):
+        kids[parents[i]].append(i)
+    if distinct:
+        for node, children in enumerate(kids):
+            if len({tokens[c] for c in children}) != len(children):
+                raise ValueError(f"node {node} has two children with the same token; merge "
+                                 f"i.i.d. duplicates and record their multiplicity instead")
+    return Layout(tokens=tokens, kids=kids, mult=mult)
+
+
+def child_with_token(lay: Layout, node: int, token: int) -> int | None:
+    return next((c for c in lay.kids[node] if lay.tokens[c] == token), None)
+
+
+def _weighted(children: list[int], mult: list[int], u: float) -> int:
+    total = sum(mult[c] for c in children)
+    acc, target = 0, u * total
+    for c in children:
+        acc += mult[c]
+        if target < acc:
+            return c
+    return children[-1]
+
+
+def pick_child(lay: Layout, node: int, u: float) -> int:
+    """One child with probability proportional to its multiplicity: a uniformly chosen draw."""
+    return _weighted(lay.kids[node], lay.mult, u)
+
+
+def shuffled_draws(lay: Layout, node: int, us: Iterator[float]) -> list[int]:
+    """The k draws below `node` (children repeated by multiplicity) in uniformly random order:
+    distributed exactly as the ordered i.i.d. draws X_1..X_k (Fisher-Yates)."""
+    draws = [c for c in lay.kids[node] for _ in range(lay.mult[c])]
+    for i in range(len(draws) - 1, 0, -1):
+        j = min(int(next(us) * (i + 1)), i)
+        draws[i], draws[j] = draws[j], draws[i]
+    return draws
+
+
+def first_appearance_order(lay: Layout, node: int, us: Iterator[float]) -> list[int]:
+    """Distinct children in order of first appearance in a uniform shuffle of the draws, i.e.
+    successive sampling without replacement in proportion to multiplicity."""
+    left, order = list(lay.kids[node]), []
+    while left:
+        c = _weighted(left, lay.mult, next(us)) if len(left) > 1 else left[0]
+        order.append(c)
+        left.remove(c)
+    return order
+
+
+def random_chain(lay: Layout, us: Iterator[float], iid: bool) -> list[int]:
+    """A root-to-leaf path of first draws: for i.i.d. trees a uniformly chosen rollout (child in
+    proportion to multiplicity at each level), otherwise the first-drawn child at each level."""
+    chain, node = [], 0
+    while lay.kids[node]:
+        node = pick_child(lay, node, next(us)) if iid else lay.kids[node][0]
+        chain.append(node)
+    return chain
+
+
+# An OTLP solver step for a top-down traversal (Sec. 3.2): given the node and a uniform stream,
+# return the next token; the walk moves into the child with that token if there is one.
+Solver = Callable[[int, Iterator[float]], int]
+
+
+def top_down(tree: Tree, p: torch.Tensor, lay: Layout, gen: torch.Generator | None,
+             solve: Solver) -> Accept:
+    """OT-based top-down traversal (Sec. 3.2): at every node with children the OTLP solver
+    appends a token; the walk continues into the child holding it, and stops with it as the
+    correction token when no child does. At a leaf the bonus token is drawn from p."""
+    us = uniforms(gen, p.device)
+    node, path = 0, []
+    while True:
+        if not lay.kids[node]:
+            return Accept(path=path, token=sample_index(p[node], next(us)))
+        token = solve(node, us)
+        nxt = child_with_token(lay, node, token)
+        if nxt is None:
+            return Accept(path=path, token=token)
+        path.append(nxt)
+        node = nxt

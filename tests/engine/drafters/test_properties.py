@@ -62,10 +62,9 @@ def test_budget_depth_topology(method, data, seed, vocab, remaining, temperature
     else:
         budget = getattr(cfg, budget_field[method])
     check_tree(tree, budget, remaining)
-    if tree.sampling != "iid":
-        parents, tokens = tree.parents.tolist(), tree.tokens.tolist()
-        siblings = [(parents[i], tokens[i]) for i in range(1, tree.size)]
-        assert len(set(siblings)) == len(siblings)
+    parents, tokens = tree.parents.tolist(), tree.tokens.tolist()
+    siblings = [(parents[i], tokens[i]) for i in range(1, tree.size)]
+    assert len(set(siblings)) == len(siblings)  # i.i.d. draws are merged (multiplicity)
     if temperature == 0.0:
         assert tree.sampling == "deterministic"
 
@@ -359,8 +358,13 @@ def test_sequoia_and_specinfer_build_their_shapes():
         expansion=(3, 2, 2)), GEN)
     assert tree.size == 1 + 3 + 6 and tree.sampling == "deterministic"
     tree = specinfer.build(FakeDraft(nxt), state(temperature=1.0), specinfer.SpecInferConfig(
-        k=2, depth=3), torch.Generator().manual_seed(0))
-    assert tree.size == 15 and tree.sampling == "iid"
+        k=3, depth=3), torch.Generator().manual_seed(0))
+    assert tree.size <= 1 + 3 + 9 + 27 and tree.sampling == "iid"
+    mult, parents = tree.multiplicity.tolist(), tree.parents.tolist()
+    for u in range(tree.size):  # a node of multiplicity m has m * k draws below it
+        kids = [mult[i] for i in range(1, tree.size) if parents[i] == u]
+        assert not kids or sum(kids) == 3 * mult[u]
+    assert sum(mult[i] for i in range(1, tree.size) if int(tree.depth[i]) == 3) == 27
 
 
 # ---------------------------------------------------------------- core: tree(keep=...)

@@ -1,0 +1,41 @@
+"""Delayed tree expansion (delayed-tree paper Sec. 5, Def. 5.2): a (K, L1, L2)-delayed tree
+drafts a single path of L1 tokens from the draft, then branches into K i.i.d. rollouts of L2
+tokens below its last node (the branching point). Trunk nodes are single draws (multiplicity
+1); below the branching point equal draws are merged with their multiplicity as in
+engine/drafters/iid.py. L1 = 0 is the i.i.d. tree (K, L2); K = 1 a single path of L1 + L2.
+OT-based verifiers stay lossless on it because each node's children are i.i.d. draws from the
+node's q (Sec. 5); Traversal Verification too (engine/verify/traversal.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.draft import DecodeState, TreeBuilder
+from engine.drafters.iid import grow_rollouts
+from engine.tree import Tree
+
+
+@dataclass(frozen=True)
+class DelayedConfig:
+    K: int = 2  # branching factor at the branching point
+    L1: int = 2  # trunk (single path) length
+    L2: int = 2  # length of each i.i.d. branch
+    default_verifier = "specinfer"  # the paper's best OT-based method with delayed expansion
+
+    def __post_init__(self) -> None:
+        if self.K < 1 or self.L1 < 0 or self.L2 < 0:
+            raise ValueError(f"need K >= 1, L1 >= 0, L2 >= 0, got K={self.K}, L1={self.L1}, "
+                             f"L2={self.L2}")
+
+
+def build(draft: TreeBuilder, state: DecodeState, cfg: DelayedConfig,
+          gen: torch.Generator) -> Tree:
+    trunk = min(cfg.L1, state.remaining)
+    mult = [1]
+    grow_rollouts(draft, 0, 1, trunk, state.warp.greedy, gen, mult)  # the single path
+    branch = min(cfg.L2, state.remaining - trunk)
+    grow_rollouts(draft, draft.size - 1, cfg.K, branch, state.warp.greedy, gen, mult)
+    return draft.tree("iid", multiplicity=mult)

@@ -1,0 +1,61 @@
+"""i.i.d. multi-path drafting: the union of K i.i.d. draft rollouts of length L (delayed-tree
+paper Sec. 3.2; SpecTr, SpecInfer, Khisti, Traversal Verification all verify such trees).
+
+Rollouts are grown level by level, one draft forward per level for all distinct nodes of the
+level; each rollout draws its next token from the warped draft distribution q of its node. When
+rollouts draw the same token from the same node they share the child, whose `multiplicity`
+counts them (Def. 3.1: child lists keep duplicates), so the tree has distinct contexts and the
+verifiers still see every draw. Parameters as in the paper (Sec. 4.2): branching factor K and
+block length L. At temperature 0 the draws are the draft's argmax, so the K rollouts coincide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.draft import DecodeState, TreeBuilder
+from engine.tree import Tree
+
+
+@dataclass(frozen=True)
+class IIDConfig:
+    K: int = 2  # i.i.d. rollouts (branching factor)
+    L: int = 4  # tokens per rollout (block length)
+    default_verifier = "traversal"  # best on i.i.d. trees in the paper (Table 2)
+
+    def __post_init__(self) -> None:
+        if self.K < 1 or self.L < 0:
+            raise ValueError(f"need K >= 1 and L >= 0, got K={self.K}, L={self.L}")
+
+
+def grow_rollouts(draft: TreeBuilder, start: int, K: int, L: int, greedy: bool,
+                  gen: torch.Generator, mult: list[int]) -> list[list[int]]:
+    """Grow K i.i.d. rollouts of L tokens below node `start`, merging equal draws from the same
+    node. mult[i] (extended in place for new nodes) counts the draws that produced node i.
+    Returns each rollout's node path."""
+    at = [start] * K  # current node of each rollout
+    paths: list[list[int]] = [[] for _ in range(K)]
+    for _ in range(L):
+        level = list(dict.fromkeys(at))  # distinct nodes, first-appearance order
+        probs = draft.expand(level)  # [len(level), V] drafting distributions
+        rows = probs[[level.index(a) for a in at]]  # [K, V] each rollout's distribution
+        tokens = (rows.argmax(-1) if greedy
+                  else torch.multinomial(rows, 1, generator=gen)[:, 0]).tolist()  # [K]
+        children: dict[tuple[int, int], int] = {}
+        for r, (node, token) in enumerate(zip(at, tokens)):
+            child = children.get((node, token))
+            if child is None:
+                child = children[(node, token)] = draft.add(node, token)
+                mult.append(0)
+            mult[child] += 1
+            at[r] = child
+            paths[r].append(child)
+    return paths
+
+
+def build(draft: TreeBuilder, state: DecodeState, cfg: IIDConfig, gen: torch.Generator) -> Tree:
+    mult = [1]  # the root
+    grow_rollouts(draft, 0, cfg.K, min(cfg.L, state.remaining), state.warp.greedy, gen, mult)
+    return draft.tree("iid", multiplicity=mult)

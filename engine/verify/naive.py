@@ -1,0 +1,37 @@
+"""Naive speculative sampling on a single path (Leviathan et al. 2023; Chen et al. 2023); the
+delayed-tree paper's "Naive" (Sec. 3.1, Appendix B.2).
+
+Each drafted token a_i of the path is accepted with probability min(1, p(a_i)/q(a_i)); the
+walk stops at the first rejection and emits a correction from norm((p - q)_+), or a bonus from p
+after the last node. It verifies one path: on a multi-path tree it uses one rollout, a uniformly
+chosen one for i.i.d. trees (child in proportion to multiplicity at each level) and the first
+draws for trees drawn without replacement, which is a draft-sampled path either way.
+Acceptance of one step: Algorithm 7 with k = 1.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from engine.tree import Tree
+from engine.verify.common import (Accept, layout, positive_part, random_chain, require,
+                                  sample_index, uniforms)
+
+
+def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:
+    """p: [N, V] target distribution after each node."""
+    require(tree, ("iid", "without_replacement"), "naive")
+    lay = layout(tree)
+    us = uniforms(gen, p.device)
+    chain = random_chain(lay, us, iid=tree.sampling == "iid")  # [L] node indices
+    if not chain:
+        return Accept(path=[], token=sample_index(p[0], next(us)))
+    nodes = [0] + chain[:-1]  # the parent of each chain node
+    tokens = tree.tokens[chain]  # [L]
+    ratio = (p[nodes, tokens].double() / tree.q[nodes, tokens].double()).tolist()  # [L]
+    for i, r in enumerate(ratio):
+        if next(us) >= r:  # rejected (r >= 1 always accepts)
+            parent = nodes[i]
+            return Accept(path=chain[:i],
+                          token=sample_index(positive_part(p[parent] - tree.q[parent]), next(us)))
+    return Accept(path=chain, token=sample_index(p[chain[-1]], next(us)))

@@ -1,0 +1,257 @@
+"""The contract every verifier in engine.verify.VERIFIERS must meet (DESIGN.md, "Verifier").
+
+(a) Temperature 0: with one-hot target and draft rows every verifier emits the target's greedy
+    tokens (unit level here; end to end through generate() in test_greedy_end_to_end).
+(b) Losslessness, by Monte Carlo on synthetic worlds (tests/engine/verifier_mc.py): for each
+    stochastic verifier, N = 1e5 independent draft trees drawn from a random draft and verified
+    against a random target (vocabulary V in 4..8, depth <= 3, branching <= 3, every sampling
+    mode the verifier claims, shapes mixed per sample). We test the law of the first emitted
+    token against p(.|root) and the law of the first two emitted tokens against
+    p(y1|root) p(y2|y1) with chi-square goodness-of-fit tests.
+    Why the two-token test is a valid check: the decoding loop emits a verification's accepted
+    path plus its correction/bonus token and, when only one token came out (rejection at the
+    root), starts a fresh verification on a fresh tree rooted after that token. We do exactly
+    that (the second verification uses an independent tree and its first token), so the pair
+    we record is the first two tokens the decoding loop would emit. A lossless verifier makes
+    them target-distributed; one that is wrong at depth 2 in the tree (a bonus drawn from the
+    wrong row, a residual at the wrong node) or at the second position is caught here and not
+    by the first-token test (see test_tests_have_power).
+(c) Accepted length against the formulas (engine/verify/formulas.py) on the same samples:
+    the root acceptance rate P(tau >= 1) equals Algorithm 6-9 for NSS, NaiveTree, SpecTr,
+    SpecInfer (and naive, k = 1) and is at least the Algorithm 10 bound for Khisti; the mean
+    accepted length equals the mean over the sampled trees of E[tau | T] (Eq. 2-3 with the
+    branching probabilities of Algorithms 11-15; exact recursions for naive, bv, traversal).
+
+Multiple testing: every statistical assertion in this file is one test of a family of
+N_TESTS; each uses level FAMILY_ALPHA / N_TESTS (Bonferroni), so with fixed seeds the whole
+suite falsely fails a correct verifier with probability at most FAMILY_ALPHA = 1e-3. Power: the
+same tests at the same level reject deliberately wrong verifiers (test_tests_have_power).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import pytest
+import torch
+from scipy.stats import chi2, norm
+
+from engine.tree import SAMPLING_MODES
+from engine.verify import VERIFIERS, formulas
+from engine.verify.common import Accept, layout, positive_part, sample_index, uniforms
+from verifier_mc import Case, make_world, run, sample_trees, target_laws, to_tree
+
+N = 100_000  # Monte Carlo samples per verifier (issue requirement for (b))
+KEEP = 6_000  # trees kept per verifier for the E[tau | T] check (c)
+STOCHASTIC = [v for v in VERIFIERS if v != "greedy"]
+CLAIMS = {  # the sampling modes each verifier claims to verify losslessly
+    "nss": SAMPLING_MODES,
+    "naive": ("iid", "without_replacement"),
+    "naive_tree": ("iid", "without_replacement"),
+    "spectr": ("iid",),
+    "specinfer": ("iid", "without_replacement"),
+    "khisti": ("iid",),
+    "bv": ("iid", "without_replacement"),
+    "traversal": ("iid", "without_replacement"),
+}
+ROOT_ACCEPTANCE = ("nss", "naive", "naive_tree", "spectr", "specinfer", "khisti")
+# two chi-square tests per stochastic verifier, a z-test of E[tau] for each, and a z-test of the
+# root acceptance for the OT-based ones
+N_TESTS = 2 * len(STOCHASTIC) + len(STOCHASTIC) + len(ROOT_ACCEPTANCE)
+FAMILY_ALPHA = 1e-3
+ALPHA = FAMILY_ALPHA / N_TESTS
+Z_CRIT = float(norm.ppf(1 - ALPHA / 2))
+
+SHAPES = {
+    "iid": (("iid", (1, 1)), ("iid", (1, 3)), ("iid", (2, 2)), ("iid", (3, 1)), ("iid", (3, 3)),
+            ("delayed", (1, 2, 2)), ("delayed", (2, 3, 1)), ("delayed", (0, 3, 2))),
+    "without_replacement": (("wor", (2, 2)), ("wor", (3, 1)), ("wor", (1, 3)), ("wor", (3, 2))),
+    "deterministic": (("det", (2, 2)), ("det", (3, 1)), ("det", (1, 3))),
+}
+
+
+def case_for(name: str) -> Case:
+    i = STOCHASTIC.index(name)
+    shapes = tuple(s for mode in CLAIMS[name] for s in SHAPES[mode])
+    return Case(name=name, V=4 + i % 5, seed=100 + i, shapes=shapes)
+
+
+@functools.lru_cache(maxsize=None)
+def world_for(V: int, seed: int):
+    return make_world(V, depth=4, seed=seed)
+
+
+@functools.lru_cache(maxsize=None)
+def outcome(name: str):
+    case = case_for(name)
+    return run(world_for(case.V, case.seed), case, VERIFIERS[name], N, seed=7, keep=KEEP)
+
+
+def chi_square_pvalue(samples: torch.Tensor, probs: torch.Tensor) -> float:
+    """Goodness of fit of integer samples to probs [C]; cells with expected count < 5 pooled.
+    An outcome of probability 0 gives p-value 0."""
+    n = samples.numel()
+    counts = torch.bincount(samples, minlength=probs.numel()).double()
+    if bool((counts[probs == 0] > 0).any()):
+        return 0.0
+    expected = probs.double() * n
+    big = expected >= 5
+    obs = torch.cat([counts[big], counts[~big].sum()[None]])
+    exp = torch.cat([expected[big], expected[~big].sum()[None]])
+    if float(exp[-1]) < 5:  # fold a small remainder into the smallest kept cell
+        j = int(exp[:-1].argmin())
+        obs[j] += obs[-1]
+        exp[j] += exp[-1]
+        obs, exp = obs[:-1], exp[:-1]
+    stat = float(((obs - exp) ** 2 / exp).sum())
+    return float(chi2.sf(stat, obs.numel() - 1))
+
+
+def lossless_pvalues(name_or_outcome, V: int, seed: int) -> tuple[float, float]:
+    out = outcome(name_or_outcome) if isinstance(name_or_outcome, str) else name_or_outcome
+    p1, p2 = target_laws(world_for(V, seed))
+    return chi_square_pvalue(out.first, p1), chi_square_pvalue(out.pair, p2)
+
+
+# ---- (b) losslessness --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", STOCHASTIC)
+def test_first_two_tokens_follow_the_target(name):
+    case = case_for(name)
+    first, pair = lossless_pvalues(name, case.V, case.seed)
+    assert first > ALPHA, f"{name}: first token deviates from p (chi-square p = {first:.2e})"
+    assert pair > ALPHA, f"{name}: first two tokens deviate from p (chi-square p = {pair:.2e})"
+
+
+def _accept_first_child(tree, p, gen):
+    """Wrong: follows the first child everywhere (emits draft samples)."""
+    lay, node, path = layout(tree), 0, []
+    while lay.kids[node]:
+        node = lay.kids[node][0]
+        path.append(node)
+    return Accept(path, sample_index(p[node], float(torch.rand((), generator=gen))))
+
+
+def _naive_without_residual(tree, p, gen):
+    """Wrong: naive speculative sampling whose correction is drawn from p, not (p - q)_+."""
+    lay, us, node, path = layout(tree), uniforms(gen, p.device), 0, []
+    while lay.kids[node]:
+        child = lay.kids[node][0]
+        x = lay.tokens[child]
+        if next(us) < float(p[node, x] / tree.q[node, x]):
+            node = child
+            path.append(node)
+            continue
+        return Accept(path, sample_index(p[node], next(us)))
+    return Accept(path, sample_index(p[node], next(us)))
+
+
+def _bonus_from_parent_row(tree, p, gen):
+    """Wrong only below depth 1: naive with the residual right, but the bonus after a fully
+    accepted path drawn from the parent's row of p (an off-by-one in the row index)."""
+    lay, us, node, path = layout(tree), uniforms(gen, p.device), 0, []
+    while lay.kids[node]:
+        child = lay.kids[node][0]
+        x = lay.tokens[child]
+        if next(us) < float(p[node, x] / tree.q[node, x]):
+            node = child
+            path.append(node)
+            continue
+        return Accept(path, sample_index(positive_part(p[node] - tree.q[node]), next(us)))
+    return Accept(path, sample_index(p[int(tree.parents[node]) if node else 0], next(us)))
+
+
+WRONG = {  # wrong verifier -> which test must reject it
+    "accept_first_child": (_accept_first_child, "first"),
+    "naive_without_residual": (_naive_without_residual, "first"),
+    "bonus_from_parent_row": (_bonus_from_parent_row, "pair"),
+}
+
+
+@pytest.mark.parametrize("wrong", list(WRONG))
+def test_tests_have_power(wrong):
+    """The same chi-square tests, at the same level and sample size, on the same kind of case,
+    reject deliberately wrong verifiers: the suite can fail."""
+    verify, which = WRONG[wrong]
+    case = Case(name=wrong, V=6, seed=200, shapes=SHAPES["iid"])
+    out = run(world_for(case.V, case.seed), case, verify, N, seed=7)
+    first, pair = lossless_pvalues(out, case.V, case.seed)
+    assert (first if which == "first" else pair) < ALPHA
+    if wrong == "bonus_from_parent_row":  # right at the first token: only the pair test sees it
+        assert first > ALPHA
+
+
+# ---- (c) accepted length -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ROOT_ACCEPTANCE)
+def test_root_acceptance_matches_formula(name):
+    """P(tau >= 1) on i.i.d. trees = alpha(p, q, k) of Algorithms 6-9 (Khisti: >= Alg. 10)."""
+    case = case_for(name)
+    world, out = world_for(case.V, case.seed), outcome(name)
+    iid = out.root_iid
+    hit = (out.accepted[iid] >= 1).double()
+    k = out.root_draws[iid]
+    alpha = {kk: formulas.acceptance(name, world.p[0], world.q[0], kk) for kk in k.unique().tolist()}
+    expected = torch.tensor([alpha[kk] for kk in k.tolist()], dtype=torch.float64)
+    se = math.sqrt(float((expected * (1 - expected)).mean()) / hit.numel())
+    z = float(hit.mean() - expected.mean()) / se
+    if name == "khisti":
+        assert z > -Z_CRIT, f"acceptance below the Alg. 10 bound: z = {z:.2f}"
+    else:
+        assert abs(z) < Z_CRIT, f"acceptance {hit.mean():.4f} vs formula {expected.mean():.4f}"
+
+
+@pytest.mark.parametrize("name", STOCHASTIC)
+def test_mean_accepted_length_matches_formula(name):
+    """mean tau over the kept samples = mean of E[tau | T] (Eq. 2-3) over the same trees."""
+    out = outcome(name)
+    exact = torch.tensor([formulas.block_efficiency(tree, p, name) - 1 for tree, p in out.kept],
+                         dtype=torch.float64)
+    diff = out.accepted[:KEEP] - exact
+    z = float(diff.mean()) / (float(diff.std()) / math.sqrt(KEEP))
+    assert abs(z) < Z_CRIT, (f"{name}: mean accepted {out.accepted[:KEEP].mean():.4f} vs "
+                             f"formula {exact.mean():.4f} (z = {z:.2f})")
+
+
+# ---- sampling modes -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", STOCHASTIC)
+def test_sampling_modes(name):
+    """A verifier verifies the modes it claims and raises a clear ValueError on the others."""
+    world = world_for(5, 0)
+    gen = torch.Generator().manual_seed(0)
+    for mode, shapes in SHAPES.items():
+        spec = sample_trees(world, Case("m", 5, 0, shapes[:1]), torch.zeros(1, dtype=torch.long),
+                            gen)[0]
+        tree, p = to_tree(world, spec, 0, 0)
+        if mode in CLAIMS[name]:
+            VERIFIERS[name](tree, p, gen)
+        else:
+            with pytest.raises(ValueError, match=name):
+                VERIFIERS[name](tree, p, gen)
+
+
+# ---- (a) temperature 0 ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(VERIFIERS))
+def test_greedy_rows_reproduce_target_greedy(name):
+    """One-hot p and q (temperature 0): the emitted tokens are the target's argmax chain."""
+    world = world_for(6, 3)
+    onehot = lambda m: torch.zeros_like(m).scatter_(-1, m.argmax(-1, keepdim=True), 1.0)  # noqa: E731
+    greedy = type(world)(V=world.V, depth=world.depth, p=onehot(world.p),
+                         q=torch.cat([onehot(world.q[:-1]), world.q[-1:]]),
+                         q_cdf=onehot(world.q[:-1]).double().cumsum(-1))
+    modes = CLAIMS.get(name, SAMPLING_MODES)
+    shapes = tuple(s for mode in modes for s in SHAPES[mode])
+    gen = torch.Generator().manual_seed(1)
+    specs = sample_trees(greedy, Case("g", 6, 3, shapes), torch.zeros(300, dtype=torch.long), gen)
+    for spec in specs:
+        tree, p = to_tree(greedy, spec, 0, 0)
+        a = VERIFIERS[name](tree, p, gen)
+        emitted = [spec[0][i] for i in a.path] + [a.token]
+        ctx, want = 0, []
+        for _ in emitted:
+            want.append(int(greedy.p[ctx].argmax()))
+            ctx = ctx * greedy.V + 1 + want[-1]
+        assert emitted == want
