@@ -159,7 +159,7 @@ class TreeBuilder:
             self._store(new, q, q, None)
 
     def tree(self, sampling: str = "deterministic", keep: list[int] | None = None,
-             multiplicity: list[int] | None = None) -> Tree:
+             multiplicity: list[int] | None = None, order: list[int] | None = None) -> Tree:
         """Freeze into a Tree; q rows of nodes that were never expanded are zero.
 
         keep: the nodes to verify, a prefix-closed set containing the root (None: all). Builders
@@ -169,17 +169,26 @@ class TreeBuilder:
         renumbered with them, so the decode loop's `commit(path)` keeps the right cache slots.
         multiplicity: per builder node, how many of its parent's i.i.d. draws produced it (see
         Tree).
+        order: the kept nodes in the order to number them (a topological order, root first),
+        e.g. DySpec's DFS order for block-sparse tree attention (App. C); default builder order.
         """
         dev = self.draft.lm.device
-        if keep is None:
+        if keep is None and order is None:
             n = self.size
+            idx = range(n)
             tokens, parents, depth = self.tokens, self.parents, self.depth
             new_of = torch.arange(n)
         else:
-            idx = sorted(set(keep))
+            idx = sorted(set(keep)) if keep is not None else list(range(self.size))
+            if order is not None:
+                if sorted(order) != idx:
+                    raise ValueError("order must list exactly the kept nodes")
+                idx = list(order)
             pos = {old: new for new, old in enumerate(idx)}
-            if not idx or idx[0] != 0 or any(self.parents[i] not in pos for i in idx[1:]):
-                raise ValueError("keep must contain the root and the parent of every kept node")
+            if not idx or idx[0] != 0 or any(pos.get(self.parents[i], n_) >= n_ for n_, i in
+                                             enumerate(idx[1:], start=1)):
+                raise ValueError("keep must contain the root and the parent of every kept node, "
+                                 "and order must list parents before their children")
             n = len(idx)
             tokens = [self.tokens[i] for i in idx]
             parents = [-1] + [pos[self.parents[i]] for i in idx[1:]]
@@ -204,5 +213,5 @@ class TreeBuilder:
                     parents=torch.tensor(parents, device=dev),
                     depth=torch.tensor(depth, device=dev), q=q, sampling=sampling,
                     multiplicity=None if multiplicity is None else torch.tensor(
-                        [multiplicity[i] for i in idx] if keep is not None else multiplicity,
+                        [multiplicity[i] for i in idx],
                         dtype=torch.long, device=dev))

@@ -28,9 +28,15 @@ are made), and the tree has sampling="without_replacement" in draw order, for th
 Sequoia-style verifier of App. A.3. Greedy (temperature 0): the draws are the draft's tokens in
 decreasing probability (plain softmax), a deterministic tree.
 
-The block-sparsity friendly DFS / heavy-path-first node order of App. C is not part of tree
-construction: it is a permutation applied to the finished tree before attention, which the
-kernels package provides (kernels/reorder.py: dfs_order, permute_tree).
+Node order (App. C): DySpec renumbers the finished tree in depth-first order so that a
+block-sparse tree-attention kernel skips more tiles (a DFS preorder is topological, and with
+children in their original order it keeps every sibling list in draw order, as the
+without-replacement verifiers need). With `reorder` (default, as in the paper) the builder
+numbers the tree in the DFS order of kernels/reorder.py `dfs_order(parents, heavy_first=False)`;
+the target forward, the verifier and both cache commits then all use that numbering, so
+nothing has to be mapped back. It changes no token, only the order nodes are fed to the target
+(useful with the "tree_triton" attention, neutral with dense masks). The heavy-path-first
+variant of kernels/reorder.py would reorder siblings and is not used here.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import torch
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import draws_without_replacement
 from engine.tree import Tree
+from kernels.reorder import dfs_order
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,7 @@ class DySpecConfig:
     budget: int = 64  # maximum drafted tokens (Sec. 5.3: "maximum draft token tree size 64")
     variant: Literal["fixed_size", "threshold"] = "fixed_size"  # Alg. 1 / Alg. A.2
     threshold: float = 0.001  # slot-value threshold of the threshold variant (App. B.1)
+    reorder: bool = True  # number the tree in DFS order (App. C)
     default_verifier = "specinfer"
 
     def __post_init__(self) -> None:
@@ -66,7 +74,11 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DySpecConfig,
         _grow_threshold(draft, state, cfg, gen)
     else:
         grow_greedy(draft, state, cfg.budget, gen)
-    return draft.tree("deterministic" if state.warp.greedy else "without_replacement")
+    sampling = "deterministic" if state.warp.greedy else "without_replacement"
+    if not cfg.reorder or draft.size <= 2:
+        return draft.tree(sampling)
+    order = dfs_order(torch.tensor(draft.parents), heavy_first=False)  # [N] perm[new] = old
+    return draft.tree(sampling, order=order.tolist())
 
 
 def grow_greedy(draft: TreeBuilder, state: DecodeState, budget: int,

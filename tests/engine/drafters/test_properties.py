@@ -387,3 +387,30 @@ def test_tree_keep_renumbers_nodes_and_slots():
     c = draft.add(a, 2)
     with pytest.raises(ValueError):
         draft.tree(keep=[0, c])
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), budget=st.integers(1, 40),
+       temperature=st.sampled_from([0.0, 1.0]))
+def test_dyspec_dfs_reorder(seed, budget, temperature):
+    """With reorder (App. C) the tree is the same set of paths, numbered in DFS preorder (every
+    subtree contiguous), siblings still in draw order, and the slot map follows the nodes."""
+    nxt = random_next_probs(4, seed)
+    cfgs = [dyspec.DySpecConfig(budget=budget, reorder=r) for r in (False, True)]
+    drafts = [FakeDraft(nxt) for _ in cfgs]
+    plain, dfs = [dyspec.build(d, state(temperature=temperature), c,
+                               torch.Generator().manual_seed(seed)) for d, c in zip(drafts, cfgs)]
+    assert sorted(tree_paths(plain)) == sorted(tree_paths(dfs))
+    check_tree(dfs, budget)
+    parents = dfs.parents.tolist()
+    for i in range(1, dfs.size):  # preorder: a node's parent is the closest earlier ancestor
+        j = i - 1
+        while j != parents[i] and j >= 0:
+            j = parents[j]
+        assert j == parents[i]
+    path_of = {p: i for i, p in enumerate([()] + tree_paths(plain))}
+    for i, p in enumerate([()] + tree_paths(dfs)):
+        j = path_of[p]
+        assert [int(dfs.tokens[c]) for c in dfs.children(i)] == \
+            [int(plain.tokens[c]) for c in plain.children(j)]  # siblings in draw order
+        assert drafts[1].draft.slots.get(i) == drafts[0].draft.slots.get(j)  # slots follow
