@@ -136,7 +136,8 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: SequoiaConfig,
 
 @torch.inference_mode()
 def measure_profile(pair, prompts: list[list[int]], new_tokens: int = 64, width: int = 8,
-                    temperature: float = 0.0, samples: int = 32, seed: int = 0) -> tuple[float, ...]:
+                    temperature: float = 0.0, samples: int = 32,
+                    seed: int = 0) -> tuple[float, ...]:
     """p_1..p_width for a model pair: along target continuations of the prompts, the
     probability that the k-th child (rank k) of an accepted node is the accepted one."""
     gen = torch.Generator().manual_seed(seed)
@@ -160,17 +161,27 @@ def measure_profile(pair, prompts: list[list[int]], new_tokens: int = 64, width:
             rank = (q > q.gather(-1, target_tok[:, None])).sum(-1)  # [T]
             counts += torch.bincount(rank[rank < width], minlength=width)[:width].double()
             continue
-        for t in range(p.shape[0]):
+        for t in range(p.shape[0]):  # Monte Carlo of the verifier with `samples` draw sets
             tokens, _ = draws_without_replacement(q[t].expand(samples, -1), width, False, gen)
-            for s in range(samples):
-                p_res, q_res = p[t], q[t].clone()
-                for k, x_k in enumerate(tokens[s].tolist()):
-                    if q_res[x_k] <= 0:
-                        break
-                    if float(torch.rand((), generator=gen)) < min(1.0, float(p_res[x_k] / q_res[x_k])):
-                        counts[k] += 1.0 / samples
-                        break
-                    p_res = residual(p_res, q_res)
-                    q_res[x_k] = 0.0
-                    q_res = q_res / q_res.sum().clamp(min=1e-30)
+            for draws in tokens.tolist():
+                k = _accepted_rank(p[t], q[t], draws, gen)
+                if k is not None:
+                    counts[k] += 1.0 / samples
     return tuple(round(float(c) / max(positions, 1), 4) for c in counts)
+
+
+def _accepted_rank(p: torch.Tensor, q: torch.Tensor, draws: list[int],
+                   gen: torch.Generator) -> int | None:
+    """Which draw (without replacement, in draw order) SpecInfer-style rejection accepts:
+    draw k is accepted with probability min(1, p_k(x_k) / q_k(x_k)), then p_{k+1} =
+    norm((p_k - q_k)_+) and q_{k+1} = q_k without x_k; None if every draw is rejected."""
+    p_res, q_res = p, q.clone()
+    for k, x in enumerate(draws):
+        if q_res[x] <= 0:
+            return None
+        if float(torch.rand((), generator=gen)) < min(1.0, float(p_res[x] / q_res[x])):
+            return k
+        p_res = residual(p_res, q_res)
+        q_res[x] = 0.0
+        q_res = q_res / q_res.sum().clamp(min=1e-30)
+    return None

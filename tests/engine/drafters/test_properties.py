@@ -414,3 +414,16 @@ def test_dyspec_dfs_reorder(seed, budget, temperature):
         assert [int(dfs.tokens[c]) for c in dfs.children(i)] == \
             [int(plain.tokens[c]) for c in plain.children(j)]  # siblings in draw order
         assert drafts[1].draft.slots.get(i) == drafts[0].draft.slots.get(j)  # slots follow
+
+
+def test_sequoia_measure_profile(llama_pair):
+    """Greedy: p_k is the frequency of the target's token being the draft's k-th choice;
+    sampling: a Monte Carlo of the verifier. Both are sub-probability vectors, and a draft equal
+    to the target accepts its first draw (p_1 = 1 when greedy)."""
+    prompts = [[256, 72, 105], [256, 65]]
+    for t in (0.0, 1.0):
+        prof = sequoia.measure_profile(llama_pair, prompts, new_tokens=6, width=4,
+                                       temperature=t, samples=4)
+        assert len(prof) == 4 and all(0 <= x <= 1 for x in prof) and sum(prof) <= 1 + 1e-6
+    same = type(llama_pair)(target=llama_pair.target, draft=llama_pair.target)
+    assert sequoia.measure_profile(same, prompts, new_tokens=6, width=3)[0] == 1.0
