@@ -102,12 +102,14 @@ def generate(pair: Pair, prompt_ids: list[int], method: str | Method, max_new_to
     out: list[int] = []
     iterations: list[IterationStats] = []
     history: list[int] = []
+    history_depth: list[int] = []
     done = False
     while not done:
         t0 = time.perf_counter()
         draft_fwd0, target_fwd0 = draft.lm.forward_seconds, target.forward_seconds
         state = DecodeState(prefix_len=len(committed) - 1, root_token=committed[-1], warp=w,
-                            remaining=max_new_tokens - len(out), history=tuple(history))
+                            remaining=max_new_tokens - len(out), history=tuple(history),
+                            history_depth=tuple(history_depth))
         tree = build(draft.start(committed), state, method.cfg, gen)
         sync(device)
         t1 = time.perf_counter()
@@ -129,6 +131,7 @@ def generate(pair: Pair, prompt_ids: list[int], method: str | Method, max_new_to
             target.commit([state.prefix_len + i for i in [0] + accept.path])
             draft.commit(accept.path)
         history.append(len(accept.path))
+        history_depth.append(int(tree.depth.max()))
         t4 = time.perf_counter()
         if not iterations:
             ttft_s = t3 - start

@@ -10,6 +10,7 @@ nodes that were leaves of the draft tree) ride along in the first forward of the
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +29,7 @@ class DecodeState:
     warp: Warp
     remaining: int  # tokens still to emit; a tree deeper than this is wasted work
     history: tuple[int, ...] = ()  # accepted draft tokens of each earlier iteration
+    history_depth: tuple[int, ...] = ()  # depth of each earlier iteration's draft tree
 
 
 class DraftModel:
@@ -67,8 +69,12 @@ class TreeBuilder:
         self.tokens: list[int] = [root_token]
         self.parents: list[int] = [-1]
         self.depth: list[int] = [0]
-        self._q: dict[int, torch.Tensor] = {}  # node -> [V] warped draft distribution
-        self._probs: dict[int, torch.Tensor] = {}  # node -> [V] drafting distribution
+        self._rows: dict[int, tuple[int, int]] = {}  # expanded node -> (batch, row)
+        # one entry per draft forward: nodes [n], drafting distribution [n, V], warped q [n, V]
+        # (None when greedy: q is then one-hot at the draft's argmax [n], stored instead)
+        self._batches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None,
+                                  torch.Tensor | None]] = []
+        self._anc: dict[int, list[int]] = {}  # fed node -> cache slots of its path from root
 
     @property
     def size(self) -> int:
@@ -104,56 +110,108 @@ class TreeBuilder:
         and the plain softmax when greedy (so top-k and confidence rules see real
         probabilities; the tree's q keeps the one-hot greedy distribution).
         """
-        new = [i for i in dict.fromkeys(nodes) if i not in self.draft.slots]
+        new = sorted({i for i in nodes if i not in self._rows})  # topological: parents first
         if new:
             self._feed(new)
-        return torch.stack([self._probs[i] for i in nodes])
+            if new == nodes:  # the usual case: one batch, asked for in its own order
+                return self._batches[-1][1]
+        return torch.stack([self._batches[b][1][r] for b, r in (self._rows[i] for i in nodes)])
+
+    def _store(self, new: list[int], probs: torch.Tensor, q: torch.Tensor | None,
+               argmax: torch.Tensor | None) -> None:
+        """Record one fed batch: new nodes (ascending), their drafting distributions, and
+        the tree's q rows (warped q, or the argmax of a greedy draft)."""
+        b = len(self._batches)
+        self._batches.append((torch.tensor(new), probs, q, argmax))
+        self._rows.update((i, (b, j)) for j, i in enumerate(new))
 
     def _feed(self, new: list[int]) -> None:
         d, lm = self.draft, self.draft.lm
+        new_set = set(new)
+        if any(p >= 0 and p not in self._anc and p not in new_set
+               for p in (self.parents[i] for i in new)):
+            raise ValueError("expand() needs every ancestor of a node expanded first or with it")
         pend, d.pending = d.pending, []
         n_p, n = len(pend), len(pend) + len(new)
         base = lm.length  # first slot of this chunk
-        fed_or_new = set(d.slots) | set(new)
-        if any(a not in fed_or_new for i in new for a in self._ancestors(i)):
-            raise ValueError("expand() needs every ancestor of a node expanded first or with it")
-        col = {i: base + n_p + j for j, i in enumerate(new)}
-        col.update(d.slots)
+        for j, i in enumerate(new):  # ascending, so a parent in this batch comes first
+            p, slot = self.parents[i], base + n_p + j
+            self._anc[i] = [slot] if p < 0 else self._anc[p] + [slot]
+            d.slots[i] = slot
         visible = torch.zeros(n, base + n, dtype=torch.bool)
         visible[:, :lm.committed] = True
-        for j in range(n_p):  # pending committed tokens: causal among themselves
-            visible[j, base:base + j + 1] = True
-        rows, cols = [], []
-        for j, i in enumerate(new):
-            anc = [col[a] for a in self._ancestors(i)]
-            rows += [n_p + j] * len(anc)
-            cols += anc
-        visible[n_p:, base:base + n_p] = True
-        visible[torch.tensor(rows), torch.tensor(cols)] = True
+        if n_p:  # pending committed tokens: causal among themselves, seen by every node
+            visible[:n_p, base:base + n_p] = torch.ones(n_p, n_p, dtype=torch.bool).tril()
+            visible[n_p:, base:base + n_p] = True
+        paths = [self._anc[i] for i in new]
+        rows = torch.arange(n_p, n).repeat_interleave(torch.tensor([len(a) for a in paths]))
+        visible[rows, torch.tensor(list(itertools.chain.from_iterable(paths)))] = True
         tokens = pend + [self.tokens[i] for i in new]
         positions = [base + j for j in range(n_p)] + [self.prefix_len + self.depth[i] for i in new]
         dev = lm.device
         logits = lm.forward(torch.tensor(tokens, device=dev), torch.tensor(positions, device=dev),
                             visible.to(dev))[n_p:]  # [len(new), V]
         lm.committed += n_p
-        q = warp(logits, d.warp)  # [len(new), V]
-        probs = q if not d.warp.greedy else torch.softmax(logits.float(), dim=-1)
-        for j, i in enumerate(new):
-            d.slots[i] = base + n_p + j
-            self._q[i], self._probs[i] = q[j], probs[j]
+        if d.warp.greedy:
+            self._store(new, torch.softmax(logits.float(), dim=-1), None, logits.argmax(-1))
+        else:
+            q = warp(logits, d.warp)  # [len(new), V]
+            self._store(new, q, q, None)
 
-    def tree(self, sampling: str = "deterministic", multiplicity: list[int] | None = None) -> Tree:
+    def tree(self, sampling: str = "deterministic", keep: list[int] | None = None,
+             multiplicity: list[int] | None = None, order: list[int] | None = None) -> Tree:
         """Freeze into a Tree; q rows of nodes that were never expanded are zero.
-        multiplicity: per node, how many of its parent's i.i.d. draws produced it (see Tree)."""
+
+        keep: the nodes to verify, a prefix-closed set containing the root (None: all). Builders
+        that grow candidates and then select a subset (EAGLE-2 re-ranking, SALF's capacity-N
+        set, DDTree's top-B prefixes over a rolled-out chain) pass it. Kept nodes are renumbered
+        in their builder order (still topological) and the draft's node -> cache slot map is
+        renumbered with them, so the decode loop's `commit(path)` keeps the right cache slots.
+        multiplicity: per builder node, how many of its parent's i.i.d. draws produced it (see
+        Tree).
+        order: the kept nodes in the order to number them (a topological order, root first),
+        e.g. DySpec's DFS order for block-sparse tree attention (App. C); default builder order.
+        """
         dev = self.draft.lm.device
+        if keep is None and order is None:
+            n = self.size
+            idx = range(n)
+            tokens, parents, depth = self.tokens, self.parents, self.depth
+            new_of = torch.arange(n)
+        else:
+            idx = sorted(set(keep)) if keep is not None else list(range(self.size))
+            if order is not None:
+                if sorted(order) != idx:
+                    raise ValueError("order must list exactly the kept nodes")
+                idx = list(order)
+            pos = {old: new for new, old in enumerate(idx)}
+            if not idx or idx[0] != 0 or any(pos.get(self.parents[i], n_) >= n_ for n_, i in
+                                             enumerate(idx[1:], start=1)):
+                raise ValueError("keep must contain the root and the parent of every kept node, "
+                                 "and order must list parents before their children")
+            n = len(idx)
+            tokens = [self.tokens[i] for i in idx]
+            parents = [-1] + [pos[self.parents[i]] for i in idx[1:]]
+            depth = [self.depth[i] for i in idx]
+            self.draft.slots = {pos[i]: s for i, s in self.draft.slots.items() if i in pos}
+            new_of = torch.full((self.size,), -1, dtype=torch.long)
+            new_of[idx] = torch.arange(n)
         q = None
-        if self._q:
-            v = next(iter(self._q.values())).shape[-1]
-            q = torch.zeros(self.size, v, device=dev)
-            idx = list(self._q)
-            q[idx] = torch.stack([self._q[i] for i in idx])
-        return Tree(tokens=torch.tensor(self.tokens, device=dev),
-                    parents=torch.tensor(self.parents, device=dev),
-                    depth=torch.tensor(self.depth, device=dev), q=q, sampling=sampling,
-                    multiplicity=None if multiplicity is None
-                    else torch.tensor(multiplicity, dtype=torch.long, device=dev))
+        if self._batches:
+            q = torch.zeros(n, self._batches[0][1].shape[-1], device=dev)
+            for nodes, _, qb, argmax in self._batches:
+                rows = new_of[nodes]  # [b] new index, -1 if dropped
+                sel = (rows >= 0).nonzero().flatten()
+                if sel.numel() == 0:
+                    continue
+                rows = rows[sel].to(dev)
+                if qb is None:  # greedy: one-hot at the draft's argmax
+                    q[rows, argmax[sel.to(argmax.device)]] = 1.0
+                else:
+                    q[rows] = qb[sel.to(qb.device)]
+        return Tree(tokens=torch.tensor(tokens, device=dev),
+                    parents=torch.tensor(parents, device=dev),
+                    depth=torch.tensor(depth, device=dev), q=q, sampling=sampling,
+                    multiplicity=None if multiplicity is None else torch.tensor(
+                        [multiplicity[i] for i in idx],
+                        dtype=torch.long, device=dev))

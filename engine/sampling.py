@@ -87,3 +87,20 @@ def without_replacement_residual(probs: torch.Tensor, drawn: torch.Tensor) -> to
     rest[drawn] = 0.0
     mass = rest.sum()
     return rest / mass if mass > 0 else rest
+
+
+def draws_without_replacement(probs: torch.Tensor, k: int, greedy: bool,
+                              gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first k draws without replacement from every row of probs [n, V], in draw order, and
+    their probabilities: ([n, k] long, [n, k] float, probability 0 past a row's support).
+    Greedy: the tokens by decreasing probability (deterministic). Otherwise the Gumbel-top-k
+    trick (Kool et al. 2019) per row, distributed as sequential sampling without replacement
+    (the batched form of `sample_without_replacement`)."""
+    k = min(k, probs.shape[-1])
+    if greedy:
+        q, tokens = probs.topk(k, dim=-1)  # [n, k]
+        return tokens, q
+    u = torch.rand(probs.shape, generator=gen, device=probs.device, dtype=torch.float64)
+    keys = torch.log(probs.double()) - torch.log(-torch.log(u.clamp_(min=1e-300)))  # [n, V]
+    tokens = keys.topk(k, dim=-1).indices  # [n, k]
+    return tokens, probs.gather(-1, tokens)

@@ -1,0 +1,127 @@
+"""DDTree: the optimal draft tree from per-position marginals (Ringel & Romano 2026,
+"ddtree.txt").
+
+A block drafter gives one marginal q_i over the vocabulary for each of the next L positions
+(Sec. 3). Under the factorised surrogate Q(y_1:L) = prod_i q_i(y_i) (Eq. 2) the expected
+acceptance length of a tree T is the sum of its prefix probabilities q(u) = prod_i q_i(u_i)
+(Prop. 1, Eq. 8), so the best tree with at most B nodes is the set of the B most probable
+prefixes, which is prefix-closed (Prop. 2). Algorithm 1 enumerates them best-first over rank
+tuples rho = (rho_1..rho_d) of the top-K tokens per depth, K = min(B, |V|) (Lemma 1): a max-heap
+keyed by sigma(rho) = sum_i log q_i^(rho_i), starting from (1); popping rho pushes its next
+sibling (.., rho_d + 1) and its first child (.., rho_d, 1). B pops return the optimal tree
+(Prop. 3), in O(B log B) (Remark 2).
+
+Verification (Sec. 4.4) uses depth position ids (Tree.position_ids: prefix + depth) and the
+ancestor-only mask; the walk is the target's own decoding rule: greedy at temperature 0 (the
+"greedy" verifier), sampling at temperature > 0 (the "nss" verifier: sample the target's token
+at the current node, follow the child holding it; lossless for any deterministic tree).
+
+Block drafters (`block_marginals(state, block_size) -> FloatTensor[L, V]`) are chosen by name
+(`drafter`). "ar" derives marginals from the autoregressive draft model, an approximation
+documented in `ARBlockDrafter`; the trained block-diffusion drafter plugs in here later.
+Nodes are never deeper than `remaining`; B counts drafted nodes (the root is not counted).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from engine.draft import DecodeState, TreeBuilder
+from engine.tree import Tree
+
+
+@dataclass(frozen=True)
+class DDTreeConfig:
+    B: int = 256  # node budget (App. B budgets 16..1024; Sec. 5.3: speedup peaks at 256-512)
+    L: int = 16  # block size: positions drafted per round (App. B)
+    drafter: Literal["ar"] = "ar"  # block drafter giving the per-position marginals
+    default_verifier = "nss"  # target-sampling walk: lossless for deterministic trees
+
+    def __post_init__(self) -> None:
+        if self.B < 1 or self.L < 1:
+            raise ValueError(f"B and L must be >= 1, got B={self.B}, L={self.L}")
+
+
+class ARBlockDrafter:
+    """Per-position marginals from an autoregressive draft model (an approximation).
+
+    A block diffusion drafter predicts q_i(. | c, b) for positions i = 1..L in one pass without
+    conditioning on the tokens it places before i. An autoregressive draft only gives
+    path-conditioned distributions, so we condition on one path, the draft's own greedy
+    continuation: q_i = q_draft(. | c, b, y_1..y_{i-1}) with y_j = argmax q_j. This is the
+    marginal when the draft is certain of its prefix and otherwise a one-path estimate of it;
+    it costs L - 1 sequential one-token draft forwards instead of one block forward. The
+    rolled-out chain is the rank-(1, .., 1) path of the tree, so its nodes are reused.
+    """
+
+    def __init__(self, draft: TreeBuilder) -> None:
+        self.draft = draft
+        self.chain = [0]  # builder node of the greedy prefix of each length (0 = root)
+
+    def block_marginals(self, state: DecodeState, block_size: int) -> torch.Tensor:
+        rows = []
+        for i in range(block_size):
+            probs = self.draft.expand([self.chain[-1]])[0]  # [V]
+            rows.append(probs)
+            if i + 1 < block_size:
+                self.chain.append(self.draft.add(self.chain[-1], int(probs.argmax())))
+        return torch.stack(rows)  # [L, V]
+
+
+BLOCK_DRAFTERS = {"ar": ARBlockDrafter}
+
+
+def best_first(logq: list[list[float]], budget: int) -> list[tuple[int, int]]:
+    """Algorithm 1 on log q_i^(k) (logq[i][k], ranks 0-based and sorted descending per depth).
+
+    Returns the popped prefixes in pop order as (parent index in this list or -1, rank at
+    their depth); every parent precedes its children.
+    """
+    depth_limit, k_max = len(logq), len(logq[0]) if logq else 0
+    out: list[tuple[int, int]] = []
+    depth_of: list[int] = []
+    score: list[float] = []
+    heap = [(-logq[0][0], 0, -1, 0)] if k_max else []  # (-sigma, tie-break, parent, rank)
+    counter = 1
+    while heap and len(out) < budget:
+        neg, _, parent, rank = heapq.heappop(heap)
+        d = depth_of[parent] + 1 if parent >= 0 else 0  # 0-based depth of this prefix
+        me = len(out)
+        out.append((parent, rank))
+        depth_of.append(d)
+        score.append(-neg)
+        base = score[parent] if parent >= 0 else 0.0
+        if rank + 1 < len(logq[d]) and logq[d][rank + 1] > -math.inf:  # next sibling
+            heapq.heappush(heap, (-(base + logq[d][rank + 1]), counter, parent, rank + 1))
+            counter += 1
+        if d + 1 < depth_limit:  # first child
+            heapq.heappush(heap, (-(score[me] + logq[d + 1][0]), counter, me, 0))
+            counter += 1
+    return out
+
+
+def build(draft: TreeBuilder, state: DecodeState, cfg: DDTreeConfig,
+          gen: torch.Generator) -> Tree:
+    block_size = min(cfg.L, state.remaining)
+    drafter = BLOCK_DRAFTERS[cfg.drafter](draft)
+    marginals = drafter.block_marginals(state, block_size)  # [L, V]
+    k = min(cfg.B, marginals.shape[-1])  # K = min(B, |V|), Lemma 1
+    top_q, top_t = marginals.topk(k, dim=-1)  # [L, K] sorted descending
+    logq = torch.log(top_q.double()).tolist()
+    tokens = top_t.tolist()
+    chain = getattr(drafter, "chain", [0])
+    node_of: list[int] = []  # popped prefix -> builder node
+    on_chain: list[bool] = []  # rank tuple is (1, .., 1): reuse the rolled-out chain node
+    for parent, rank in best_first(logq, cfg.B):
+        parent_node = node_of[parent] if parent >= 0 else 0
+        d = draft.depth[parent_node]  # 0-based depth of the new prefix
+        chained = (rank == 0 and (parent < 0 or on_chain[parent]) and d + 1 < len(chain)
+                   and draft.tokens[chain[d + 1]] == tokens[d][0])
+        node_of.append(chain[d + 1] if chained else draft.add(parent_node, tokens[d][rank]))
+        on_chain.append(chained)
+    return draft.tree("deterministic", keep=[0] + node_of)

@@ -1,0 +1,88 @@
+"""A model-free TreeBuilder for exact builder tests: the draft's next-token distribution is a
+fixed function of the path (tokens below the root), so expected trees can be computed by brute
+force. It keeps TreeBuilder's bookkeeping (add, tree(keep=...)) and checks the expand()
+contract (ancestors fed first or together)."""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from types import SimpleNamespace
+from typing import Callable
+
+import torch
+
+from engine.draft import DecodeState, TreeBuilder
+from engine.sampling import Warp
+
+NextProbs = Callable[[tuple[int, ...]], torch.Tensor]  # path tokens -> [V]
+
+
+def random_next_probs(vocab: int, seed: int = 0, sharpness: float = 2.0) -> NextProbs:
+    """A deterministic pseudo-random distribution per path (no exact ties, all entries > 0)."""
+
+    def next_probs(path: tuple[int, ...]) -> torch.Tensor:
+        key = zlib.crc32(repr((seed, path)).encode())
+        g = torch.Generator().manual_seed(key)
+        return torch.softmax(sharpness * torch.randn(vocab, generator=g, dtype=torch.float64),
+                             -1).float()
+
+    return next_probs
+
+
+class FakeDraft(TreeBuilder):
+    def __init__(self, next_probs: NextProbs, root_token: int = 0) -> None:
+        self.draft = SimpleNamespace(slots={}, lm=SimpleNamespace(device=torch.device("cpu")))
+        self.prefix_len = 0
+        self.tokens, self.parents, self.depth = [root_token], [-1], [0]
+        self._rows, self._batches, self._anc = {}, [], {}
+        self.next_probs = next_probs
+        self.fed: list[list[int]] = []  # the new nodes of every draft "forward"
+
+    def _feed(self, new: list[int]) -> None:
+        known = set(self.draft.slots) | set(new)
+        for i in new:
+            for a in self._ancestors(i):
+                assert a in known, f"node {i} expanded before its ancestor {a}"
+        for i in new:
+            self.draft.slots[i] = len(self.draft.slots)
+            self._anc[i] = [i]
+        probs = torch.stack([self.next_probs(tuple(self.path_tokens(i))) for i in new])
+        self._store(new, probs, probs, None)
+        self.fed.append(list(new))
+
+
+def state(remaining: int = 1000, temperature: float = 0.0, history=(), history_depth=()):
+    return DecodeState(prefix_len=0, root_token=0, warp=Warp(temperature), remaining=remaining,
+                       history=tuple(history), history_depth=tuple(history_depth))
+
+
+def path_prob(next_probs: NextProbs, path: tuple[int, ...]) -> float:
+    prob = 1.0
+    for d in range(len(path)):
+        prob *= float(next_probs(path[:d])[path[d]])
+    return prob
+
+
+def all_prefixes(vocab: int, max_depth: int):
+    for d in range(1, max_depth + 1):
+        yield from itertools.product(range(vocab), repeat=d)
+
+
+def tree_paths(tree) -> list[tuple[int, ...]]:
+    """Token path of every non-root node."""
+    tokens = tree.tokens.tolist()
+    return [tuple(tokens[j] for j in tree.path_to(i)) for i in range(1, tree.size)]
+
+
+def check_tree(tree, budget: int | None = None, max_depth: int | None = None) -> None:
+    """Topological order, consistent depth, budget (drafted nodes) and depth bound."""
+    parents, depth = tree.parents.tolist(), tree.depth.tolist()
+    assert parents[0] == -1 and depth[0] == 0
+    for i in range(1, tree.size):
+        assert 0 <= parents[i] < i
+        assert depth[i] == depth[parents[i]] + 1
+    if budget is not None:
+        assert tree.size - 1 <= budget
+    if max_depth is not None:
+        assert max(depth) <= max_depth

@@ -1,0 +1,429 @@
+"""Model-free property tests of the tree builders (FakeDraft: the draft distribution is a fixed
+function of the path), including each paper's own optimality / ordering invariant against brute
+force on a tiny vocabulary."""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.config import ConfigError, parse_config
+from engine.drafters import DRAFTERS, beam, ddtree, dynatree, dyspec, salf, sequoia, specinfer
+from tests.engine.drafters.fakes import (FakeDraft, all_prefixes, check_tree, path_prob,
+                                         random_next_probs, state, tree_paths)
+
+FAST = settings(max_examples=25, deadline=None)
+GEN = torch.Generator().manual_seed(0)
+
+# method -> strategy of (small) parameter dicts
+PARAMS = {
+    "dynatree": st.fixed_dictionaries({
+        "D0": st.integers(1, 4), "B_mid": st.integers(1, 3), "N_max": st.integers(1, 30),
+        "tau": st.sampled_from([0.0, 0.01, 0.05]), "rho_stop": st.sampled_from([0.001, 0.05]),
+        "dynamic_breadth": st.booleans(), "dynamic_depth": st.booleans()}),
+    "dyspec": st.fixed_dictionaries({"budget": st.integers(1, 30),
+                                     "variant": st.sampled_from(["fixed_size", "threshold"]),
+                                     "threshold": st.sampled_from([0.001, 0.02, 0.2])}),
+    "salf": st.integers(1, 20).flatmap(lambda n: st.fixed_dictionaries(
+        {"N": st.just(n), "B": st.integers(1, n), "th": st.sampled_from([0.0, 0.1, 0.6])})),
+    "beam": st.fixed_dictionaries({"N": st.integers(1, 30), "top_k": st.integers(1, 4),
+                                   "depth": st.integers(1, 5)}),
+    "ddtree": st.fixed_dictionaries({"B": st.integers(1, 40), "L": st.integers(1, 6)}),
+    "specinfer": st.fixed_dictionaries({"expansion": st.lists(st.integers(1, 3), min_size=1,
+                                                              max_size=4).map(tuple)}),
+    "sequoia": st.fixed_dictionaries({
+        "budget": st.integers(1, 30), "max_depth": st.integers(1, 6),
+        "profile": st.lists(st.floats(0.0, 0.3), min_size=1, max_size=4).map(tuple)}),
+}
+
+
+@pytest.mark.parametrize("method", sorted(PARAMS))
+@FAST
+@given(data=st.data(), seed=st.integers(0, 10_000), vocab=st.integers(2, 7),
+       remaining=st.integers(1, 8), temperature=st.sampled_from([0.0, 1.0]))
+def test_budget_depth_topology(method, data, seed, vocab, remaining, temperature):
+    """Every builder returns a topological tree within its budget, never deeper than the
+    tokens still to emit; deterministic and without-replacement trees have distinct
+    siblings."""
+    params = data.draw(PARAMS[method])
+    cls, build = DRAFTERS[method]
+    cfg = parse_config(cls, params)
+    draft = FakeDraft(random_next_probs(vocab, seed))
+    tree = build(draft, state(remaining, temperature), cfg, torch.Generator().manual_seed(seed))
+    budget_field = {"dynatree": "N_max", "dyspec": "budget", "salf": "N", "beam": "N",
+                    "ddtree": "B", "sequoia": "budget"}
+    if method == "specinfer":
+        budget = sum(math.prod(cfg.widths[:d + 1]) for d in range(len(cfg.widths)))
+    else:
+        budget = getattr(cfg, budget_field[method])
+    check_tree(tree, budget, remaining)
+    parents, tokens = tree.parents.tolist(), tree.tokens.tolist()
+    siblings = [(parents[i], tokens[i]) for i in range(1, tree.size)]
+    assert len(set(siblings)) == len(siblings)  # i.i.d. draws are merged (multiplicity)
+    if temperature == 0.0:
+        assert tree.sampling == "deterministic"
+
+
+# ---------------------------------------------------------------- DDTree (Prop. 2-3)
+
+class FixedMarginals:
+    """A block drafter returning given marginals (no rollout chain)."""
+
+    marginals: torch.Tensor = torch.empty(0)
+
+    def __init__(self, draft) -> None:
+        pass
+
+    def block_marginals(self, state, block_size):
+        return FixedMarginals.marginals[:block_size]
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), vocab=st.integers(2, 4), L=st.integers(1, 4),
+       B=st.integers(1, 60))
+def test_ddtree_is_the_optimal_b_node_tree(seed, vocab, L, B):
+    """The tree is the B most probable prefixes under the factorised surrogate (Prop. 2), found
+    by brute force over all prefixes, and prefix-closed."""
+    g = torch.Generator().manual_seed(seed)
+    marginals = torch.softmax(2 * torch.randn(L, vocab, generator=g), -1)  # [L, V]
+    draft = FakeDraft(random_next_probs(vocab, seed))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(FixedMarginals, "marginals", marginals)
+        mp.setitem(ddtree.BLOCK_DRAFTERS, "ar", FixedMarginals)
+        tree = ddtree.build(draft, state(), ddtree.DDTreeConfig(B=B, L=L), GEN)
+    check_tree(tree, B, L)
+
+    def q(u):
+        return math.prod(float(marginals[i, t]) for i, t in enumerate(u))
+
+    got = sorted((q(u) for u in tree_paths(tree)), reverse=True)
+    best = sorted((q(u) for u in all_prefixes(vocab, L)), reverse=True)[:B]
+    assert len(got) == len(best)
+    assert sum(got) == pytest.approx(sum(best), rel=1e-9)
+    assert got == pytest.approx(best, rel=1e-9)
+
+
+def test_ddtree_ar_adapter_reuses_the_greedy_chain():
+    """The autoregressive adapter's marginals follow the draft's greedy chain, and the chain's
+    nodes are the tree's rank-(1, .., 1) path (no duplicate root-to-leaf paths)."""
+    nxt = random_next_probs(5, 3)
+    draft = FakeDraft(nxt)
+    tree = ddtree.build(draft, state(), ddtree.DDTreeConfig(B=12, L=4), GEN)
+    paths = tree_paths(tree)
+    assert len(set(paths)) == len(paths)
+    chain = []
+    for _ in range(4):
+        chain.append(int(nxt(tuple(chain)).argmax()))
+    assert tuple(chain[:1]) in paths
+    assert len(draft.fed) == 4  # L one-token rollout forwards, nothing else
+
+
+# ---------------------------------------------------------------- DySpec (Sec. 4.2, App. D)
+
+def slot_values(tree, nxt) -> list[float]:
+    """value(u, k) = P(u) * (1 - sum of q_u over u's earlier children), per node in order."""
+    tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
+    paths = [()] + tree_paths(tree)
+    p_path = [1.0] * tree.size
+    mass_before: dict[int, float] = {}
+    values = []
+    for i in range(1, tree.size):
+        u = parents[i]
+        q = nxt(paths[u])
+        before = mass_before.get(u, 0.0)
+        values.append(p_path[u] * (1.0 - before))
+        mass_before[u] = before + float(q[tokens[i]])
+        p_path[i] = p_path[u] * float(q[tokens[i]])
+    return values
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), vocab=st.integers(2, 5), budget=st.integers(1, 40))
+def test_dyspec_expands_in_decreasing_value(seed, vocab, budget):
+    """Algorithm 1 fills slots in non-increasing estimated value, the values it reports are the
+    slot values of the tree, and they are the `budget` largest slot values overall."""
+    nxt = random_next_probs(vocab, seed)
+    draft = FakeDraft(nxt)
+    filled = dyspec.grow_greedy(draft, state(), budget, GEN)
+    tree = draft.tree()
+    values = slot_values(tree, nxt)
+    assert values == pytest.approx(filled, rel=1e-6, abs=1e-12)
+    assert all(a >= b - 1e-6 for a, b in zip(values, values[1:]))  # float32 q
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), budget=st.integers(1, 7))
+def test_dyspec_tree_is_the_top_budget_slots(seed, budget):
+    """Brute force: every node of the (vocab-3) token tree is created by exactly one slot, of
+    value P(parent) * (1 - mass of the parent's more probable tokens); the greedy tree holds
+    the `budget` most valuable ones (App. D.1)."""
+    vocab = 3
+    nxt = random_next_probs(vocab, seed)
+    draft = FakeDraft(nxt)
+    dyspec.grow_greedy(draft, state(), budget, GEN)
+    got = sorted(slot_values(draft.tree(), nxt), reverse=True)
+    every = []
+    for path in all_prefixes(vocab, budget):
+        q = nxt(path[:-1])
+        every.append(path_prob(nxt, path[:-1]) * (1.0 - float(q[q > q[path[-1]]].sum())))
+    assert got == pytest.approx(sorted(every, reverse=True)[:budget], rel=1e-6)
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), vocab=st.integers(2, 5),
+       threshold=st.sampled_from([0.3, 0.1, 0.03, 0.01]))
+def test_dyspec_threshold_variant_equals_greedy(seed, vocab, threshold):
+    """With an unbinding budget the layer-by-layer variant fills exactly the slots of value >=
+    threshold, which is the greedy tree of the same size (Sec. 4.4)."""
+    nxt = random_next_probs(vocab, seed)
+    draft = FakeDraft(nxt)
+    tree = dyspec.build(draft, state(remaining=6), dyspec.DySpecConfig(
+        budget=4000, variant="threshold", threshold=threshold), GEN)
+    values = slot_values(tree, nxt)
+    assert all(v >= threshold for v in values)
+    greedy = FakeDraft(nxt)
+    dyspec.grow_greedy(greedy, state(remaining=6), tree.size - 1, GEN)
+    assert sorted(tree_paths(tree)) == sorted(tree_paths(greedy.tree()))
+    assert len(draft.fed) <= 6  # one forward per layer
+
+
+# ---------------------------------------------------------------- SALF / beam (App. B)
+
+def top_n_paths(nxt, vocab: int, n: int, max_depth: int) -> list[float]:
+    probs = sorted((path_prob(nxt, u) for u in all_prefixes(vocab, max_depth)), reverse=True)
+    return probs[:n]
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 7), b=st.integers(1, 7))
+def test_salf_th0_is_exhaustive_top_n(seed, n, b):
+    """SALF with th = 0 (SpecExec's optimal search) returns the N most probable nodes of the
+    whole tree (Theorems 2-3), for any batch size B <= N."""
+    vocab, b = 3, min(b, n)
+    nxt = random_next_probs(vocab, seed, sharpness=1.5)
+    draft = FakeDraft(nxt)
+    tree = salf.build(draft, state(), salf.SALFConfig(N=n, B=b, th=0.0), GEN)
+    check_tree(tree, n)
+    got = sorted((path_prob(nxt, u) for u in tree_paths(tree)), reverse=True)
+    assert got == pytest.approx(top_n_paths(nxt, vocab, n, n), rel=1e-6)
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 30), th=st.sampled_from([0.05, 0.3, 0.6]))
+def test_salf_threshold_stops_early_on_a_subset_of_the_optimum(seed, n, th):
+    """A positive th only stops earlier: never more draft forwards than th = 0, never more
+    nodes."""
+    nxt = random_next_probs(4, seed)
+    stopped, full = FakeDraft(nxt), FakeDraft(nxt)
+    t1 = salf.build(stopped, state(), salf.SALFConfig(N=n, B=min(3, n), th=th), GEN)
+    t0 = salf.build(full, state(), salf.SALFConfig(N=n, B=min(3, n), th=0.0), GEN)
+    assert len(stopped.fed) <= len(full.fed) and t1.size <= t0.size
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 30), depth=st.integers(1, 3))
+def test_beam_exhaustive_beam_is_top_n(seed, n, depth):
+    """With top_k >= V^(depth-1) the beam expands every node, so re-ranking returns the
+    top-N prefixes of depth <= depth."""
+    vocab = 3
+    nxt = random_next_probs(vocab, seed)
+    tree = beam.build(FakeDraft(nxt), state(), beam.BeamConfig(N=n, top_k=9, depth=depth), GEN)
+    check_tree(tree, n, depth)
+    got = sorted((path_prob(nxt, u) for u in tree_paths(tree)), reverse=True)
+    assert got == pytest.approx(top_n_paths(nxt, vocab, n, depth), rel=1e-6)
+
+
+# ---------------------------------------------------------------- DynaTree (Alg. 1)
+
+def sequential_dynatree(nxt, cfg, remaining: int) -> list[tuple[int, ...]]:
+    """Algorithm 1 literally: a FIFO frontier popped one node at a time (tau pruning at add)."""
+    d0, tau_h, tau_l = cfg.D0, cfg.tau_h, cfg.tau_l
+    max_depth = min(cfg.D_max if cfg.dynamic_depth else d0, remaining)
+    nodes, frontier = [], [((), 1.0)]
+    while frontier and len(nodes) < cfg.N_max:
+        path, p = frontier.pop(0)
+        d = len(path)
+        if p < cfg.tau or d >= max_depth:
+            continue
+        if cfg.dynamic_depth and (p < cfg.rho_stop or (d >= d0 and p < cfg.rho_deep)):
+            continue
+        q = nxt(path)
+        top_p, top_t = q.topk(cfg.B_max)
+        c = float(top_p[0])
+        width = (cfg.B_min if c >= tau_h else cfg.B_max if c < tau_l else cfg.B_mid) \
+            if cfg.dynamic_breadth else cfg.B_mid
+        for j in range(width):
+            pc = p * float(top_p[j])
+            if pc < cfg.tau:
+                continue
+            if len(nodes) >= cfg.N_max:
+                break
+            nodes.append(path + (int(top_t[j]),))
+            frontier.append((nodes[-1], pc))
+    return nodes
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), data=st.data(), remaining=st.integers(1, 8))
+def test_dynatree_equals_sequential_algorithm_1(seed, data, remaining):
+    """The level-batched builder grows the same tree, in the same node order, as Algorithm 1's
+    one-node-at-a-time FIFO loop."""
+    params = data.draw(PARAMS["dynatree"])
+    params.update(tau_l=0.2, tau_h=0.5, rho_deep=0.3, history_adaptation=False)
+    cfg = parse_config(dynatree.DynaTreeConfig, params)
+    nxt = random_next_probs(5, seed)
+    tree = dynatree.build(FakeDraft(nxt), state(remaining), cfg, GEN)
+    assert tree_paths(tree) == sequential_dynatree(nxt, cfg, remaining)
+
+
+def test_dynatree_history_adaptation():
+    cfg = dynatree.DynaTreeConfig(W=3)
+    assert dynatree.adapted(cfg, state(history=(5, 5), history_depth=(5, 5))) == (5, 0.9, 0.4)
+    d0, th, tl = dynatree.adapted(cfg, state(history=(0, 5, 5, 6), history_depth=(5, 5, 5, 6)))
+    assert (d0, th, tl) == (6, pytest.approx(0.85), pytest.approx(0.35))
+    d0, th, tl = dynatree.adapted(cfg, state(history=(1, 0, 1), history_depth=(5, 8, 5)))
+    assert (d0, th, tl) == (4, pytest.approx(0.95), pytest.approx(0.45))
+    off = dynatree.DynaTreeConfig(W=3, history_adaptation=False)
+    assert dynatree.adapted(off, state(history=(1, 0, 1), history_depth=(5, 8, 5))) == (5, 0.9, 0.4)
+
+
+def test_dynatree_sweep_aliases_and_validation():
+    cfg = parse_config(dynatree.DynaTreeConfig, {"depth": "8", "branch": "4", "threshold": "0.05"})
+    assert (cfg.D0, cfg.B_mid, cfg.tau, cfg.D_max, cfg.B_max) == (8, 4, 0.05, 11, 5)
+    assert (cfg.depth, cfg.branch, cfg.threshold) == (None, None, None)
+    assert cfg == parse_config(dynatree.DynaTreeConfig, {"D0": 8, "B_mid": 4, "tau": 0.05})
+    for bad in ({"depth": 4, "D0": 3}, {"tau_l": 0.9, "tau_h": 0.4}, {"D0": 5, "D_max": 5},
+                {"rho_stop": 0.6}, {"B_min": 3}, {"N_max": 0}, {"tau": 1.0}):
+        with pytest.raises(ConfigError):
+            parse_config(dynatree.DynaTreeConfig, bad, where="method 'dynatree'")
+
+
+# ---------------------------------------------------------------- Sequoia (DP) / SpecInfer
+
+def ordered_trees(n: int, depth: int):
+    """All ordered trees with n nodes and depth <= depth, as BFS children-count tuples."""
+    def forests(m: int, d: int):  # ordered forests of m nodes, each tree of depth <= d
+        if m == 0:
+            yield []
+            return
+        if d < 0:
+            return
+        for first in range(1, m + 1):
+            for t in subtree(first, d):
+                for rest in forests(m - first, d):
+                    yield [t] + rest
+
+    def subtree(m: int, d: int):  # nested (children list) trees of m nodes
+        for kids in forests(m - 1, d - 1):
+            yield kids
+
+    def bfs(root):
+        out, queue = [], [root]
+        while queue:
+            kids = queue.pop(0)
+            out.append(len(kids))
+            queue += kids
+        return tuple(out)
+
+    for t in subtree(n, depth):
+        yield bfs(t)
+
+
+@settings(max_examples=20, deadline=None)
+@given(profile=st.lists(st.floats(0.0, 0.5), min_size=1, max_size=4).map(tuple),
+       n=st.integers(1, 7), depth=st.integers(1, 4))
+def test_sequoia_dp_is_optimal(profile, n, depth):
+    """The dynamic program's shape has the largest F(T) among all trees of at most n drafted
+    nodes and depth <= D (brute force over ordered trees)."""
+    shape = sequoia.optimal_shape(profile, n, depth)
+    assert sum(shape) <= n
+    best = max(sequoia.expected_accepted(profile, s) for m in range(1, n + 2)
+               for s in ordered_trees(m, depth) if max(s[:]) <= len(profile))
+    assert sequoia.expected_accepted(profile, shape) == pytest.approx(best, abs=1e-12)
+
+
+def test_sequoia_and_specinfer_build_their_shapes():
+    nxt = random_next_probs(6, 1)
+    cfg = sequoia.SequoiaConfig(budget=20, max_depth=4, profile=(0.5, 0.2, 0.1))
+    tree = sequoia.build(FakeDraft(nxt), state(), cfg, GEN)
+    shape = sequoia.optimal_shape(cfg.profile, 20, 4)
+    order = sorted(range(tree.size), key=lambda i: (int(tree.depth[i]), i))  # BFS order
+    assert tuple(len(tree.children(i)) for i in order) == shape
+    tree = specinfer.build(FakeDraft(nxt), state(remaining=2), specinfer.SpecInferConfig(
+        expansion=(3, 2, 2)), GEN)
+    assert tree.size == 1 + 3 + 6 and tree.sampling == "deterministic"
+    tree = specinfer.build(FakeDraft(nxt), state(temperature=1.0), specinfer.SpecInferConfig(
+        k=3, depth=3), torch.Generator().manual_seed(0))
+    assert tree.size <= 1 + 3 + 9 + 27 and tree.sampling == "iid"
+    mult, parents = tree.multiplicity.tolist(), tree.parents.tolist()
+    for u in range(tree.size):  # a node of multiplicity m has m * k draws below it
+        kids = [mult[i] for i in range(1, tree.size) if parents[i] == u]
+        assert not kids or sum(kids) == 3 * mult[u]
+    assert sum(mult[i] for i in range(1, tree.size) if int(tree.depth[i]) == 3) == 27
+
+
+# ---------------------------------------------------------------- core: tree(keep=...)
+
+def test_tree_keep_renumbers_nodes_and_slots():
+    draft = FakeDraft(random_next_probs(4, 0))
+    a, b = draft.add_children(0, [1, 2])
+    c = draft.add(a, 3)
+    d = draft.add(b, 0)
+    draft.expand([0, a, b])
+    draft.expand([d])
+    tree = draft.tree(keep=[0, b, d])
+    assert tree.tokens.tolist() == [0, 2, 0] and tree.parents.tolist() == [-1, 0, 1]
+    assert set(draft.draft.slots) == {0, 1, 2} and draft.draft.slots[2] == 3
+    assert tree.q is not None and bool((tree.q[2] > 0).all())
+    with pytest.raises(ValueError):
+        FakeDraft(random_next_probs(4, 0)).tree(keep=[1])
+    draft = FakeDraft(random_next_probs(4, 0))
+    a = draft.add(0, 1)
+    c = draft.add(a, 2)
+    with pytest.raises(ValueError):
+        draft.tree(keep=[0, c])
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), budget=st.integers(1, 40),
+       temperature=st.sampled_from([0.0, 1.0]))
+def test_dyspec_dfs_reorder(seed, budget, temperature):
+    """With reorder (App. C) the tree is the same set of paths, numbered in DFS preorder (every
+    subtree contiguous), siblings still in draw order, and the slot map follows the nodes."""
+    nxt = random_next_probs(4, seed)
+    cfgs = [dyspec.DySpecConfig(budget=budget, reorder=r) for r in (False, True)]
+    drafts = [FakeDraft(nxt) for _ in cfgs]
+    plain, dfs = [dyspec.build(d, state(temperature=temperature), c,
+                               torch.Generator().manual_seed(seed)) for d, c in zip(drafts, cfgs)]
+    assert sorted(tree_paths(plain)) == sorted(tree_paths(dfs))
+    check_tree(dfs, budget)
+    parents = dfs.parents.tolist()
+    for i in range(1, dfs.size):  # preorder: a node's parent is the closest earlier ancestor
+        j = i - 1
+        while j != parents[i] and j >= 0:
+            j = parents[j]
+        assert j == parents[i]
+    path_of = {p: i for i, p in enumerate([()] + tree_paths(plain))}
+    for i, p in enumerate([()] + tree_paths(dfs)):
+        j = path_of[p]
+        assert [int(dfs.tokens[c]) for c in dfs.children(i)] == \
+            [int(plain.tokens[c]) for c in plain.children(j)]  # siblings in draw order
+        assert drafts[1].draft.slots.get(i) == drafts[0].draft.slots.get(j)  # slots follow
+
+
+def test_sequoia_measure_profile(llama_pair):
+    """Greedy: p_k is the frequency of the target's token being the draft's k-th choice;
+    sampling: a Monte Carlo of the verifier. Both are sub-probability vectors, and a draft equal
+    to the target accepts its first draw (p_1 = 1 when greedy)."""
+    prompts = [[256, 72, 105], [256, 65]]
+    for t in (0.0, 1.0):
+        prof = sequoia.measure_profile(llama_pair, prompts, new_tokens=6, width=4,
+                                       temperature=t, samples=4)
+        assert len(prof) == 4 and all(0 <= x <= 1 for x in prof) and sum(prof) <= 1 + 1e-6
+    same = type(llama_pair)(target=llama_pair.target, draft=llama_pair.target)
+    assert sequoia.measure_profile(same, prompts, new_tokens=6, width=3)[0] == 1.0
