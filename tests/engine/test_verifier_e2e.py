@@ -8,7 +8,7 @@
 
 The raw tiny models are nearly uniform over 260 tokens and their draft is within 0.05 of the
 target in total variation, so frequency tests on them see almost nothing. The sampling tests
-therefore run on a small-vocabulary view of the tiny llama pair (`SmallVocab`): only the first
+therefore run on a small-vocabulary view of the tiny llama pair (`tests.engine.drafters.dist.Restricted`): only the first
 8 logits, sharpened, with a fixed logit bias on the draft, so that the target law is far from
 uniform and the draft law clearly differs from it while drafts are still often accepted.
 """
@@ -16,16 +16,16 @@ uniform and the draft law clearly differs from it while drafts are still often a
 from __future__ import annotations
 
 import functools
-from types import SimpleNamespace
 
 import pytest
 import torch
 from scipy.stats import chi2, chi2_contingency, ncx2
 
 from engine.decode import generate
-from engine.models import LoadedModel, Pair
+from engine.models import Pair
 from engine.sampling import Warp, warp
 from engine.verify import VERIFIERS
+from tests.engine.drafters.dist import restricted_pair
 
 STOCHASTIC = [v for v in VERIFIERS if v != "greedy"]
 V_SMALL, SCALE, DRAFT_BIAS_STD = 8, 1.5, 0.3
@@ -59,37 +59,9 @@ def test_greedy_end_to_end(tiny_pair, name):
         assert got.tokens == want, (name, method)
 
 
-class SmallVocab(torch.nn.Module):
-    """A causal LM that outputs only its first V logits, times `scale`, plus `bias` [V]."""
-
-    def __init__(self, model, vocab: int, scale: float, bias: torch.Tensor) -> None:
-        super().__init__()
-        self.inner, self.vocab, self.scale = model, vocab, scale
-        self.register_buffer("bias", bias)
-        self.config = model.config
-
-    @property
-    def device(self):
-        return self.inner.device
-
-    @property
-    def dtype(self):
-        return self.inner.dtype
-
-    def forward(self, **kwargs):
-        logits = self.inner(**kwargs).logits[..., :self.vocab]
-        return SimpleNamespace(logits=logits * self.scale + self.bias)
-
-
 @functools.lru_cache(maxsize=None)
 def small_pair(pair: Pair) -> Pair:
-    bias = torch.randn(V_SMALL, generator=torch.Generator().manual_seed(5)) * DRAFT_BIAS_STD
-
-    def view(m: LoadedModel, b: torch.Tensor) -> LoadedModel:
-        return LoadedModel(name=f"{m.name}-v{V_SMALL}", tokenizer=m.tokenizer, device=m.device,
-                           dtype=m.dtype, model=SmallVocab(m.model, V_SMALL, SCALE, b))
-
-    return Pair(target=view(pair.target, torch.zeros(V_SMALL)), draft=view(pair.draft, bias))
+    return restricted_pair(pair, vocab=V_SMALL, scale=SCALE, bias_std=DRAFT_BIAS_STD, seed=5)
 
 
 @torch.inference_mode()
