@@ -6,7 +6,7 @@ ORCH := $(VENV)/bin/orch
 # prompt sets: the shared/ folder checked out beside this repository, unless set
 export ORCH_DATA_DIR ?= $(abspath $(CURDIR)/../shared/data)
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test test-slow bench clean
 
 setup: $(VENV)/.installed
 
@@ -27,8 +27,12 @@ demo: setup
 	$(ORCH) submit examples/quickstart_real.yaml --db sqlite:///orch.db --executor ray --actors 1
 	$(ORCH) compare --db sqlite:///orch.db
 
+# The whole suite but the real-pair golden test (marked slow: ~10 min of fp32 1.5B forwards).
 test: setup
-	TRITON_INTERPRET=1 $(PY) -m pytest -q
+	TRITON_INTERPRET=1 $(PY) -m pytest -q -m "not slow"
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow
 
 bench: setup
 	$(PY) bench/engine_overhead.py
