@@ -1,6 +1,6 @@
 """Greedy golden test with the real Qwen2.5-Coder pair: 3 prompts x 32 tokens, every method
-equal to autoregressive decoding. Slow (a 1.5B fp32 forward on CPU), so marked `slow`
-(`make test-slow`); skipped when the pair is not fetched (`orch models fetch NAME`).
+equal to autoregressive decoding. Slow (a 1.5B fp32 forward on CPU: about 9 minutes),
+marked `slow`; skipped when the pair is not fetched (`orch models fetch NAME`).
 
 Trees are capped at about 32 nodes: losslessness does not depend on the size, and a 256-node
 fp32 verification costs ~7 s on a 2-core CPU."""
