@@ -2,6 +2,7 @@ import functools
 import os
 
 import pytest
+import torch
 
 os.environ.setdefault("ORCH_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
 
@@ -22,3 +23,13 @@ def tiny_pair(request):
 @pytest.fixture(scope="session")
 def llama_pair():
     return _pair("llama")
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models and small tensor ops: torch's thread pool makes them up to 10x slower on a
+    loaded 2-core machine. Modules opt in with `pytestmark = pytest.mark.usefixtures(...)`."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -17,12 +17,7 @@ from engine.sampling import Warp
 from engine.verify.common import layout
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _build(pair, method, cfg, w=Warp(1.0), seed=0, remaining=100, committed=None, draft=None):

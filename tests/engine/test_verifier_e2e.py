@@ -38,13 +38,7 @@ WARP = Warp(temperature=1.0, top_p=0.9)
 MIN_POWER = 0.99  # required power of both tests against the draft law (checked below)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models on a shared CPU run far faster single-threaded (no thread contention)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("name", list(VERIFIERS))
