@@ -15,6 +15,8 @@ passed through `scrub`, which replaces the password wherever it appears.
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from urllib.parse import quote, quote_plus
 
 from sqlalchemy import Engine, create_engine, event
@@ -108,7 +110,7 @@ def _sqlite_engine(u) -> Engine:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
-        cur.execute("PRAGMA journal_mode = WAL")
+        _set_wal(cur)
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.close()
@@ -118,6 +120,23 @@ def _sqlite_engine(u) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _set_wal(cur) -> None:
+    """Switch a new database file to WAL (the mode persists in the file). While another
+    connection is switching the same file, SQLite can answer "database is locked" at once
+    instead of waiting on the busy timeout, so openers racing on a fresh file retry here."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
+    while True:
+        try:
+            if cur.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+                return
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
