@@ -199,12 +199,18 @@ class Store:
             return res.rowcount == 1
 
     def record_result(self, trial_id: int, r: TrialResult) -> None:
+        """Store the trial's result and mark it done; a second result for the same trial or
+        config hash is ignored (the first one stands)."""
         with self.Session.begin() as s:
             stored_hash = s.scalar(select(Trial.config_hash).where(Trial.id == trial_id))
-            s.execute(self._insert(Result).on_conflict_do_nothing(), {
-                "trial_id": trial_id, "config_hash": stored_hash,
-                **{m: r.metrics[m] for m in METRICS},
-                "per_prompt": r.per_prompt, "per_iteration": r.per_iteration})
+            inserted = s.scalar(self._insert(Result).values(
+                trial_id=trial_id, config_hash=stored_hash, **{m: r.metrics[m] for m in METRICS},
+                per_prompt=r.per_prompt, per_iteration=r.per_iteration,
+            ).on_conflict_do_nothing().returning(Result.id))
+            if inserted is None:  # a duplicate: the first result and its worker/timing stand
+                s.execute(update(Trial).where(Trial.id == trial_id).values(status="done",
+                                                                           error=None))
+                return
             s.execute(update(Trial).where(Trial.id == trial_id).values(
                 status="done", error=None, worker_host=r.host, gpu_id=r.gpu_id,
                 started_at=r.started_at, finished_at=r.finished_at, wall_s=r.wall_s,

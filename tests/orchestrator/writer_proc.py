@@ -3,7 +3,7 @@
 Each opens the store (the first ones create the schema concurrently), submits the shared
 sweep and its own sweep, races the others for the shared trials (compare-and-set claims),
 records results for what it won and for all of its own trials, and writes a few duplicate
-results for shared trials (they must be ignored). Prints how many shared trials it won.
+results for finished shared trials (they must be ignored). Prints how many shared trials it won.
 """
 
 import sys
@@ -38,7 +38,13 @@ def main(url: str, index: int) -> None:
             won += 1
             cfg = next(c for c in shared if c.config_hash == _hash(config))
             store.record_result(tid, fake_result(cfg, throughput=float(index)))
-    for tid, config in rows[:3]:  # duplicates: ignored by ON CONFLICT DO NOTHING
+    # Duplicates of finished shared trials: ignored by ON CONFLICT DO NOTHING. Only trials
+    # already done: a trial another writer has claimed but not yet recorded would take this
+    # result as its first (the claim and the record are two transactions).
+    with store.Session() as s:
+        done = s.execute(select(Trial.id, Trial.config).join(SweepTrial).where(
+            SweepTrial.sweep_id == sid, Trial.status == "done").order_by(Trial.id)).all()
+    for tid, config in done[:3]:
         cfg = next(c for c in shared if c.config_hash == _hash(config))
         store.record_result(tid, fake_result(cfg, throughput=-1.0))
     store.close()
