@@ -44,8 +44,9 @@ class CachedModel:
     @torch.inference_mode()
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
                 visible: torch.Tensor | None = None,
-                parents: torch.Tensor | None = None) -> torch.Tensor:
-        """Append `tokens` [n] at `positions` [n]; returns logits [n, V].
+                parents: torch.Tensor | None = None, keep: int = 0) -> torch.Tensor:
+        """Append `tokens` [n] at `positions` [n]; returns logits [n, V], or of the last
+        `keep` tokens only [keep, V] (keep=0: all).
 
         visible: [n, length + n] bool over all cache slots then the new tokens; None means the
         new tokens are a causal continuation of everything in the cache.
@@ -68,21 +69,24 @@ class CachedModel:
         with ctx:
             out = self.model(input_ids=tokens.view(1, n), position_ids=positions.view(1, n),
                              attention_mask=mask, past_key_values=self.cache, use_cache=True,
-                             logits_to_keep=0)
-        logits = out.logits[0]  # [n, V]
+                             logits_to_keep=keep)
+        logits = out.logits[0]  # [n, V], or [keep, V]
         sync(self.device)
         self.forward_seconds += time.perf_counter() - start
         self.forward_calls += 1
         return logits
 
-    def extend(self, tokens: list[int]) -> torch.Tensor | None:
-        """Feed committed tokens causally (prefill / catch-up); returns their logits [n, V]."""
+    def extend(self, tokens: list[int], keep: int = 1) -> torch.Tensor | None:
+        """Feed committed tokens causally (prefill / catch-up); returns the logits of the last
+        `keep` of them [keep, V] (keep=0: all [n, V]). Only the last row is ever needed to
+        decode: the prefill of a long prompt skips an [n, V] LM-head product (on a GPU, a
+        2k-token prompt's fp32 logits over a 152k vocabulary alone are 1.2 GB)."""
         if not tokens:
             return None
         assert self.length == self.committed, "extend() with uncommitted tree nodes in cache"
         ids = torch.tensor(tokens, dtype=torch.long, device=self.device)
         pos = torch.arange(self.committed, self.committed + len(tokens), device=self.device)
-        logits = self.forward(ids, pos)
+        logits = self.forward(ids, pos, keep=keep)
         self.committed += len(tokens)
         return logits
 
