@@ -25,11 +25,19 @@ def llama_pair():
     return _pair("llama")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session", autouse=True)
 def one_thread():
-    """Tiny models and small tensor ops: torch's thread pool makes them up to 10x slower on a
-    loaded 2-core machine. Modules opt in with `pytestmark = pytest.mark.usefixtures(...)`."""
+    """Every test runs with one torch thread: on tiny models and small tensors torch's thread
+    pool only adds overhead, up to 10x on a loaded 2-core machine. The real-pair test
+    (test_real_golden.py) takes all cores back for itself with `all_threads`."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield
+    yield before
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def all_threads(one_thread):
+    torch.set_num_threads(one_thread)
+    yield
+    torch.set_num_threads(1)

@@ -17,9 +17,6 @@ from engine.sampling import Warp
 from engine.verify.common import layout
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 def _build(pair, method, cfg, w=Warp(1.0), seed=0, remaining=100, committed=None, draft=None):
     draft = draft or DraftModel(pair.draft.model, w)
     committed = committed or pair.draft.tokenizer.encode("trees")

@@ -14,7 +14,7 @@ from engine.decode import generate
 from engine.drafters import DRAFTERS
 
 TARGET, DRAFT = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("all_threads")]
 
 
 @functools.lru_cache(maxsize=1)

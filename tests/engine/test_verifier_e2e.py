@@ -38,9 +38,6 @@ WARP = Warp(temperature=1.0, top_p=0.9)
 MIN_POWER = 0.99  # required power of both tests against the draft law (checked below)
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
-
 @pytest.mark.parametrize("name", list(VERIFIERS))
 def test_greedy_end_to_end(tiny_pair, name):
     prompt = tiny_pair.target.tokenizer.encode("The tiny model says")
