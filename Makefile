@@ -27,13 +27,14 @@ demo: setup
 	$(ORCH) submit examples/quickstart_real.yaml --db sqlite:///orch.db --executor ray --actors 1
 	$(ORCH) compare --db sqlite:///orch.db
 
-# The whole suite. Tests marked slow (the real-pair golden test, ~9 min of fp32 1.5B
-# forwards) skip themselves where the pair is not fetched; `make test-fast` leaves them out.
-test: setup
-	TRITON_INTERPRET=1 $(PY) -m pytest -q
+# The whole suite: the fast tests on two workers (one torch thread each), then the tests
+# marked slow (the real-pair golden test) alone with every core; those skip themselves where
+# the pair is not fetched. `make test-fast` leaves them out.
+test: test-fast
+	TRITON_INTERPRET=1 $(PY) -m pytest -q -m slow
 
 test-fast: setup
-	TRITON_INTERPRET=1 $(PY) -m pytest -q -m "not slow"
+	TRITON_INTERPRET=1 $(PY) -m pytest -q -n 2 -m "not slow"
 
 bench: setup
 	$(PY) bench/engine_overhead.py
