@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.datasets import encode_prompt, load_prompts  # noqa: E402
+from bench.common import load_prompts  # noqa: E402
 from engine.decode import generate, method_params, resolve_method  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
 from engine.models import load_pair  # noqa: E402
@@ -38,9 +38,7 @@ def parse_method(text: str) -> tuple[str, dict[str, str]]:
 
 def run(args: argparse.Namespace) -> dict:
     pair = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype)
-    prompts = load_prompts(args.dataset, n=args.n_prompts)
-    ids = [encode_prompt(pair.target.tokenizer, p, prompt_tokens=args.prompt_tokens)
-           for p in prompts]
+    ids = load_prompts(pair, args.n_prompts, args.prompt_tokens, args.dataset)
     methods = args.methods or [m for m in DRAFTERS]
     warm = resolve_method("linear", {"k": 2})
     generate(pair, ids[0][:16], warm, 4)  # first-call allocations out of the numbers

@@ -4,20 +4,34 @@ and whether each method reproduced the autoregressive tokens exactly.
 
     python bench/methods.py --target qwen2.5-coder-1.5b --draft qwen2.5-coder-0.5b \\
         [--n-prompts 20] [--max-new-tokens 128] [--methods dynatree,salf] [--param m.k=v]
-        [--threads 0] [--out methods.json]
+        [--dataset spec_bench] [--prompt-tokens 512] [--threads 0] [--out methods.json]
+        [--resume] [--stop-after-s 3600]
 
-Prompts: the first n Spec-Bench prompts (field `prompt`, chat template when the tokenizer has
-one). Speedup = (method tokens / method seconds) / (autoregressive tokens / seconds), over all
-prompts, generation wall time including prefill. Per method, the first prompt is run once
-untimed as warm-up. On this project's 2-core CPU machines a 1.5B fp32 forward costs ~0.3 s per
-token, so the real-pair run takes hours; check it first on the tiny pair (the defaults).
+Prompts: the first n prompts of the dataset (Spec-Bench: round-robin over its 13 categories;
+chat template when the tokenizer has one), each truncated to its last prompt-tokens tokens.
+Each method first runs once untimed (8 tokens after the first prompt's last 64) as warm-up.
+Then the methods are interleaved: for each prompt every method (autoregressive included) runs once, in
+an order shuffled per prompt (seeded), so load drift and order effects on a shared machine hit
+all of them alike. Each prompt's runs are kept in the JSON (--out), which is rewritten after
+every prompt.
+
+Speedup = (method tokens / method seconds) / (autoregressive tokens / seconds) over all
+prompts, generation wall time including prefill; `speedup_gmean` is the geometric mean of the
+per-prompt ratios, each measured side by side within one prompt.
+
+On this project's 2-core CPU a 1.5B fp32 forward costs ~0.3-0.55 s per token and a paper-size
+tree several times that, so the full real-pair run takes many hours. `--stop-after-s` ends the
+run after the prompt that crosses the limit; `--resume` continues the --out file of an earlier
+run with the same settings from its next prompt. Check it first on the tiny pair (defaults).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import random
 import sys
 import time
 
@@ -26,90 +40,140 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import torch  # noqa: E402
 
 from bench.common import load_prompts, markdown_table  # noqa: E402
-from engine.config import parse_key_values  # noqa: E402
+from engine.config import ConfigError, parse_key_values  # noqa: E402
+from engine.datasets import DatasetError, load_prompts as load_dataset  # noqa: E402
 from engine.decode import generate, method_params, resolve_method  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 
+COLUMNS = ["method", "tokens_per_iteration", "acceptance_rate", "mean_tree_size", "throughput",
+           "speedup", "speedup_gmean", "draft_share", "target_share", "build_share",
+           "matches_ar"]
 
-def run_method(pair, prompts, method: str, params: dict, max_new_tokens: int,
-               reference: list[list[int]] | None) -> dict:
-    m = resolve_method(method, params)
-    generate(pair, prompts[0], m, min(16, max_new_tokens))  # warm-up
-    tokens = seconds = iterations = drafted = accepted = tree_nodes = 0
-    draft_s = target_s = build_s = 0.0
-    outputs = []
-    for ids in prompts:
-        g = generate(pair, ids, m, max_new_tokens)
-        outputs.append(g.tokens)
-        s = g.stats
-        tokens += s.new_tokens
-        seconds += s.total_s
-        iterations += len(s.iterations)
-        drafted += sum(it.tree_size - 1 for it in s.iterations)
-        accepted += sum(it.accepted for it in s.iterations)
-        tree_nodes += sum(it.tree_size for it in s.iterations)
-        draft_s += sum(it.draft_s for it in s.iterations)
-        target_s += sum(it.target_s for it in s.iterations)
-        build_s += sum(it.draft_s - it.draft_forward_s for it in s.iterations)
+
+def run_sums(g) -> dict:
+    """One generation's numbers that add up over prompts, and its tokens."""
+    its = g.stats.iterations
+    return {"new_tokens": g.stats.new_tokens, "seconds": g.stats.total_s,
+            "iterations": len(its), "drafted": sum(it.tree_size - 1 for it in its),
+            "accepted": sum(it.accepted for it in its),
+            "tree_nodes": sum(it.tree_size for it in its),
+            "draft_s": sum(it.draft_s for it in its),
+            "target_s": sum(it.target_s for it in its),
+            "build_s": sum(it.draft_s - it.draft_forward_s for it in its),
+            "tokens": list(g.tokens)}
+
+
+def summary(method: str, params: dict, prompts: list[dict]) -> dict:
+    """The row of `method` over the per-prompt records (each {"runs": {method: run_sums}})."""
+    runs = [p["runs"][method] for p in prompts]
+    ar = [p["runs"]["autoregressive"] for p in prompts]
+    acc = {k: sum(r[k] for r in runs) for k in runs[0] if k != "tokens"}
+    s = acc["seconds"]
+    ar_throughput = sum(r["new_tokens"] for r in ar) / sum(r["seconds"] for r in ar)
+    ratios = [(r["new_tokens"] / r["seconds"]) / (a["new_tokens"] / a["seconds"])
+              for r, a in zip(runs, ar)]
     return {
-        "method": method, "params": method_params(m), "new_tokens": tokens,
-        "seconds": seconds, "throughput": tokens / seconds, "iterations": iterations,
-        "tokens_per_iteration": tokens / iterations,
-        "acceptance_rate": accepted / drafted if drafted else 0.0,
-        "mean_accepted_length": accepted / iterations,
-        "mean_tree_size": tree_nodes / iterations,
-        "draft_share": draft_s / seconds, "target_share": target_s / seconds,
-        "build_share": build_s / seconds,
-        "matches_ar": None if reference is None else outputs == reference,
-        "outputs": outputs,
+        "method": method, "params": params, "prompts": len(runs),
+        "new_tokens": acc["new_tokens"], "seconds": s, "throughput": acc["new_tokens"] / s,
+        "speedup": acc["new_tokens"] / s / ar_throughput,
+        "speedup_gmean": math.exp(sum(math.log(x) for x in ratios) / len(ratios)),
+        "iterations": acc["iterations"],
+        "tokens_per_iteration": acc["new_tokens"] / acc["iterations"],
+        "acceptance_rate": acc["accepted"] / acc["drafted"] if acc["drafted"] else 0.0,
+        "mean_accepted_length": acc["accepted"] / acc["iterations"],
+        "mean_tree_size": acc["tree_nodes"] / acc["iterations"],
+        "draft_share": acc["draft_s"] / s, "target_share": acc["target_s"] / s,
+        "build_share": acc["build_s"] / s,
+        "matches_ar": all(r["tokens"] == a["tokens"] for r, a in zip(runs, ar)),
     }
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="tiny-llama")
     ap.add_argument("--draft", default="tiny-llama-draft")
     ap.add_argument("--n-prompts", type=int, default=20)
     ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--dataset", default="spec_bench")
+    ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--methods", default="", help="comma-separated (default: every method)")
     ap.add_argument("--param", action="append", default=[], metavar="METHOD.KEY=VALUE",
                     help="override a default, e.g. dynatree.tau=0.01 (repeatable)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    ap.add_argument("--seed", type=int, default=0, help="seeds the per-prompt method order")
     ap.add_argument("--out", default="")
-    args = ap.parse_args()
+    ap.add_argument("--resume", action="store_true",
+                    help="continue --out (same settings) from its next prompt")
+    ap.add_argument("--stop-after-s", type=float, default=0.0,
+                    help="stop after the prompt that crosses this many seconds (0: never)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    try:
+        settings, done = check(args)
+    except (ConfigError, DatasetError) as e:  # bad input: one line, before any model loads
+        sys.exit(f"error: {e}")
     if args.threads:
         torch.set_num_threads(args.threads)
+    names = list(settings["methods"])
+    methods = {n: resolve_method(n, settings["methods"][n]) for n in names}
+    pair = load_pair(args.target, args.draft)
+    prompts = load_prompts(pair, args.n_prompts, args.prompt_tokens, args.dataset)
+    for m in methods.values():  # warm-up, untimed
+        generate(pair, prompts[0][-64:], m, min(8, args.max_new_tokens))
+    start = time.perf_counter()
+    for i in range(len(done), len(prompts)):
+        order = names[:]
+        random.Random(args.seed * 100_003 + i).shuffle(order)
+        done.append({"prompt": i, "order": order, "runs": {
+            n: run_sums(generate(pair, prompts[i], methods[n], args.max_new_tokens))
+            for n in order}})
+        rows = [summary(n, settings["methods"][n], done) for n in names]
+        print(f"prompt {i + 1}/{len(prompts)}: " + ", ".join(
+            f"{r['method']} {r['speedup']:.2f}x" for r in rows[1:]), file=sys.stderr)
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump({**settings, "n_prompts": len(done), "rows": rows,
+                           "per_prompt": done,
+                           "seconds": round(time.perf_counter() - start, 1)}, f, indent=1)
+        if args.stop_after_s and time.perf_counter() - start > args.stop_after_s:
+            break
+    print(markdown_table([summary(n, settings["methods"][n], done) for n in names], COLUMNS))
+
+
+def check(args: argparse.Namespace) -> tuple[dict, list[dict]]:
+    """Validate methods, parameters and dataset (ConfigError if bad); the run's settings with
+    every method's resolved parameters, and with --resume the prompts already measured."""
     overrides: dict[str, dict[str, str]] = {}
     for key, value in parse_key_values(args.param).items():
         method, _, name = key.partition(".")
         overrides.setdefault(method, {})[name] = value
-    methods = [m for m in (args.methods.split(",") if args.methods else DRAFTERS)
-               if m != "autoregressive"]
-    for m in methods:
-        resolve_method(m, overrides.get(m))  # fail on a bad name before loading anything
-    pair = load_pair(args.target, args.draft)
-    prompts = load_prompts(pair, args.n_prompts)
-    rows = []
-    start = time.perf_counter()
-    for method in ["autoregressive"] + methods:
-        reference = rows[0]["outputs"] if rows else None
-        row = run_method(pair, prompts, method, overrides.get(method, {}), args.max_new_tokens,
-                         reference)
-        row["speedup"] = row["throughput"] / rows[0]["throughput"] if rows else 1.0
-        rows.append(row)
-        print(f"{method:15s} tok/iter {row['tokens_per_iteration']:.2f}  speedup "
-              f"{row['speedup']:.2f}  matches_ar {row['matches_ar']}", file=sys.stderr)
-    result = {"target": args.target, "draft": args.draft, "n_prompts": len(prompts),
-              "max_new_tokens": args.max_new_tokens, "temperature": 0.0,
-              "threads": torch.get_num_threads(),
-              "seconds": round(time.perf_counter() - start, 1), "rows": rows}
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
-    print(markdown_table(rows, ["method", "tokens_per_iteration", "acceptance_rate",
-                                "mean_tree_size", "throughput", "speedup", "draft_share",
-                                "target_share", "build_share", "matches_ar"]))
+    names = ["autoregressive"] + [m for m in (args.methods.split(",") if args.methods
+                                              else DRAFTERS) if m != "autoregressive"]
+    for method in overrides:
+        if method not in names:
+            raise ConfigError(f"--param for {method!r}, which is not among the methods run")
+    load_dataset(args.dataset, n=args.n_prompts)
+    settings = {"target": args.target, "draft": args.draft, "dataset": args.dataset,
+                "prompt_tokens": args.prompt_tokens, "max_new_tokens": args.max_new_tokens,
+                "temperature": 0.0, "threads": args.threads or torch.get_num_threads(),
+                "seed": args.seed,
+                "methods": {n: method_params(resolve_method(n, overrides.get(n)))
+                            for n in names}}
+    settings = json.loads(json.dumps(settings))  # as it reads back from the file (lists)
+    if not args.resume:
+        return settings, []
+    if not (args.out and os.path.isfile(args.out)):
+        raise ConfigError(f"--resume needs an existing --out file (got {args.out!r})")
+    with open(args.out) as f:
+        earlier = json.load(f)
+    differ = [k for k in settings if earlier.get(k) != settings[k]]
+    if differ:
+        raise ConfigError(f"--resume: {args.out} was run with other settings ({', '.join(differ)})")
+    return settings, earlier["per_prompt"]
 
 
 if __name__ == "__main__":

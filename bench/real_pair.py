@@ -21,8 +21,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import load_prompts  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
-from engine.datasets import encode_prompt, load_prompts  # noqa: E402
 from engine.decode import generate, resolve_method  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 
@@ -54,14 +54,10 @@ def main() -> None:
     ap.add_argument("--out", default="bench/results/real_pair.json")
     args = ap.parse_args()
 
-    from engine.drafters import DRAFTERS
-
     wanted = args.methods if args.methods is not None else DEFAULT_METHODS
-    methods = {t: resolve_method(*parse_method(t)) for t in wanted
-               if parse_method(t)[0] in DRAFTERS}
+    methods = {t: resolve_method(*parse_method(t)) for t in wanted}  # bad names fail here
     pair = load_pair(args.target, args.draft, dtype=args.dtype)
-    ids = [encode_prompt(pair.target.tokenizer, p, prompt_tokens=args.prompt_tokens)
-           for p in load_prompts(args.dataset, n=args.n_prompts)]
+    ids = load_prompts(pair, args.n_prompts, args.prompt_tokens, args.dataset)
     generate(pair, ids[0][:8], "autoregressive", 2)  # warm-up
     names = ["ours:autoregressive", *methods, "hf:greedy", "hf:assisted"]
     tot = {k: {"tokens": 0, "time": 0.0, "iterations": 0, "accepted": 0, "drafted": 0,

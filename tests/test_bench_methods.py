@@ -1,0 +1,60 @@
+"""bench/methods.py on the tiny pair: every method, interleaved per prompt in a shuffled
+order, reproduces the autoregressive tokens; the JSON has one complete row per method; a run
+stopped early resumes from its next prompt; bad input fails before any model loads."""
+
+import json
+
+import pytest
+
+from bench import methods
+from engine.drafters import DRAFTERS
+
+SMALL = ["--max-new-tokens", "12", "--prompt-tokens", "24", "--param", "dynatree.N_max=16",
+         "--param", "ddtree.B=16"]
+
+
+def test_bench_methods_tiny_stops_and_resumes(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    methods.main(["--n-prompts", "2", *SMALL, "--out", str(out), "--stop-after-s", "1e-9"])
+    first = json.loads(out.read_text())
+    assert first["n_prompts"] == 1  # stopped after the prompt that crossed the limit
+    methods.main(["--n-prompts", "2", *SMALL, "--out", str(out), "--resume"])
+    report = json.loads(out.read_text())
+    assert report["n_prompts"] == 2 and report["per_prompt"][0] == first["per_prompt"][0]
+    assert [sorted(p["order"]) for p in report["per_prompt"]] == [sorted(DRAFTERS)] * 2
+    rows = {r["method"]: r for r in report["rows"]}
+    assert set(rows) == set(DRAFTERS)
+    ar = rows["autoregressive"]
+    assert ar["speedup"] == pytest.approx(1.0) and ar["speedup_gmean"] == pytest.approx(1.0)
+    assert ar["tokens_per_iteration"] == 1.0
+    for r in rows.values():
+        assert r["matches_ar"] is True, r["method"]
+        assert r["prompts"] == 2 and r["new_tokens"] == ar["new_tokens"]
+        assert 1.0 <= r["tokens_per_iteration"] <= r["mean_tree_size"]
+        assert 0.0 <= r["acceptance_rate"] <= 1.0
+    assert 1.0 < rows["linear"]["mean_tree_size"] <= 5.0  # root + k=4 (fewer at the end)
+    assert "| dynatree |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--methods", "nosuch"], "unknown method 'nosuch'"),
+    (["--param", "linear.nosuch=1"], "nosuch"),
+    (["--methods", "linear", "--param", "salf.N=4"], "not among the methods"),
+    (["--dataset", "nosuch"], "nosuch"),
+    (["--resume", "--out", "/nonexistent.json"], "--resume needs an existing --out"),
+])
+def test_bench_methods_bad_input_fails_before_loading(monkeypatch, capsys, argv, message):
+    monkeypatch.setattr(methods, "load_pair", lambda *a: pytest.fail("loaded a model"))
+    with pytest.raises(SystemExit) as e:
+        methods.main(argv)
+    assert message in str(e.value) and str(e.value).startswith("error: ")
+
+
+def test_bench_methods_resume_with_other_settings_fails(tmp_path, monkeypatch):
+    out = tmp_path / "m.json"
+    methods.main(["--n-prompts", "1", "--methods", "linear", *SMALL[:4], "--out", str(out)])
+    monkeypatch.setattr(methods, "load_pair", lambda *a: pytest.fail("loaded a model"))
+    differ = "other settings \\(prompt_tokens, max_new_tokens, methods\\)"
+    with pytest.raises(SystemExit, match=differ):
+        methods.main(["--n-prompts", "1", "--methods", "linear", "--param", "linear.k=2",
+                      "--max-new-tokens", "8", "--out", str(out), "--resume"])
