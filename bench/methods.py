@@ -134,11 +134,12 @@ def main(argv: list[str] | None = None) -> None:
         rows = [summary(n, settings["methods"][n], done) for n in names]
         print(f"prompt {i + 1}/{len(prompts)}: " + ", ".join(
             f"{r['method']} {r['speedup']:.2f}x" for r in rows[1:]), file=sys.stderr)
-        if args.out:
-            with open(args.out, "w") as f:
+        if args.out:  # a new file, then renamed: a run killed while writing keeps the old one
+            with open(args.out + ".tmp", "w") as f:
                 json.dump({**settings, "n_prompts": len(done), "rows": rows,
                            "per_prompt": done,
                            "seconds": round(time.perf_counter() - start, 1)}, f, indent=1)
+            os.replace(args.out + ".tmp", args.out)
         if args.stop_after_s and time.perf_counter() - start > args.stop_after_s:
             break
     print(markdown_table([summary(n, settings["methods"][n], done) for n in names], COLUMNS))
