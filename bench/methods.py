@@ -132,8 +132,10 @@ def main(argv: list[str] | None = None) -> None:
             n: run_sums(generate(pair, prompts[i], methods[n], args.max_new_tokens))
             for n in order}})
         rows = [summary(n, settings["methods"][n], done) for n in names]
-        print(f"prompt {i + 1}/{len(prompts)}: " + ", ".join(
-            f"{r['method']} {r['speedup']:.2f}x" for r in rows[1:]), file=sys.stderr)
+        this = [summary(n, {}, done[-1:]) for n in names]
+        print(f"prompt {i + 1}/{len(prompts)} ({this[0]['new_tokens']} tokens), speedup on "
+              "it: " + ", ".join(f"{r['method']} {r['speedup']:.2f}x" for r in this[1:]),
+              file=sys.stderr)
         if args.out:  # a new file, then renamed: a run killed while writing keeps the old one
             with open(args.out + ".tmp", "w") as f:
                 json.dump({**settings, "n_prompts": len(done), "rows": rows,

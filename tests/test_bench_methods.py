@@ -33,7 +33,9 @@ def test_bench_methods_tiny_stops_and_resumes(tmp_path, capsys):
         assert 1.0 <= r["tokens_per_iteration"] <= r["mean_tree_size"]
         assert 0.0 <= r["acceptance_rate"] <= 1.0
     assert 1.0 < rows["linear"]["mean_tree_size"] <= 5.0  # root + k=4 (fewer at the end)
-    assert "| dynatree |" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "| dynatree |" in printed.out
+    assert "prompt 1/2 (" in printed.err and "prompt 2/2 (" in printed.err
 
 
 @pytest.mark.parametrize("argv, message", [
