@@ -10,10 +10,10 @@ and whether each method reproduced the autoregressive tokens exactly.
 Prompts: the first n prompts of the dataset (Spec-Bench: round-robin over its 13 categories;
 chat template when the tokenizer has one), each truncated to its last prompt-tokens tokens.
 Each method first runs once untimed (8 tokens after the first prompt's last 64) as warm-up.
-Then the methods are interleaved: for each prompt every method (autoregressive included) runs once, in
-an order shuffled per prompt (seeded), so load drift and order effects on a shared machine hit
-all of them alike. Each prompt's runs are kept in the JSON (--out), which is rewritten after
-every prompt.
+Then the methods are interleaved: for each prompt every method (autoregressive included) runs
+once, in an order shuffled per prompt (seeded), so load drift and order effects on a shared
+machine hit all of them alike. Each prompt's runs are kept in the JSON (--out), which is
+rewritten after every prompt.
 
 Speedup = (method tokens / method seconds) / (autoregressive tokens / seconds) over all
 prompts, generation wall time including prefill; `speedup_gmean` is the geometric mean of the
@@ -39,9 +39,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from bench.common import load_prompts, markdown_table  # noqa: E402
+from bench.common import markdown_table  # noqa: E402
 from engine.config import ConfigError, parse_key_values  # noqa: E402
-from engine.datasets import DatasetError, load_prompts as load_dataset  # noqa: E402
+from engine.datasets import DatasetError, encode_prompt, load_prompts  # noqa: E402
 from engine.decode import generate, method_params, resolve_method  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
 from engine.models import load_pair  # noqa: E402
@@ -113,15 +113,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     try:
-        settings, done = check(args)
+        settings, methods, texts, done = check(args)
     except (ConfigError, DatasetError) as e:  # bad input: one line, before any model loads
         sys.exit(f"error: {e}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    names = list(settings["methods"])
-    methods = {n: resolve_method(n, settings["methods"][n]) for n in names}
+    names = list(methods)
+
+    def rows_of(records: list[dict]) -> list[dict]:
+        return [summary(n, settings["methods"][n], records) for n in names]
+
     pair = load_pair(args.target, args.draft)
-    prompts = load_prompts(pair, args.n_prompts, args.prompt_tokens, args.dataset)
+    prompts = [encode_prompt(pair.target.tokenizer, p, args.prompt_tokens) for p in texts]
     for m in methods.values():  # warm-up, untimed
         generate(pair, prompts[0][-64:], m, min(8, args.max_new_tokens))
     start = time.perf_counter()
@@ -131,25 +134,25 @@ def main(argv: list[str] | None = None) -> None:
         done.append({"prompt": i, "order": order, "runs": {
             n: run_sums(generate(pair, prompts[i], methods[n], args.max_new_tokens))
             for n in order}})
-        rows = [summary(n, settings["methods"][n], done) for n in names]
-        this = [summary(n, {}, done[-1:]) for n in names]
+        this = rows_of(done[-1:])
         print(f"prompt {i + 1}/{len(prompts)} ({this[0]['new_tokens']} tokens), speedup on "
               "it: " + ", ".join(f"{r['method']} {r['speedup']:.2f}x" for r in this[1:]),
               file=sys.stderr)
         if args.out:  # a new file, then renamed: a run killed while writing keeps the old one
             with open(args.out + ".tmp", "w") as f:
-                json.dump({**settings, "n_prompts": len(done), "rows": rows,
+                json.dump({**settings, "n_prompts": len(done), "rows": rows_of(done),
                            "per_prompt": done,
                            "seconds": round(time.perf_counter() - start, 1)}, f, indent=1)
             os.replace(args.out + ".tmp", args.out)
         if args.stop_after_s and time.perf_counter() - start > args.stop_after_s:
             break
-    print(markdown_table([summary(n, settings["methods"][n], done) for n in names], COLUMNS))
+    print(markdown_table(rows_of(done), COLUMNS))
 
 
-def check(args: argparse.Namespace) -> tuple[dict, list[dict]]:
-    """Validate methods, parameters and dataset (ConfigError if bad); the run's settings with
-    every method's resolved parameters, and with --resume the prompts already measured."""
+def check(args: argparse.Namespace) -> tuple[dict, dict, list, list[dict]]:
+    """Validate methods, parameters and dataset (ConfigError / DatasetError if bad). Returns
+    the run's settings (every method's resolved parameters included), the methods by name, the
+    dataset's prompts, and with --resume the per-prompt records already measured."""
     overrides: dict[str, dict[str, str]] = {}
     for key, value in parse_key_values(args.param).items():
         method, _, name = key.partition(".")
@@ -159,16 +162,16 @@ def check(args: argparse.Namespace) -> tuple[dict, list[dict]]:
     for method in overrides:
         if method not in names:
             raise ConfigError(f"--param for {method!r}, which is not among the methods run")
-    load_dataset(args.dataset, n=args.n_prompts)
+    texts = load_prompts(args.dataset, n=args.n_prompts)
+    methods = {n: resolve_method(n, overrides.get(n)) for n in names}
     settings = {"target": args.target, "draft": args.draft, "dataset": args.dataset,
                 "prompt_tokens": args.prompt_tokens, "max_new_tokens": args.max_new_tokens,
                 "temperature": 0.0, "threads": args.threads or torch.get_num_threads(),
                 "seed": args.seed,
-                "methods": {n: method_params(resolve_method(n, overrides.get(n)))
-                            for n in names}}
+                "methods": {n: method_params(m) for n, m in methods.items()}}
     settings = json.loads(json.dumps(settings))  # as it reads back from the file (lists)
     if not args.resume:
-        return settings, []
+        return settings, methods, texts, []
     if not (args.out and os.path.isfile(args.out)):
         raise ConfigError(f"--resume needs an existing --out file (got {args.out!r})")
     with open(args.out) as f:
@@ -176,7 +179,7 @@ def check(args: argparse.Namespace) -> tuple[dict, list[dict]]:
     differ = [k for k in settings if earlier.get(k) != settings[k]]
     if differ:
         raise ConfigError(f"--resume: {args.out} was run with other settings ({', '.join(differ)})")
-    return settings, earlier["per_prompt"]
+    return settings, methods, texts, earlier["per_prompt"]
 
 
 if __name__ == "__main__":
