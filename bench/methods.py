@@ -141,8 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.out:  # a new file, then renamed: a run killed while writing keeps the old one
             with open(args.out + ".tmp", "w") as f:
                 json.dump({**settings, "n_prompts": len(done), "rows": rows_of(done),
-                           "per_prompt": done,
-                           "seconds": round(time.perf_counter() - start, 1)}, f, indent=1)
+                           "per_prompt": done}, f, indent=1)
             os.replace(args.out + ".tmp", args.out)
         if args.stop_after_s and time.perf_counter() - start > args.stop_after_s:
             break
