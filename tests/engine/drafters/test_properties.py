@@ -38,7 +38,7 @@ PARAMS = {
                                                               max_size=4).map(tuple)}),
     "sequoia": st.fixed_dictionaries({
         "budget": st.integers(1, 30), "max_depth": st.integers(1, 6),
-        "profile": st.lists(st.floats(0.0, 0.3), min_size=1, max_size=4).map(tuple)}),
+        "profile": st.lists(st.floats(0.0, 0.25), min_size=1, max_size=4).map(tuple)}),  # sum <= 1
 }
 
 
