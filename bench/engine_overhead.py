@@ -25,7 +25,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import load_prompts  # noqa: E402
-from engine.decode import generate, method_params, resolve_method  # noqa: E402
+from engine.decode import generate  # noqa: E402
+from engine.methods import method_params, resolve_method  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 

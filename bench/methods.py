@@ -42,7 +42,8 @@ import torch  # noqa: E402
 from bench.common import markdown_table  # noqa: E402
 from engine.config import ConfigError, parse_key_values  # noqa: E402
 from engine.datasets import DatasetError, encode_prompt, load_prompts  # noqa: E402
-from engine.decode import generate, method_params, resolve_method  # noqa: E402
+from engine.decode import generate  # noqa: E402
+from engine.methods import method_params, resolve_method  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 

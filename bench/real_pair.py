@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import load_prompts  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
-from engine.decode import generate, resolve_method  # noqa: E402
+from engine.decode import generate  # noqa: E402
+from engine.methods import resolve_method  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 
 DEFAULT_METHODS = ["linear:k=4", "fixed_tree:depth=4,branch=2,budget=16", "dynatree", "salf",

@@ -27,6 +27,30 @@ SAMPLING_MODES = ("iid", "without_replacement", "deterministic")
 
 
 @dataclass(frozen=True)
+class TreeSampling:
+    """How a drafter draws the siblings of its trees: at temperature 0 and above it.
+
+    A drafter declares this once (its module's `SAMPLING`); its build function stamps the
+    mode on every tree it returns and method resolution checks it against the verifier's
+    declared modes (engine/methods.py) before any model loads.
+    """
+
+    greedy: str  # mode of the trees built at temperature 0
+    sampled: str  # mode of the trees built at temperature > 0
+
+    def __post_init__(self) -> None:
+        for mode in (self.greedy, self.sampled):
+            if mode not in SAMPLING_MODES:
+                raise ValueError(f"sampling must be one of {SAMPLING_MODES}, got {mode!r}")
+
+    def at(self, greedy: bool) -> str:
+        return self.greedy if greedy else self.sampled
+
+
+DETERMINISTIC = TreeSampling(greedy="deterministic", sampled="deterministic")
+
+
+@dataclass(frozen=True)
 class Tree:
     tokens: torch.Tensor  # [N] long: node tokens, tokens[0] = root (last committed token)
     parents: torch.Tensor  # [N] long: parent index, parents[0] = -1, parents[i] < i

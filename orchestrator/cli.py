@@ -70,7 +70,8 @@ def _parse_prompt_ids(text: str) -> list[int]:
 def generate(target, draft, method, params, prompt, prompt_ids, chat, max_new_tokens,
              temperature, top_p, seed, device, dtype, attn, as_json) -> None:
     """Run one generation with one method and print the result."""
-    from engine.decode import generate as run, method_params, resolve_method
+    from engine.decode import generate as run
+    from engine.methods import method_params, resolve_method
     from engine.models import check_attn, load_pair, resolve
 
     m = resolve_method(method, parse_key_values(params), temperature)

@@ -28,7 +28,8 @@ method that does not set its own); otherwise 128.
 Validation is strict and happens before any database write or model load: unknown keys are
 rejected with their path, method parameters are type-checked against the method's config
 dataclass (YAML values must already have the right type), every combination is resolved with
-`engine.decode.resolve_method` (range checks, verifier), models are resolved by name and the
+`engine.methods.resolve_method` (range checks, the verifier's pairing with the method's
+tree sampling at each temperature), models are resolved by name and the
 dataset selection is loaded. Errors are `SpecError`, one line naming the file and path.
 """
 
@@ -120,9 +121,9 @@ def load_sweep(path: str | Path) -> tuple[Sweep, list[TrialConfig]]:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise SpecError(f"{path.name}: malformed YAML{where}: {problem}") from None
-    sweep = parse_sweep(data, source=path.name)
-    return sweep, expand(sweep, source=path.name)
+        raise SpecError(f"{path}: malformed YAML{where}: {problem}") from None
+    sweep = parse_sweep(data, source=str(path))
+    return sweep, expand(sweep, source=str(path))
 
 
 def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
@@ -248,12 +249,12 @@ def _method_points(m: MethodSpec, temperature: float, default_mnt: tuple[int, ..
                    where: str) -> list[tuple[dict[str, Any], tuple[int, ...]]]:
     """Every grid point of one method as (resolved params, max_new_tokens values)."""
     from engine.config import config_fields
-    from engine.decode import method_params, resolve_method
+    from engine.methods import method_params, resolve_method
     from engine.drafters import DRAFTERS
 
     if m.name not in DRAFTERS:
         raise SpecError(f"{where}.name: unknown method {m.name!r} (known: {', '.join(DRAFTERS)})")
-    types_ = {**config_fields(DRAFTERS[m.name][0]), "verifier": str, "max_new_tokens": int}
+    types_ = {**config_fields(DRAFTERS[m.name].config), "verifier": str, "max_new_tokens": int}
     for section, values in (("params", {k: (v,) for k, v in m.params.items()}), ("grid", m.grid)):
         for key, vals in values.items():
             if key not in types_:

@@ -86,7 +86,8 @@ def run_trial(config: TrialConfig, pair: Any = None, prompts: list | None = None
               warmup: int = 0) -> TrialResult:
     """Run every prompt of `config`; raises on any error (the executor records it)."""
     from engine.datasets import encode_prompt
-    from engine.decode import generate, resolve_method
+    from engine.decode import generate
+    from engine.methods import resolve_method
 
     started = time.time()
     method = resolve_method(config.method, dict(config.params), config.temperature)

@@ -1,23 +1,50 @@
-"""Tree builders: method name -> (config dataclass, build function).
+"""Tree builders: method name -> `Drafter` record (DESIGN.md, "Drafter").
 
 `build(draft: TreeBuilder, state: DecodeState, cfg, gen: torch.Generator) -> Tree`; configs
-are frozen dataclasses with the papers' parameter names and defaults.
+are frozen dataclasses with the papers' parameter names and defaults. Adding a method: one
+module with its config, `SAMPLING` and `build`, and one entry below.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from engine.draft import DecodeState, TreeBuilder
 from engine.drafters import (autoregressive, beam, ddtree, delayed, dynatree, dyspec, fixed_tree,
                              iid, linear, salf, sequoia, specinfer)
+from engine.tree import Tree, TreeSampling
 
-DRAFTERS = {
-    "autoregressive": (autoregressive.AutoregressiveConfig, autoregressive.build),
-    "linear": (linear.LinearConfig, linear.build),
-    "fixed_tree": (fixed_tree.FixedTreeConfig, fixed_tree.build),
-    "iid": (iid.IIDConfig, iid.build),
-    "delayed": (delayed.DelayedConfig, delayed.build),
-    "dynatree": (dynatree.DynaTreeConfig, dynatree.build),
-    "dyspec": (dyspec.DySpecConfig, dyspec.build),
-    "salf": (salf.SALFConfig, salf.build),
-    "beam": (beam.BeamConfig, beam.build),
-    "ddtree": (ddtree.DDTreeConfig, ddtree.build),
-    "specinfer": (specinfer.SpecInferConfig, specinfer.build),
-    "sequoia": (sequoia.SequoiaConfig, sequoia.build),
+
+@dataclass(frozen=True)
+class Drafter:
+    config: type  # frozen dataclass of the method's parameters (the paper's names)
+    build: Callable[[TreeBuilder, DecodeState, Any, torch.Generator], Tree]
+    # how the trees' siblings are drawn; None: root-only trees, which every verifier accepts
+    sampling: TreeSampling | None
+    default_verifier: str  # at temperature > 0; temperature 0 uses "greedy"
+
+
+DRAFTERS: dict[str, Drafter] = {
+    "autoregressive": Drafter(autoregressive.AutoregressiveConfig, autoregressive.build,
+                              None, "naive"),
+    "linear": Drafter(linear.LinearConfig, linear.build, linear.SAMPLING, "naive"),
+    # top-k children are deterministic: NSS is the lossless verifier at T > 0
+    "fixed_tree": Drafter(fixed_tree.FixedTreeConfig, fixed_tree.build, fixed_tree.SAMPLING,
+                          "nss"),
+    # best on i.i.d. trees in the delayed-tree paper (Table 2)
+    "iid": Drafter(iid.IIDConfig, iid.build, iid.SAMPLING, "traversal"),
+    # the delayed-tree paper's best OT-based verifier with delayed expansion
+    "delayed": Drafter(delayed.DelayedConfig, delayed.build, delayed.SAMPLING, "specinfer"),
+    "dynatree": Drafter(dynatree.DynaTreeConfig, dynatree.build, dynatree.SAMPLING, "nss"),
+    "dyspec": Drafter(dyspec.DySpecConfig, dyspec.build, dyspec.SAMPLING, "specinfer"),
+    "salf": Drafter(salf.SALFConfig, salf.build, salf.SAMPLING, "nss"),
+    "beam": Drafter(beam.BeamConfig, beam.build, beam.SAMPLING, "nss"),
+    "ddtree": Drafter(ddtree.DDTreeConfig, ddtree.build, ddtree.SAMPLING, "nss"),
+    "specinfer": Drafter(specinfer.SpecInferConfig, specinfer.build, specinfer.SAMPLING,
+                         "specinfer"),
+    "sequoia": Drafter(sequoia.SequoiaConfig, sequoia.build, sequoia.SAMPLING, "specinfer"),
 }

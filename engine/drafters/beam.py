@@ -19,15 +19,17 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.tree import Tree
+from engine.tree import DETERMINISTIC, Tree
 
+
+# how this method draws siblings, at temperature 0 and above (engine/tree.py)
+SAMPLING = DETERMINISTIC
 
 @dataclass(frozen=True)
 class BeamConfig:
     N: int = 60  # candidate tokens kept by re-ranking (App. D)
     top_k: int = 10  # nodes expanded per depth and children per expanded node (App. D)
     depth: int = 7  # expansion depth (App. D)
-    default_verifier = "nss"  # target-sampling walk: lossless for deterministic trees
 
     def __post_init__(self) -> None:
         if self.N < 1 or self.top_k < 1 or self.depth < 1:
@@ -66,7 +68,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: BeamConfig,
         if i not in node_of:
             node_of[i] = draft.add(all_parent[i], all_token[i])
         keep.append(node_of[i])
-    return draft.tree("deterministic", keep=keep)
+    return draft.tree(SAMPLING.at(state.warp.greedy), keep=keep)
 
 
 def _top(v: torch.Tensor, k: int) -> torch.Tensor:

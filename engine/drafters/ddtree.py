@@ -32,15 +32,17 @@ from typing import Literal
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.tree import Tree
+from engine.tree import DETERMINISTIC, Tree
 
+
+# how this method draws siblings, at temperature 0 and above (engine/tree.py)
+SAMPLING = DETERMINISTIC
 
 @dataclass(frozen=True)
 class DDTreeConfig:
     B: int = 256  # node budget (App. B budgets 16..1024; Sec. 5.3: speedup peaks at 256-512)
     L: int = 16  # block size: positions drafted per round (App. B)
     drafter: Literal["ar"] = "ar"  # block drafter giving the per-position marginals
-    default_verifier = "nss"  # target-sampling walk: lossless for deterministic trees
 
     def __post_init__(self) -> None:
         if self.B < 1 or self.L < 1:
@@ -124,4 +126,4 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DDTreeConfig,
                    and draft.tokens[chain[d + 1]] == tokens[d][0])
         node_of.append(chain[d + 1] if chained else draft.add(parent_node, tokens[d][rank]))
         on_chain.append(chained)
-    return draft.tree("deterministic", keep=[0] + node_of)
+    return draft.tree(SAMPLING.at(state.warp.greedy), keep=[0] + node_of)

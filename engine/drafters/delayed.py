@@ -15,15 +15,17 @@ import torch
 
 from engine.draft import DecodeState, TreeBuilder
 from engine.drafters.iid import grow_rollouts
-from engine.tree import Tree
+from engine.tree import TreeSampling, Tree
 
+
+# how this method draws siblings, at temperature 0 and above (engine/tree.py)
+SAMPLING = TreeSampling(greedy="iid", sampled="iid")
 
 @dataclass(frozen=True)
 class DelayedConfig:
     K: int = 2  # branching factor at the branching point
     L1: int = 2  # trunk (single path) length
     L2: int = 2  # length of each i.i.d. branch
-    default_verifier = "specinfer"  # the paper's best OT-based method with delayed expansion
 
     def __post_init__(self) -> None:
         if self.K < 1 or self.L1 < 0 or self.L2 < 0:
@@ -38,4 +40,4 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DelayedConfig,
     grow_rollouts(draft, 0, 1, trunk, state.warp.greedy, gen, mult)  # the single path
     branch = min(cfg.L2, state.remaining - trunk)
     grow_rollouts(draft, draft.size - 1, cfg.K, branch, state.warp.greedy, gen, mult)
-    return draft.tree("iid", multiplicity=mult)
+    return draft.tree(SAMPLING.at(state.warp.greedy), multiplicity=mult)

@@ -48,8 +48,11 @@ from typing import Optional
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.tree import Tree
+from engine.tree import DETERMINISTIC, Tree
 
+
+# how this method draws siblings, at temperature 0 and above (engine/tree.py)
+SAMPLING = DETERMINISTIC
 
 @dataclass(frozen=True)
 class DynaTreeConfig:
@@ -74,7 +77,6 @@ class DynaTreeConfig:
     depth: Optional[int] = None  # sweep alias of D0
     branch: Optional[int] = None  # sweep alias of B_mid
     threshold: Optional[float] = None  # sweep alias of tau
-    default_verifier = "nss"  # target-sampling walk: lossless for deterministic trees
 
     def __post_init__(self) -> None:
         for alias, name in (("depth", "D0"), ("branch", "B_mid"), ("threshold", "tau")):
@@ -167,4 +169,4 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DynaTreeConfig,
                     break
                 level.append(draft.add(chunk[row], tokens[row][col]))
                 logp.append(lps[row][col])
-    return draft.tree("deterministic")
+    return draft.tree(SAMPLING.at(state.warp.greedy))

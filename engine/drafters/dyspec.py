@@ -49,9 +49,12 @@ import torch
 
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import draws_without_replacement
-from engine.tree import Tree
+from engine.tree import TreeSampling, Tree
 from kernels.reorder import dfs_order
 
+
+# how this method draws siblings, at temperature 0 and above (engine/tree.py)
+SAMPLING = TreeSampling(greedy="deterministic", sampled="without_replacement")
 
 @dataclass(frozen=True)
 class DySpecConfig:
@@ -59,7 +62,6 @@ class DySpecConfig:
     variant: Literal["fixed_size", "threshold"] = "fixed_size"  # Alg. 1 / Alg. A.2
     threshold: float = 0.001  # slot-value threshold of the threshold variant (App. B.1)
     reorder: bool = True  # number the tree in DFS order (App. C)
-    default_verifier = "specinfer"
 
     def __post_init__(self) -> None:
         if self.budget < 1:
@@ -74,7 +76,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DySpecConfig,
         _grow_threshold(draft, state, cfg, gen)
     else:
         grow_greedy(draft, state, cfg.budget, gen)
-    sampling = "deterministic" if state.warp.greedy else "without_replacement"
+    sampling = SAMPLING.at(state.warp.greedy)
     if not cfg.reorder or draft.size <= 2:
         return draft.tree(sampling)
     order = dfs_order(torch.tensor(draft.parents), heavy_first=False)  # [N] perm[new] = old

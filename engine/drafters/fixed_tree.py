@@ -13,15 +13,17 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.tree import Tree
+from engine.tree import DETERMINISTIC, Tree
 
+
+# how this method draws siblings, at temperature 0 and above (engine/tree.py)
+SAMPLING = DETERMINISTIC
 
 @dataclass(frozen=True)
 class FixedTreeConfig:
     depth: int = 4  # levels below the root
     branch: int = 2  # children per expanded node
     budget: int = 32  # draft nodes at most (root excluded)
-    default_verifier = "nss"  # top-k children are deterministic: only NSS is lossless at T > 0
 
     def __post_init__(self) -> None:
         if self.depth < 1 or self.branch < 1 or self.budget < 1:
@@ -48,4 +50,4 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: FixedTreeConfig,
             logp[node] = float(cand[row, col])
             nxt.append(node)
         level = nxt
-    return draft.tree("deterministic")
+    return draft.tree(SAMPLING.at(state.warp.greedy))

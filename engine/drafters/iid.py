@@ -16,14 +16,16 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.tree import Tree
+from engine.tree import TreeSampling, Tree
 
+
+# how this method draws siblings, at temperature 0 and above (engine/tree.py)
+SAMPLING = TreeSampling(greedy="iid", sampled="iid")
 
 @dataclass(frozen=True)
 class IIDConfig:
     K: int = 2  # i.i.d. rollouts (branching factor)
     L: int = 4  # tokens per rollout (block length)
-    default_verifier = "traversal"  # best on i.i.d. trees in the paper (Table 2)
 
     def __post_init__(self) -> None:
         if self.K < 1 or self.L < 0:
@@ -58,4 +60,4 @@ def grow_rollouts(draft: TreeBuilder, start: int, K: int, L: int, greedy: bool,
 def build(draft: TreeBuilder, state: DecodeState, cfg: IIDConfig, gen: torch.Generator) -> Tree:
     mult = [1]  # the root
     grow_rollouts(draft, 0, cfg.K, min(cfg.L, state.remaining), state.warp.greedy, gen, mult)
-    return draft.tree("iid", multiplicity=mult)
+    return draft.tree(SAMPLING.at(state.warp.greedy), multiplicity=mult)

@@ -12,8 +12,11 @@ import torch
 
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import sample
-from engine.tree import Tree
+from engine.tree import TreeSampling, Tree
 
+
+# how this method draws siblings, at temperature 0 and above (engine/tree.py)
+SAMPLING = TreeSampling(greedy="deterministic", sampled="iid")
 
 @dataclass(frozen=True)
 class LinearConfig:
@@ -31,4 +34,4 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: LinearConfig,
         probs = draft.expand([node])[0]  # [V]
         token = int(probs.argmax()) if state.warp.greedy else int(sample(probs, gen))
         node = draft.add(node, token)
-    return draft.tree("deterministic" if state.warp.greedy else "iid")
+    return draft.tree(SAMPLING.at(state.warp.greedy))

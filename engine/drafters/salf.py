@@ -26,15 +26,17 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.tree import Tree
+from engine.tree import DETERMINISTIC, Tree
 
+
+# how this method draws siblings, at temperature 0 and above (engine/tree.py)
+SAMPLING = DETERMINISTIC
 
 @dataclass(frozen=True)
 class SALFConfig:
     N: int = 60  # candidate tokens in the tree (App. D)
     B: int = 10  # nodes expanded per iteration, the batch (App. D)
     th: float = 0.6  # SALF threshold on the batch's probability sum (App. D); 0: SpecExec
-    default_verifier = "nss"  # target-sampling walk: lossless for deterministic trees
 
     def __post_init__(self) -> None:
         if not 1 <= self.B <= self.N:
@@ -46,7 +48,7 @@ class SALFConfig:
 def build(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig,
           gen: torch.Generator) -> Tree:
     keep = grow(draft, state, cfg)
-    return draft.tree("deterministic", keep=keep)
+    return draft.tree(SAMPLING.at(state.warp.greedy), keep=keep)
 
 
 def grow(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig) -> list[int]:

@@ -36,19 +36,21 @@ import torch
 from engine.cache import CachedModel
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import Warp, draws_without_replacement, residual, warp
-from engine.tree import Tree
+from engine.tree import TreeSampling, Tree
 
 # measure_profile(qwen2.5-coder-1.5b / 0.5b, first 6 Spec-Bench prompts with the chat template,
 # 48 target tokens each, temperature 0, width 8): bench/sequoia_profile.py, 288 positions.
 DEFAULT_PROFILE = (0.6875, 0.1215, 0.066, 0.0278, 0.0174, 0.0104, 0.0069, 0.0069)
 
 
+# how this method draws siblings, at temperature 0 and above (engine/tree.py)
+SAMPLING = TreeSampling(greedy="deterministic", sampled="without_replacement")
+
 @dataclass(frozen=True)
 class SequoiaConfig:
     budget: int = 64  # n: drafted nodes (Sequoia's tree sizes 64 / 128 ...)
     max_depth: int = 10  # D: depth bound of the dynamic program
     profile: tuple[float, ...] = DEFAULT_PROFILE  # p_1..p_K, acceptance by child rank
-    default_verifier = "specinfer"
 
     def __post_init__(self) -> None:
         if self.budget < 1 or self.max_depth < 1:
@@ -131,7 +133,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: SequoiaConfig,
             for k in range(min(shape[s], len(q[row]))):  # a missing draw (support
                 if q[row][k] > 0:  # exhausted) drops its subtree
                     level[first_child[s] + k] = draft.add(u, tokens[row][k])
-    return draft.tree("deterministic" if state.warp.greedy else "without_replacement")
+    return draft.tree(SAMPLING.at(state.warp.greedy))
 
 
 @torch.inference_mode()

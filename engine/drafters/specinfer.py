@@ -17,17 +17,19 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.tree import Tree
+from engine.tree import TreeSampling, Tree
 
 MAX_NODES = 4096  # a configuration above this is a typo, not an experiment
 
+
+# how this method draws siblings, at temperature 0 and above (engine/tree.py)
+SAMPLING = TreeSampling(greedy="deterministic", sampled="iid")
 
 @dataclass(frozen=True)
 class SpecInferConfig:
     k: int = 2  # children per node of the k-ary tree
     depth: int = 4  # levels below the root
     expansion: tuple[int, ...] = ()  # <k_1, .., k_m>; when given it replaces k and depth
-    default_verifier = "specinfer"
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.depth < 1 or any(w < 1 for w in self.expansion):
@@ -66,5 +68,5 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: SpecInferConfig,
                 mult.append(c)
         level = nxt
     if state.warp.greedy:
-        return draft.tree("deterministic")
-    return draft.tree("iid", multiplicity=mult + [1] * (draft.size - len(mult)))
+        return draft.tree(SAMPLING.greedy)
+    return draft.tree(SAMPLING.sampled, multiplicity=mult + [1] * (draft.size - len(mult)))

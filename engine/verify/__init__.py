@@ -1,4 +1,5 @@
-"""Verifiers: name -> `verify(tree, p, gen) -> Accept` (DESIGN.md, "Verifier").
+"""Verifiers: name -> `Verifier` record: `verify(tree, p, gen) -> Accept` (DESIGN.md,
+"Verifier") and the tree samplings it verifies losslessly, declared by its module (`MODES`).
 
 greedy: temperature 0 only. Stochastic (lossless for the tree samplings they accept, a clear
 ValueError otherwise), names as in the delayed-tree paper (Table 1, Appendix B):
@@ -12,19 +13,42 @@ ValueError otherwise), names as in the delayed-tree paper (Table 1, Appendix B):
     traversal   i.i.d. / without-replacement trees, bottom-up       Sec. 3.2
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from engine.tree import Tree
 from engine.verify import bv, greedy, khisti, naive, naive_tree, nss, spectr, specinfer, traversal
 from engine.verify.common import Accept
 
-VERIFIERS = {
-    "greedy": greedy.verify,
-    "nss": nss.verify,
-    "naive": naive.verify,
-    "naive_tree": naive_tree.verify,
-    "spectr": spectr.verify,
-    "specinfer": specinfer.verify,
-    "khisti": khisti.verify,
-    "bv": bv.verify,
-    "traversal": traversal.verify,
+
+@dataclass(frozen=True)
+class Verifier:
+    verify: Callable[[Tree, torch.Tensor, torch.Generator | None], Accept]
+    modes: tuple[str, ...]  # tree samplings it verifies losslessly (the module's MODES)
+    temperature_zero_only: bool = False  # exact only for one-hot target rows
+
+    def accepts(self, sampling: str | None, temperature: float) -> bool:
+        """Whether trees drawn as `sampling` at `temperature` are verified losslessly
+        (sampling None: root-only trees, which every mode's check lets through)."""
+        if self.temperature_zero_only and temperature != 0:
+            return False
+        return sampling is None or sampling in self.modes
+
+
+VERIFIERS: dict[str, Verifier] = {
+    "greedy": Verifier(greedy.verify, greedy.MODES, temperature_zero_only=True),
+    "nss": Verifier(nss.verify, nss.MODES),
+    "naive": Verifier(naive.verify, naive.MODES),
+    "naive_tree": Verifier(naive_tree.verify, naive_tree.MODES),
+    "spectr": Verifier(spectr.verify, spectr.MODES),
+    "specinfer": Verifier(specinfer.verify, specinfer.MODES),
+    "khisti": Verifier(khisti.verify, khisti.MODES),
+    "bv": Verifier(bv.verify, bv.MODES),
+    "traversal": Verifier(traversal.verify, traversal.MODES),
 }
 
-__all__ = ["Accept", "VERIFIERS"]
+__all__ = ["Accept", "VERIFIERS", "Verifier"]

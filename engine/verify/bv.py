@@ -20,6 +20,9 @@ from engine.tree import Tree
 from engine.verify.common import (Accept, layout, positive_part, random_chain, require,
                                   sample_index, uniforms)
 
+# tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
+MODES = ("iid", "without_replacement")
+
 
 def chain_terms(p: torch.Tensor, q: torch.Tensor, nodes: list[int], tokens: torch.Tensor
                 ) -> tuple[list[float], list[float], torch.Tensor]:
@@ -40,7 +43,7 @@ def chain_terms(p: torch.Tensor, q: torch.Tensor, nodes: list[int], tokens: torc
 
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node."""
-    require(tree, ("iid", "without_replacement"), "bv")
+    require(tree, MODES, "bv")
     lay = layout(tree)
     us = uniforms(gen, p.device)
     chain = random_chain(lay, us, iid=tree.sampling == "iid")  # [L]

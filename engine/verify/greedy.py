@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from engine.tree import Tree
+from engine.tree import SAMPLING_MODES, Tree
 from engine.verify.common import Accept
+
+# any tree, at temperature 0 only (the registry in engine/verify/__init__.py says so)
+MODES = SAMPLING_MODES
 
 
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:

@@ -35,6 +35,9 @@ from engine.tree import Tree
 from engine.verify.common import (Accept, layout, positive_part, require, sample_index,
                                   shuffled_draws, top_down)
 
+# tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
+MODES = ("iid",)
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -128,7 +131,7 @@ def selection_probs(sel: Selection, counts: dict[int, int]) -> dict[int, float]:
 
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node; tree drawn i.i.d. from tree.q."""
-    require(tree, ("iid",), "khisti")
+    require(tree, MODES, "khisti")
     lay = layout(tree, distinct=True)
 
     def solve(node, us):

@@ -17,10 +17,13 @@ from engine.tree import Tree
 from engine.verify.common import (Accept, layout, positive_part, random_chain, require,
                                   sample_index, uniforms)
 
+# tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
+MODES = ("iid", "without_replacement")
+
 
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node."""
-    require(tree, ("iid", "without_replacement"), "naive")
+    require(tree, MODES, "naive")
     lay = layout(tree)
     us = uniforms(gen, p.device)
     chain = random_chain(lay, us, iid=tree.sampling == "iid")  # [L] node indices

@@ -17,10 +17,13 @@ from engine.tree import Tree
 from engine.verify.common import (Accept, layout, pick_child, positive_part, require,
                                   sample_index, top_down)
 
+# tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
+MODES = ("iid", "without_replacement")
+
 
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node."""
-    require(tree, ("iid", "without_replacement"), "naive_tree")
+    require(tree, MODES, "naive_tree")
     lay = layout(tree, distinct=True)
     q = tree.q
     iid = tree.sampling == "iid"

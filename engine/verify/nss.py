@@ -15,9 +15,12 @@ import torch
 from engine.tree import SAMPLING_MODES, Tree
 from engine.verify.common import Accept, layout, require, sample_index, top_down
 
+# tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
+MODES = SAMPLING_MODES
+
 
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node."""
-    require(tree, SAMPLING_MODES, "nss", needs_q=False)
+    require(tree, MODES, "nss", needs_q=False)
     lay = layout(tree)
     return top_down(tree, p, lay, gen, lambda node, us: sample_index(p[node], next(us)))

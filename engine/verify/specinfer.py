@@ -22,6 +22,9 @@ from engine.sampling import residual
 from engine.tree import Tree
 from engine.verify.common import Accept, layout, require, sample_index, shuffled_draws, top_down
 
+# tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
+MODES = ("iid", "without_replacement")
+
 
 def round_drafts(q: torch.Tensor, tokens: torch.Tensor, iid: bool) -> torch.Tensor:
     """q_i for each round: [V], [k] -> [k, V]. i.i.d.: q every round; without replacement: q
@@ -47,7 +50,7 @@ def round_targets(p: torch.Tensor, qs: torch.Tensor) -> torch.Tensor:
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node; tree drawn i.i.d. or without replacement
     from tree.q."""
-    require(tree, ("iid", "without_replacement"), "specinfer")
+    require(tree, MODES, "specinfer")
     lay = layout(tree, distinct=True)
     iid = tree.sampling == "iid"
 

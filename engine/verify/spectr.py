@@ -22,6 +22,9 @@ from engine.tree import Tree
 from engine.verify.common import (Accept, layout, positive_part, require, sample_index,
                                   shuffled_draws, top_down)
 
+# tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
+MODES = ("iid",)
+
 
 def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> float:
     """The division factor rho* in [1, k] solving p_acc(rho) = rho * beta(rho). p, q: [V]."""
@@ -71,7 +74,7 @@ def kseq(p: torch.Tensor, q: torch.Tensor, k: int) -> tuple[float, float, float,
 
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node; tree drawn i.i.d. from tree.q."""
-    require(tree, ("iid",), "spectr")
+    require(tree, MODES, "spectr")
     lay = layout(tree, distinct=True)
     q = tree.q
 

@@ -38,6 +38,9 @@ from engine.tree import Tree
 from engine.verify.common import (Accept, Layout, first_appearance_order, layout, positive_part,
                                   require, sample_index, uniforms)
 
+# tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
+MODES = ("iid", "without_replacement")
+
 
 def reject_update(w: float, P: torch.Tensor, Q: torch.Tensor) -> tuple[float, torch.Tensor]:
     """After a child drawn from Q is rejected: (R / S, norm((w P - Q)_+)). [V] float64."""
@@ -64,7 +67,7 @@ def _without(Q: torch.Tensor, token: int) -> torch.Tensor:
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node; tree drawn i.i.d. or without
     replacement from tree.q."""
-    require(tree, ("iid", "without_replacement"), "traversal")
+    require(tree, MODES, "traversal")
     lay = layout(tree, distinct=True)
     iid = tree.sampling == "iid"
     us = uniforms(gen, p.device)

@@ -8,7 +8,7 @@ import torch
 from scipy.stats import chi2
 
 from engine.config import ConfigError
-from engine.decode import resolve_method
+from engine.methods import resolve_method
 from engine.draft import DecodeState, DraftModel
 from engine.drafters import DRAFTERS
 from engine.drafters.delayed import DelayedConfig
@@ -23,7 +23,7 @@ def _build(pair, method, cfg, w=Warp(1.0), seed=0, remaining=100, committed=None
     gen = torch.Generator().manual_seed(seed)
     state = DecodeState(prefix_len=len(committed) - 1, root_token=committed[-1], warp=w,
                         remaining=remaining)
-    return DRAFTERS[method][1](draft.start(committed), state, cfg, gen), draft, committed
+    return DRAFTERS[method].build(draft.start(committed), state, cfg, gen), draft, committed
 
 
 def _check_merged(tree):

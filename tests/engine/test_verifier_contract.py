@@ -46,16 +46,7 @@ from verifier_mc import Case, make_world, run_group, sample_trees, target_laws, 
 N = 100_000  # Monte Carlo samples per verifier (issue requirement for (b))
 KEEP = 4_000  # trees kept per verifier for the E[tau | T] check (c)
 STOCHASTIC = [v for v in VERIFIERS if v != "greedy"]
-CLAIMS = {  # the sampling modes each verifier claims to verify losslessly
-    "nss": SAMPLING_MODES,
-    "naive": ("iid", "without_replacement"),
-    "naive_tree": ("iid", "without_replacement"),
-    "spectr": ("iid",),
-    "specinfer": ("iid", "without_replacement"),
-    "khisti": ("iid",),
-    "bv": ("iid", "without_replacement"),
-    "traversal": ("iid", "without_replacement"),
-}
+CLAIMS = {v: VERIFIERS[v].modes for v in STOCHASTIC}  # declared by each verifier module
 ROOT_ACCEPTANCE = ("nss", "naive", "naive_tree", "spectr", "specinfer", "khisti")
 N_FIXED, FIXED_TREES = 3_000, 2  # verifications of each of a few fixed trees, per verifier
 # two chi-square tests per stochastic verifier, a z-test of E[tau] for each, a z-test of the
@@ -94,7 +85,7 @@ def world_for(V: int, seed: int):
 def _group_outcomes(claims: tuple[str, ...]):
     names = [v for v in STOCHASTIC if CLAIMS[v] == claims]
     case = case_for(names[0])
-    return run_group(world_for(case.V, case.seed), case, {v: VERIFIERS[v] for v in names}, N,
+    return run_group(world_for(case.V, case.seed), case, {v: VERIFIERS[v].verify for v in names}, N,
                      seed=7, keep=KEEP)
 
 
@@ -261,7 +252,7 @@ def test_conditional_on_fixed_trees(name):
     for tree, p in _fixed_trees(name):
         lay = layout(tree)
         with torch.inference_mode():
-            runs = [VERIFIERS[name](tree, p, gen) for _ in range(N_FIXED)]
+            runs = [VERIFIERS[name].verify(tree, p, gen) for _ in range(N_FIXED)]
         tau = torch.tensor([len(a.path) for a in runs], dtype=torch.float64)
         exact = formulas.block_efficiency(tree, p, name) - 1
         z = (float(tau.mean()) - exact) / max(float(tau.std()) / math.sqrt(N_FIXED), 1e-12)
@@ -289,10 +280,10 @@ def test_sampling_modes(name):
                             gen)[0]
         tree, p = to_tree(world, spec, 0, 0)
         if mode in CLAIMS[name]:
-            VERIFIERS[name](tree, p, gen)
+            VERIFIERS[name].verify(tree, p, gen)
         else:
             with pytest.raises(ValueError, match=name):
-                VERIFIERS[name](tree, p, gen)
+                VERIFIERS[name].verify(tree, p, gen)
 
 
 # ---- (a) temperature 0 ----------------------------------------------------------------------
@@ -307,13 +298,13 @@ def test_greedy_rows_reproduce_target_greedy(name):
     greedy = type(world)(V=world.V, depth=world.depth, p=onehot(world.p),
                          q=torch.cat([onehot(world.q[:-1]), world.q[-1:]]),
                          q_cdf=onehot(world.q[:-1]).double().cumsum(-1))
-    modes = CLAIMS.get(name, SAMPLING_MODES)
+    modes = VERIFIERS[name].modes
     shapes = tuple(s for mode in modes for s in SHAPES[mode])
     gen = torch.Generator().manual_seed(1)
     specs = sample_trees(greedy, Case("g", 6, 3, shapes), torch.zeros(300, dtype=torch.long), gen)
     for spec in specs:
         tree, p = to_tree(greedy, spec, 0, 0)
-        a = VERIFIERS[name](tree, p, gen)
+        a = VERIFIERS[name].verify(tree, p, gen)
         emitted = [spec[0][i] for i in a.path] + [a.token]
         ctx, want = 0, []
         for _ in emitted:

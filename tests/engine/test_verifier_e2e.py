@@ -24,7 +24,8 @@ from scipy.stats import chi2, chi2_contingency, ncx2
 from engine.decode import generate
 from engine.models import Pair
 from engine.sampling import Warp, warp
-from engine.verify import VERIFIERS
+from engine.tree import SAMPLING_MODES
+from engine.verify import VERIFIERS, Verifier
 from tests.engine.drafters.dist import restricted_pair
 
 STOCHASTIC = [v for v in VERIFIERS if v != "greedy"]
@@ -154,7 +155,6 @@ def test_sampling_matches_autoregressive(llama_pair, name):
 def test_e2e_checks_have_power(llama_pair, monkeypatch):
     """A verifier that emits draft samples (always accepts the first child) fails every check:
     pairs outside the target's top-p set, and both chi-square tests."""
-    from engine import decode
     from engine.verify.common import Accept, layout, sample_index
 
     def accept_first_child(tree, p, gen):
@@ -164,7 +164,7 @@ def test_e2e_checks_have_power(llama_pair, monkeypatch):
             path.append(node)
         return Accept(path, sample_index(p[node], float(torch.rand((), generator=gen))))
 
-    monkeypatch.setitem(decode.VERIFIERS, "wrong", accept_first_child)
+    monkeypatch.setitem(VERIFIERS, "wrong", Verifier(accept_first_child, SAMPLING_MODES))
     pair = small_pair(llama_pair)
     law = two_token_law(pair.target.model)
     got, ref = _samples(pair, "wrong"), _samples(pair, "autoregressive")

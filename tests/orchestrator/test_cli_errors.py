@@ -80,6 +80,27 @@ def test_bad_sweep_file_creates_no_database(tmp_path):
     assert not (tmp_path / "new.db").exists()
 
 
+def test_bad_verifier_pairing_names_file_and_compatible_verifiers(populated, tmp_path,
+                                                                  monkeypatch):
+    """DynaTree's deterministic trees with a verifier that needs sampled trees at T > 0: one
+    line naming the file path and the verifiers that fit, before any model loads."""
+    import engine.models
+
+    def no_loading(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(engine.models, "load_pair", no_loading)
+    spec = tmp_path / "pairing.yaml"
+    spec.write_text(GOOD.replace("methods:", "sampling: {temperature: 0.8}\nmethods:")
+                    + "  - {name: dynatree, params: {verifier: specinfer}}\n")
+    before = _counts(populated)
+    r = _invoke("submit", str(spec), "--db", populated, "--executor", "local")
+    _one_line_error(r, f"{spec}: methods[0]: verifier 'specinfer' is not lossless for method "
+                       "'dynatree' at temperature 0.8 (its trees are deterministic); compatible "
+                       "verifiers: nss")
+    assert _counts(populated) == before
+
+
 def test_metric_not_in_whitelist(populated):
     before = _counts(populated)
     _one_line_error(_invoke("query", "--best-by", "vibes", "--db", populated),
@@ -123,5 +144,5 @@ def test_malformed_yaml_in_a_real_process(tmp_path, sqlite_url):
     spec.write_text(CASES["malformed yaml"][0])
     r = orch("submit", str(spec), "--db", sqlite_url, timeout=120)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: bad.yaml: malformed YAML")
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"error: {spec}: malformed YAML")
     assert not (tmp_path / "orch.db").exists()

@@ -43,7 +43,7 @@ def test_prompt_ids_and_plain_output():
     (["--method", "linear", "--param", "k=0"], "k must be >= 1"),
     (["--method", "linear", "--param", "k"], "key=value"),
     (["--method", "linear", "--param", "verifier=magic"], "unknown verifier"),
-    (["--temperature", "0.7", "--param", "verifier=greedy"], "only lossless at temperature 0"),
+    (["--temperature", "0.7", "--param", "verifier=greedy"], "not lossless for method"),
     (["--target", "no-such-model"], "unknown model 'no-such-model'"),
     (["--max-new-tokens", "0"], "--max-new-tokens"),
     (["--prompt-ids", "1,x"], "comma-separated integers"),

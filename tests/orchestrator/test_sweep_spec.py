@@ -15,37 +15,6 @@ from orchestrator.spec import SpecError, load_sweep
 EXAMPLES = REPO / "examples"
 
 
-@dataclass(frozen=True)
-class _DynaTreeStandIn:
-    """Registry stand-in until engine/drafters/dynatree.py lands (same parameter names)."""
-
-    depth: int = 5
-    branch: int = 2
-    threshold: float = 0.05
-
-    def __post_init__(self) -> None:
-        if self.depth < 1 or self.branch < 1 or not 0 < self.threshold < 1:
-            raise ValueError("depth, branch >= 1 and 0 < threshold < 1")
-
-
-@dataclass(frozen=True)
-class _EmptyStandIn:
-    pass
-
-
-@pytest.fixture
-def future_methods(monkeypatch):
-    """Register stand-ins for methods other branches are adding, only where missing."""
-    from engine.drafters import DRAFTERS
-
-    patched = dict(DRAFTERS)
-    patched.setdefault("dynatree", (_DynaTreeStandIn, None))
-    patched.setdefault("dyspec", (_EmptyStandIn, None))
-    monkeypatch.setattr("engine.drafters.DRAFTERS", patched)
-    monkeypatch.setattr("engine.decode.DRAFTERS", patched)
-    return patched
-
-
 @pytest.fixture
 def real_models_resolve(monkeypatch):
     """Real model names resolve even where the pair is not fetched (CI)."""
@@ -56,7 +25,7 @@ def real_models_resolve(monkeypatch):
                         lambda name: "real" if name.startswith("qwen2.5-coder") else real(name))
 
 
-def test_dynatree_450_expands_to_450_per_pair_and_repeat(future_methods, real_models_resolve):
+def test_dynatree_450_expands_to_450_per_pair_and_repeat(real_models_resolve):
     sweep, trials = load_sweep(EXAMPLES / "dynatree_450.yaml")
     per = Counter((t.method, t.target, t.draft, t.repeat) for t in trials)
     pair = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
@@ -71,7 +40,7 @@ def test_dynatree_450_expands_to_450_per_pair_and_repeat(future_methods, real_mo
     assert {t.seed for t in trials} == {0, 1}
 
 
-def test_example_files_validate(future_methods, real_models_resolve):
+def test_example_files_validate(real_models_resolve):
     _, real = load_sweep(EXAMPLES / "quickstart_real.yaml")
     assert len({t.method for t in real}) == 5 and len(real) == 5
     _, tiny = load_sweep(EXAMPLES / "quickstart_tiny.yaml")
@@ -203,14 +172,9 @@ def test_grid_and_params_conflict(tmp_path):
         load_sweep(p)
 
 
-def test_temperature_axis_picks_verifier(tmp_path, future_methods):
+def test_temperature_axis_picks_verifier(tmp_path):
     p = tmp_path / "t.yaml"
     p.write_text(BASE + "sampling: {temperature: [0.0, 1.0]}\nmethods: [{name: autoregressive}]\n")
-    from engine.verify import VERIFIERS
-
-    if len(VERIFIERS) == 1:  # only greedy exists on this branch: temperature 1 must be refused
-        with pytest.raises(SpecError, match="verifier"):
-            load_sweep(p)
-    else:
-        _, trials = load_sweep(p)
-        assert {t.temperature for t in trials} == {0.0, 1.0}
+    _, trials = load_sweep(p)
+    assert {(t.temperature, t.params["verifier"]) for t in trials} == {(0.0, "greedy"),
+                                                                      (1.0, "naive")}

@@ -17,7 +17,8 @@ def _cfg(**kw) -> TrialConfig:
 
 def test_run_trial_matches_engine_and_aggregates_by_tokens():
     from engine.datasets import encode_prompt, load_prompts
-    from engine.decode import generate, resolve_method
+    from engine.decode import generate
+    from engine.methods import resolve_method
 
     cfg = _cfg()
     r = trial.run_trial(cfg)

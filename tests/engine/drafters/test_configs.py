@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from engine.config import ConfigError
-from engine.decode import method_params, resolve_method
+from engine.methods import method_params, resolve_method
 from orchestrator.cli import main
 
 DEFAULTS = {

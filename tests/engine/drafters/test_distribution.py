@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from engine.decode import generate
-from engine.drafters import DRAFTERS, dyspec
+from engine.drafters import DRAFTERS, Drafter, dyspec
 from engine.sampling import Warp
 from tests.engine.drafters.dist import chi_square, exact_law, restricted_pair
 
@@ -83,7 +83,8 @@ def test_a_broken_builder_is_caught(monkeypatch):
         dyspec.grow_greedy(draft, dataclasses.replace(state, warp=Warp(0.0)), cfg.budget, gen)
         return draft.tree("without_replacement")
 
-    monkeypatch.setitem(DRAFTERS, "broken_dyspec", (dyspec.DySpecConfig, broken))
+    monkeypatch.setitem(DRAFTERS, "broken_dyspec", Drafter(dyspec.DySpecConfig, broken, dyspec.SAMPLING,
+                                                          "specinfer"))
     counts = frequencies(pair, "broken_dyspec", {"budget": 4, "verifier": "specinfer"}, 150)
     pvalue, _ = chi_square(counts, law)
     assert pvalue < 1e-30

@@ -51,7 +51,7 @@ def test_budget_depth_topology(method, data, seed, vocab, remaining, temperature
     tokens still to emit; deterministic and without-replacement trees have distinct
     siblings."""
     params = data.draw(PARAMS[method])
-    cls, build = DRAFTERS[method]
+    cls, build = DRAFTERS[method].config, DRAFTERS[method].build
     cfg = parse_config(cls, params)
     draft = FakeDraft(random_next_probs(vocab, seed))
     tree = build(draft, state(remaining, temperature), cfg, torch.Generator().manual_seed(seed))

@@ -1,0 +1,69 @@
+"""A method as a trial runs it: drafter name, parsed config, verifier; resolved once, strictly.
+
+`resolve_method` is the one place that checks a method against the registries (engine/drafters,
+engine/verify): the drafter's parameters (engine/config.py) and the pairing of the drafter's
+tree sampling (its `SAMPLING`) with the verifier's declared modes (its `MODES`) at the trial's
+temperature. The CLI and the sweep loader call it before any model loads, so a bad pairing is
+one clear line, never a failed trial.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from engine.config import ConfigError, parse_config
+from engine.drafters import DRAFTERS
+from engine.verify import VERIFIERS
+
+
+@dataclass(frozen=True)
+class Method:
+    """A resolved method: drafter name, its parsed config, and the verifier to use."""
+
+    name: str
+    cfg: Any
+    verifier: str
+
+
+def default_verifier(method: str, temperature: float) -> str:
+    return "greedy" if temperature == 0.0 else DRAFTERS[method].default_verifier
+
+
+def compatible_verifiers(method: str, temperature: float) -> list[str]:
+    """The verifiers that are lossless for `method`'s trees at `temperature`."""
+    mode = tree_sampling(method, temperature)
+    return [v for v, spec in VERIFIERS.items() if spec.accepts(mode, temperature)]
+
+
+def tree_sampling(method: str, temperature: float) -> str | None:
+    """How `method`'s trees are drawn at `temperature`; None for root-only trees."""
+    sampling = DRAFTERS[method].sampling
+    return None if sampling is None else sampling.at(temperature == 0.0)
+
+
+def resolve_method(method: str, params: dict[str, Any] | None = None,
+                   temperature: float = 0.0) -> Method:
+    """Validate a method name, its parameters (strings or typed) and its verifier pairing;
+    ConfigError (one line) if anything is wrong."""
+    if method not in DRAFTERS:
+        raise ConfigError(f"unknown method {method!r} (known: {', '.join(DRAFTERS)})")
+    params = dict(params or {})
+    verifier = params.pop("verifier", None) or default_verifier(method, temperature)
+    if verifier not in VERIFIERS:
+        raise ConfigError(f"unknown verifier {verifier!r} (known: {', '.join(VERIFIERS)})")
+    ok = compatible_verifiers(method, temperature)
+    if verifier not in ok:
+        mode = tree_sampling(method, temperature) or "root-only"
+        raise ConfigError(f"verifier {verifier!r} is not lossless for method {method!r} at "
+                          f"temperature {temperature:g} (its trees are {mode}); compatible "
+                          f"verifiers: {', '.join(ok)}")
+    cfg = parse_config(DRAFTERS[method].config, params, where=f"method {method!r}")
+    return Method(name=method, cfg=cfg, verifier=verifier)
+
+
+def method_params(m: Method) -> dict[str, Any]:
+    """The fully resolved parameters of a method (defaults filled in), verifier included."""
+    out = {f.name: getattr(m.cfg, f.name) for f in fields(m.cfg)}
+    out["verifier"] = m.verifier
+    return out
