@@ -28,6 +28,7 @@ from bench.common import load_prompts  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.methods import method_params, resolve_method  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
+from engine.model_names import DEFAULT_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 
 
@@ -93,8 +94,8 @@ def table(result: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", default="tiny-llama")
-    ap.add_argument("--draft", default="tiny-llama-draft")
+    ap.add_argument("--target", default=DEFAULT_PAIR[0])
+    ap.add_argument("--draft", default=DEFAULT_PAIR[1])
     ap.add_argument("--dataset", default="spec_bench")
     ap.add_argument("--n-prompts", type=int, default=5)
     ap.add_argument("--prompt-tokens", type=int, default=256)

@@ -45,6 +45,7 @@ from engine.datasets import DatasetError, encode_prompt, load_prompts  # noqa: E
 from engine.decode import generate  # noqa: E402
 from engine.methods import method_params, resolve_method  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
+from engine.model_names import DEFAULT_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 
 COLUMNS = ["method", "tokens_per_iteration", "acceptance_rate", "mean_tree_size", "throughput",
@@ -92,8 +93,8 @@ def summary(method: str, params: dict, prompts: list[dict]) -> dict:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", default="tiny-llama")
-    ap.add_argument("--draft", default="tiny-llama-draft")
+    ap.add_argument("--target", default=DEFAULT_PAIR[0])
+    ap.add_argument("--draft", default=DEFAULT_PAIR[1])
     ap.add_argument("--n-prompts", type=int, default=20)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--dataset", default="spec_bench")

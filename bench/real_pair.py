@@ -25,6 +25,7 @@ from bench.common import load_prompts  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
+from engine.fetch import REAL_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 
 DEFAULT_METHODS = ["linear:k=4", "fixed_tree:depth=4,branch=2,budget=16", "dynatree", "salf",
@@ -44,8 +45,8 @@ def hf_generate(pair, ids: list[int], n: int, assisted: bool) -> tuple[list[int]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", default="qwen2.5-coder-1.5b")
-    ap.add_argument("--draft", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--target", default=REAL_PAIR[0])
+    ap.add_argument("--draft", default=REAL_PAIR[1])
     ap.add_argument("--dataset", default="spec_bench")
     ap.add_argument("--n-prompts", type=int, default=5)
     ap.add_argument("--prompt-tokens", type=int, default=128)

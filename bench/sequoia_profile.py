@@ -18,13 +18,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from bench.common import load_prompts  # noqa: E402
 from engine.drafters.sequoia import measure_profile  # noqa: E402
+from engine.model_names import DEFAULT_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", default="tiny-llama")
-    ap.add_argument("--draft", default="tiny-llama-draft")
+    ap.add_argument("--target", default=DEFAULT_PAIR[0])
+    ap.add_argument("--draft", default=DEFAULT_PAIR[1])
     ap.add_argument("--n-prompts", type=int, default=6)
     ap.add_argument("--new-tokens", type=int, default=48)
     ap.add_argument("--width", type=int, default=8)

@@ -28,6 +28,7 @@ import torch  # noqa: E402
 
 from bench.common import load_prompts, markdown_table  # noqa: E402
 from engine.decode import generate  # noqa: E402
+from engine.model_names import DEFAULT_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 
 LOW = {"tau": 0.0, "rho_stop": 1e-9, "rho_deep": 1e-8}  # DynaTree gates off: fill N_max
@@ -69,8 +70,8 @@ def measure(pair, prompts, method: str, params: dict, max_new_tokens: int) -> di
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", default="tiny-llama")
-    ap.add_argument("--draft", default="tiny-llama-draft")
+    ap.add_argument("--target", default=DEFAULT_PAIR[0])
+    ap.add_argument("--draft", default=DEFAULT_PAIR[1])
     ap.add_argument("--n-prompts", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--methods", default="", help="comma-separated (default: all)")

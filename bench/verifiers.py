@@ -31,6 +31,7 @@ import torch
 from engine.cache import CachedModel
 from engine.draft import DraftModel
 from engine.drafters.iid import grow_rollouts
+from engine.model_names import DEFAULT_PAIR
 from engine.models import load_pair
 from engine.sampling import Warp, sample, warp
 from engine.tree import Tree
@@ -167,8 +168,8 @@ def table(report: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--target", default="tiny-llama")
-    ap.add_argument("--draft", default="tiny-llama-draft")
+    ap.add_argument("--target", default=DEFAULT_PAIR[0])
+    ap.add_argument("--draft", default=DEFAULT_PAIR[1])
     ap.add_argument("--device", default=None)
     ap.add_argument("--prompts-file", default=None, help="JSONL with a 'prompt' key")
     ap.add_argument("--prompts", type=int, default=4)

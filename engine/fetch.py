@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from engine.model_names import TINY_MODELS
+
 MANIFEST = "orch-manifest.json"
 # Names of the small random-weight models built into engine/models.py (DESIGN.md). They
 # need no fetch; ``model_info`` reports them as always present.
-BUILTIN_MODELS = ("tiny-llama", "tiny-llama-draft", "tiny-neox", "tiny-neox-draft")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 _PART_RE = re.compile(r"part(\d+)\.bin$")
 _CHUNK = 8 << 20  # 8 MiB copy/hash buffer
@@ -99,6 +100,9 @@ REAL_MODELS: dict[str, FetchSpec] = {
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     ),
 }
+# the real pair: (target, draft)
+REAL_PAIR = tuple(next(n for n, s in REAL_MODELS.items() if s.role == role)
+                  for role in ("target", "draft"))
 
 
 def orch_home() -> Path:
@@ -156,7 +160,7 @@ def _folder_size(folder: Path) -> int:
 
 def model_info(name: str) -> dict:
     """One listing row: name, kind, role, present, path, size_bytes, dtype, parameters."""
-    if name in BUILTIN_MODELS:
+    if name in TINY_MODELS:
         return {"name": name, "kind": "built-in", "role": "draft" if name.endswith("-draft")
                 else "target", "present": True, "path": None, "size_bytes": None,
                 "dtype": "float32", "parameters": None}
@@ -177,7 +181,7 @@ def model_info(name: str) -> dict:
 
 def known_models() -> list[str]:
     """Built-in names first, then the fetchable real models."""
-    return [*BUILTIN_MODELS, *REAL_MODELS]
+    return [*TINY_MODELS, *REAL_MODELS]
 
 
 # --- step 1: download ------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from engine.config import ConfigError
+from engine.model_names import TINY_MODELS
 
 BYTE_VOCAB = 256
 BOS_ID, EOS_ID = 256, 257
@@ -66,21 +67,6 @@ class HFTokenizer:
         return list(out["input_ids"] if hasattr(out, "keys") else out)
 
 
-@dataclass(frozen=True)
-class TinySpec:
-    family: str  # "llama" | "neox"
-    layers: int
-    draft_of: str | None = None  # target name: draft = its weights plus relative noise
-    seed: int = 0
-    noise: float = 0.0  # relative std of the noise added to the target's weights
-
-
-TINY_MODELS = {
-    "tiny-llama": TinySpec("llama", layers=4, seed=1234),
-    "tiny-llama-draft": TinySpec("llama", layers=4, draft_of="tiny-llama", seed=99, noise=0.03),
-    "tiny-neox": TinySpec("neox", layers=4, seed=4321),
-    "tiny-neox-draft": TinySpec("neox", layers=4, draft_of="tiny-neox", seed=77, noise=0.05),
-}
 # Larger than the usual 0.02 so attention and MLPs shape the output (with 0.02 a random
 # model repeats a few tokens). Drafts are noisy full-depth copies: a truncated copy of a
 # random model agrees with it on under 5% of greedy tokens, too rare to exercise long paths.
@@ -118,9 +104,10 @@ def _build_tiny(name: str) -> Any:
 
     spec = TINY_MODELS[name]
     cls = LlamaForCausalLM if spec.family == "llama" else GPTNeoXForCausalLM
-    if spec.draft_of is None:
-        torch.manual_seed(spec.seed)
-        return cls(_tiny_config(spec.family, spec.layers))
+    if spec.draft_of is None:  # seeded init on a forked RNG: the caller's RNG is left as it was
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(spec.seed)
+            return cls(_tiny_config(spec.family, spec.layers))
     target = _build_tiny(spec.draft_of)
     draft = cls(_tiny_config(spec.family, spec.layers))
     state = dict(target.state_dict())

@@ -12,6 +12,7 @@ import sys
 import click
 
 from engine.config import ConfigError, parse_key_values
+from engine.model_names import DEFAULT_PAIR
 
 
 class OrchGroup(click.Group):
@@ -49,8 +50,10 @@ def _parse_prompt_ids(text: str) -> list[int]:
 
 
 @main.command()
-@click.option("--target", default="tiny-llama", show_default=True, help="target model name or folder")
-@click.option("--draft", default="tiny-llama-draft", show_default=True, help="draft model name or folder")
+@click.option("--target", default=DEFAULT_PAIR[0], show_default=True,
+              help="target model name or folder")
+@click.option("--draft", default=DEFAULT_PAIR[1], show_default=True,
+              help="draft model name or folder")
 @click.option("--method", default="linear", show_default=True)
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
               help="method parameter, repeatable (verifier=NAME picks the verifier)")

@@ -13,7 +13,8 @@ import json
 import click
 
 from engine.datasets import DATASETS, DatasetError, dataset_info, load_prompts
-from engine.fetch import BUILTIN_MODELS, FetchError, UnknownModelError, fetch_model, \
+from engine.model_names import TINY_MODELS
+from engine.fetch import FetchError, UnknownModelError, fetch_model, \
     known_models, model_info
 
 _FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "json"]),
@@ -69,7 +70,7 @@ def models_fetch(name: str, keep_gguf: bool) -> None:
 
     Progress goes to stderr; the final folder is printed on stdout.
     """
-    if name in BUILTIN_MODELS:
+    if name in TINY_MODELS:
         click.echo(f"{name} is built in; nothing to fetch", err=True)
         return
     try:

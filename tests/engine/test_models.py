@@ -67,3 +67,18 @@ def test_defaults_and_tiny_registry():
     t, d = load_model("tiny-llama"), load_model("tiny-llama-draft")
     diffs = [float((x - y).abs().max()) for x, y in zip(t.model.parameters(), d.model.parameters())]
     assert max(diffs) > 0, "the draft must differ from its target"
+
+
+def test_building_a_tiny_model_leaves_the_global_rng_alone():
+    """Seeded weights come from a forked RNG: the caller's random stream is unchanged, and the
+    weights are the same whatever the caller's seed."""
+    from engine.models import _build_tiny
+
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    a = _build_tiny("tiny-llama")
+    assert torch.equal(torch.rand(3), expected)
+    torch.manual_seed(8)
+    b = _build_tiny("tiny-llama")
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))

@@ -42,8 +42,8 @@ def test_migrations_match_models(db_url):
 def test_connections_opening_a_new_sqlite_file_at_once(tmp_path):
     """The first connection switches a new file to WAL. SQLite does not always wait on the
     busy timeout while another connection is switching it, so openers racing on a fresh file
-    failed with "database is locked" (the flaky sweep test of CI stop 11: about 7% of these
-    rounds before the fix)."""
+    failed with "database is locked" (about 7% of these rounds before openers retried the
+    switch)."""
     import threading
 
     errors = []
