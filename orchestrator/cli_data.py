@@ -1,7 +1,7 @@
 """``orch models list|fetch`` and ``orch datasets list|show``: thin Click commands.
 
-The lead registers the two groups on the ``orch`` group (``cli.add_command(models)``,
-``cli.add_command(datasets)``). Logic lives in ``engine.fetch`` and ``engine.datasets``.
+orchestrator/cli.py registers the two groups on the ``orch`` group. Logic lives in
+``engine.fetch`` and ``engine.datasets``.
 Bad input (unknown model or dataset, bad selection) prints one ``error: ...`` line on
 stderr and exits 2; a failed download or conversion prints one line and exits 1.
 """
