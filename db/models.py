@@ -121,6 +121,14 @@ class Trial(Base):
 
 
 class Result(Base):
+    """One finished trial. The metric columns (throughput ... prompt_tokens_mean) are the
+    metrics of engine.metrics.METRICS, one column each, of its Python type (int: Integer or
+    BigInteger, float: Float). They are written out here rather than derived from that list:
+    `db` imports nothing of the project (a database tool or migration must not load the
+    engine), and a column exists only once a migration creates it, so a metric added to the
+    engine needs a column here and an Alembic revision anyway. A test compares the migrated
+    table with METRICS, names and types, so the two cannot drift apart unnoticed."""
+
     __tablename__ = "results"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -179,6 +187,7 @@ class DatasetInfo(Base):
                                                  server_default=func.now(), onupdate=func.now())
 
 
+# The metric columns of `results` (everything but identity, detail JSON and timestamps).
 METRIC_COLUMNS: tuple[str, ...] = tuple(
     c.name for c in Result.__table__.columns
     if c.name not in ("id", "trial_id", "config_hash", "per_prompt", "per_iteration",
