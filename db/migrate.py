@@ -5,17 +5,23 @@ an older revision: upgrading a shared lab database is an explicit `orch db upgra
 Concurrent first use is safe: the upgrade runs inside one transaction that holds the SQLite
 write lock (BEGIN IMMEDIATE) or a Postgres advisory lock (see migrations/env.py), and Alembic
 reads the current revision inside it.
+
+On SQLite that transaction runs with foreign keys off (`migration_transaction`): a batch
+migration copies a table and drops the old one, and with foreign keys on, SQLite deletes the
+old table's rows first and cascades the deletes to the rows that reference them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from db.session import DatabaseError, describe_error, redact
@@ -38,17 +44,48 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
+@contextmanager
+def migration_transaction(engine: Engine) -> Iterator[Connection]:
+    """A connection in one transaction for schema changes. On SQLite foreign keys are off
+    inside it (the pragma is a no-op within a transaction, so it is set before), checked
+    with `PRAGMA foreign_key_check` before the commit, and on again afterwards."""
+    with engine.connect() as conn:
+        sqlite = engine.dialect.name == "sqlite"
+        if sqlite:
+            conn.connection.driver_connection.execute("PRAGMA foreign_keys = OFF")
+        try:
+            with conn.begin():
+                yield conn
+                if sqlite:
+                    broken = conn.exec_driver_sql("PRAGMA foreign_key_check").first()
+                    if broken is not None:
+                        raise DatabaseError(f"migration left a row of table {broken[0]} "
+                                            f"without its {broken[2]} row; rolled back")
+        finally:
+            if sqlite:
+                conn.connection.driver_connection.execute("PRAGMA foreign_keys = ON")
+
+
 def upgrade(engine: Engine, revision: str = "head") -> str:
     """Upgrade to `revision`; returns the revision the database is at afterwards."""
+    return _migrate(engine, command.upgrade, revision, "upgrading")
+
+
+def downgrade(engine: Engine, revision: str) -> str:
+    """Downgrade to `revision`; returns the revision the database is at afterwards."""
+    return _migrate(engine, command.downgrade, revision, "downgrading")
+
+
+def _migrate(engine: Engine, step, revision: str, doing: str) -> str:
     cfg = _config()
     try:
-        with engine.begin() as conn:
+        with migration_transaction(engine) as conn:
             cfg.attributes["connection"] = conn
-            command.upgrade(cfg, revision)
+            step(cfg, revision)
         return current_revision(engine) or ""
     except SQLAlchemyError as e:
         url = engine.url.render_as_string(hide_password=False)
-        raise DatabaseError(f"upgrading {redact(url)} failed: {describe_error(e, url)}") \
+        raise DatabaseError(f"{doing} {redact(url)} failed: {describe_error(e, url)}") \
             from None
 
 

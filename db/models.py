@@ -4,9 +4,11 @@
 
 - `trials` is global: one row per `config_hash` (sha256 of the fully resolved config), shared
   by every sweep that contains that config, so a repeated or overlapping submission never
-  runs a config twice. Lifecycle: pending -> running -> done | failed; `cancel` sets
-  cancelled; an interrupted driver leaves pending (Ctrl-C) or running (killed) trials that
-  `resume` runs again.
+  runs a config twice. Lifecycle (`TrialStatus`): pending -> running -> done | failed;
+  `cancel` sets cancelled; an interrupted driver leaves pending (Ctrl-C) or running (killed)
+  trials that `resume` runs again. A sweep's `SweepStatus`: submitted -> running ->
+  finished | interrupted | cancelled. CHECK constraints hold both status columns to their
+  enums (migration 0002).
 - `results` holds one row per finished trial (unique `trial_id` and `config_hash`): every
   aggregate metric as a column, per-prompt and per-iteration detail as JSON.
 - Times that come from workers (`started_at`, `finished_at`, `heartbeat_at`) are unix seconds.
@@ -16,18 +18,46 @@ Schema changes go through Alembic (db/migrations); `db` imports nothing else of 
 
 from __future__ import annotations
 
+import enum
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Index, Integer, String, \
-    Text, func
+from sqlalchemy import JSON, BigInteger, DateTime, Enum, Float, ForeignKey, Index, Integer, \
+    String, Text, func
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
-TRIAL_STATUSES = ("pending", "running", "done", "failed", "cancelled")
-SWEEP_STATUSES = ("submitted", "running", "interrupted", "cancelled", "finished")
+
+class _Status(str, enum.Enum):
+    """A status as stored: a str that equals, prints and formats as its value."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class TrialStatus(_Status):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class SweepStatus(_Status):
+    SUBMITTED = "submitted"
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    CANCELLED = "cancelled"
+    FINISHED = "finished"
+
+
+def _status_type(statuses: type[_Status], constraint: str) -> Enum:
+    """VARCHAR(16) holding a status value, with a CHECK constraint named `constraint` that
+    allows only `statuses` (created by migration 0002); rows read back as enum members."""
+    return Enum(statuses, native_enum=False, length=16, create_constraint=True,
+                name=constraint, values_callable=lambda e: [m.value for m in e])
 
 
 class Base(DeclarativeBase):
@@ -41,7 +71,8 @@ class Sweep(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     description: Mapped[str] = mapped_column(Text, default="")
     spec: Mapped[dict[str, Any]]  # the normalised sweep file
-    status: Mapped[str] = mapped_column(String(16), default="submitted")
+    status: Mapped[SweepStatus] = mapped_column(_status_type(SweepStatus, "ck_sweeps_status"),
+                                                default=SweepStatus.SUBMITTED)
     code_version: Mapped[str] = mapped_column(String(80), default="")
     driver: Mapped[str | None] = mapped_column(String(200))  # host:pid of the running driver
     heartbeat_at: Mapped[float | None] = mapped_column(Float)
@@ -74,7 +105,8 @@ class Trial(Base):
     temperature: Mapped[float] = mapped_column(Float)
     max_new_tokens: Mapped[int] = mapped_column(Integer)
     repeat: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    status: Mapped[TrialStatus] = mapped_column(_status_type(TrialStatus, "ck_trials_status"),
+                                                default=TrialStatus.PENDING, index=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     worker_host: Mapped[str | None] = mapped_column(String(200))
     gpu_id: Mapped[str | None] = mapped_column(String(32))
@@ -89,6 +121,14 @@ class Trial(Base):
 
 
 class Result(Base):
+    """One finished trial. The metric columns (throughput ... prompt_tokens_mean) are the
+    metrics of engine.metrics.METRICS, one column each, of its Python type (int: Integer or
+    BigInteger, float: Float). They are written out here rather than derived from that list:
+    `db` imports nothing of the project (a database tool or migration must not load the
+    engine), and a column exists only once a migration creates it, so a metric added to the
+    engine needs a column here and an Alembic revision anyway. A test compares the migrated
+    table with METRICS, names and types, so the two cannot drift apart unnoticed."""
+
     __tablename__ = "results"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -147,6 +187,7 @@ class DatasetInfo(Base):
                                                  server_default=func.now(), onupdate=func.now())
 
 
+# The metric columns of `results` (everything but identity, detail JSON and timestamps).
 METRIC_COLUMNS: tuple[str, ...] = tuple(
     c.name for c in Result.__table__.columns
     if c.name not in ("id", "trial_id", "config_hash", "per_prompt", "per_iteration",

@@ -1,13 +1,13 @@
-"""Exact per-generation metrics from per-iteration records.
+"""Exact metrics of generations, defined once in `METRICS`.
 
-Definitions (shared by every paper's tables):
-- throughput: new tokens / wall time of the whole generation (prefill included), tokens/s.
-- acceptance rate: accepted draft tokens / drafted tokens (tree nodes below the root).
-- tokens per iteration (block efficiency, tau): new tokens / target forwards.
-- mean accepted length: accepted draft tokens per iteration (tokens per iteration minus the
-  bonus token, up to truncation at the end).
-- TTFT: time from the start until the first new token is known (prefill + first iteration).
-- TPOT: (total - TTFT) / (new tokens - 1).
+`METRICS` is the one list of what is measured: each entry has its name, Python type, formula
+and meaning. `GenerationStats.summary` gives the per-generation ones for one generation; a
+trial pools its prompts' generations with `pooled_metrics` (token-weighted where that is the
+definition: throughput = all new tokens / all generation time, acceptance = all accepted /
+all drafted, tokens per iteration = all new tokens / all target forwards); the orchestrator
+stores every entry as a column of the database's `results` table, and a test holds that table
+to this list, names and types.
+
 - peak memory: CUDA max allocated bytes on GPU; on CPU the process's peak RSS (ru_maxrss,
   a process-lifetime peak).
 - time split: draft (tree building incl. draft forwards), target (tree forward), verify,
@@ -16,10 +16,14 @@ Definitions (shared by every paper's tables):
 
 from __future__ import annotations
 
+import functools
 import resource
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where it is used: the driver reads METRICS without it
+    import torch
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,102 @@ class IterationStats:
 
 
 @dataclass(frozen=True)
+class Pool:
+    """Generations measured together: one (a summary) or a trial's, one per prompt."""
+
+    generations: tuple[GenerationStats, ...]
+    prompt_tokens: tuple[int, ...] = ()  # prompt lengths, one per generation (trials only)
+
+    @functools.cached_property
+    def iterations(self) -> tuple[IterationStats, ...]:
+        return tuple(s for g in self.generations for s in g.iterations)
+
+    def total(self, field: str) -> int | float:
+        return sum(getattr(g, field) for g in self.generations)
+
+    def iteration_total(self, field: str) -> int | float:
+        return sum(getattr(s, field) for s in self.iterations)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    type: type  # int or float: the value's Python type and the database column's
+    value: Callable[[Pool], int | float]  # over a trial's generations: pooled, see `doc`
+    doc: str
+    per_generation: bool = True  # False: a trial's only (over its prompts)
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else 0.0
+
+
+def _forward_s(p: Pool) -> float:
+    return p.total("prefill_s") + sum(s.draft_forward_s + s.target_forward_s
+                                      for s in p.iterations)
+
+
+def _sum(field: str) -> Callable[[Pool], float]:
+    return lambda p: p.iteration_total(field)
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("new_tokens", int, lambda p: p.total("new_tokens"),
+           "new tokens generated; a trial: the sum"),
+    Metric("iterations", int, lambda p: len(p.iterations),
+           "draft-verify iterations (target forwards over a tree); a trial: the sum"),
+    Metric("throughput", float, lambda p: _ratio(p.total("new_tokens"), p.total("total_s")),
+           "new tokens / wall time of the generation (prefill included), tokens/s"),
+    Metric("acceptance_rate", float, lambda p: _ratio(p.iteration_total("accepted"),
+                                                      p.iteration_total("tree_size")
+                                                      - len(p.iterations)),
+           "accepted draft tokens / drafted tokens (tree nodes below the root)"),
+    Metric("tokens_per_iteration", float,
+           lambda p: _ratio(p.total("new_tokens"), len(p.iterations)),
+           "block efficiency tau: new tokens / target forwards"),
+    Metric("mean_accepted_length", float,
+           lambda p: _ratio(p.iteration_total("accepted"), len(p.iterations)),
+           "accepted draft tokens per iteration (tau minus the bonus, up to truncation)"),
+    Metric("mean_tree_size", float,
+           lambda p: _ratio(p.iteration_total("tree_size"), len(p.iterations)),
+           "draft tree nodes per iteration, the root included"),
+    Metric("ttft_s", float, lambda p: _ratio(p.total("ttft_s"), len(p.generations)),
+           "time to first token: prefill + first iteration, s; a trial: the mean"),
+    Metric("tpot_s", float, lambda p: _ratio(p.total("total_s") - p.total("ttft_s"),
+                                             p.total("new_tokens") - len(p.generations)),
+           "time per output token after the first: (total - TTFT) / (new tokens - 1), s"),
+    Metric("total_s", float, lambda p: p.total("total_s"),
+           "wall time of the generation, s; a trial: the sum"),
+    Metric("prefill_s", float, lambda p: p.total("prefill_s"), "prompt prefill time, s"),
+    Metric("draft_s", float, _sum("draft_s"), "tree building incl. draft forwards, s"),
+    Metric("target_s", float, _sum("target_s"), "target forward over the tree, s"),
+    Metric("verify_s", float, _sum("verify_s"), "verification, s"),
+    Metric("bookkeeping_s", float, _sum("bookkeeping_s"),
+           "cache compaction and committing, s"),
+    Metric("forward_s", float, _forward_s,
+           "time inside model forwards (prefill, draft and target forwards), s"),
+    Metric("overhead_share", float,
+           lambda p: 1.0 - _forward_s(p) / p.total("total_s") if p.total("total_s") > 0
+           else 0.0, "share of wall time spent outside model forwards"),
+    Metric("peak_memory_bytes", int, lambda p: max(g.peak_memory_bytes for g in p.generations),
+           "peak memory (see module doc), bytes; a trial: the maximum"),
+    Metric("prompts", int, lambda p: len(p.generations), "prompts of the trial",
+           per_generation=False),
+    Metric("prompt_tokens_mean", float,
+           lambda p: sum(p.prompt_tokens) / len(p.prompt_tokens),
+           "mean prompt length of the trial, tokens", per_generation=False),
+)
+
+
+def pooled_metrics(stats: Sequence[GenerationStats], prompt_tokens: Sequence[int]
+                   ) -> dict[str, int | float]:
+    """Every metric of `METRICS` over a trial's generations, one per prompt of
+    `prompt_tokens` tokens."""
+    pool = Pool(tuple(stats), tuple(prompt_tokens))
+    return {m.name: m.value(pool) for m in METRICS}
+
+
+@dataclass(frozen=True)
 class GenerationStats:
     method: str
     new_tokens: int
@@ -46,33 +146,10 @@ class GenerationStats:
     iterations: tuple[IterationStats, ...]
 
     def summary(self) -> dict[str, float | int | str]:
-        it = self.iterations
-        n_it = len(it)
-        drafted = sum(s.tree_size - 1 for s in it)
-        accepted = sum(s.accepted for s in it)
-        forward = self.prefill_s + sum(s.draft_forward_s + s.target_forward_s for s in it)
-        return {
-            "method": self.method,
-            "new_tokens": self.new_tokens,
-            "iterations": n_it,
-            "throughput": self.new_tokens / self.total_s if self.total_s > 0 else 0.0,
-            "acceptance_rate": accepted / drafted if drafted else 0.0,
-            "tokens_per_iteration": self.new_tokens / n_it if n_it else 0.0,
-            "mean_accepted_length": accepted / n_it if n_it else 0.0,
-            "mean_tree_size": sum(s.tree_size for s in it) / n_it if n_it else 0.0,
-            "ttft_s": self.ttft_s,
-            "tpot_s": ((self.total_s - self.ttft_s) / (self.new_tokens - 1)
-                       if self.new_tokens > 1 else 0.0),
-            "total_s": self.total_s,
-            "prefill_s": self.prefill_s,
-            "draft_s": sum(s.draft_s for s in it),
-            "target_s": sum(s.target_s for s in it),
-            "verify_s": sum(s.verify_s for s in it),
-            "bookkeeping_s": sum(s.bookkeeping_s for s in it),
-            "forward_s": forward,
-            "overhead_share": 1.0 - forward / self.total_s if self.total_s > 0 else 0.0,
-            "peak_memory_bytes": self.peak_memory_bytes,
-        }
+        """The method and every per-generation metric of `METRICS`."""
+        pool = Pool((self,))
+        return {"method": self.method,
+                **{m.name: m.value(pool) for m in METRICS if m.per_generation}}
 
     def to_dict(self) -> dict:
         """Summary plus the per-iteration lists (JSON-ready)."""
@@ -84,10 +161,14 @@ class GenerationStats:
 
 def reset_peak_memory(device: torch.device) -> None:
     if device.type == "cuda":
+        import torch
+
         torch.cuda.reset_peak_memory_stats(device)
 
 
 def peak_memory(device: torch.device) -> int:
     if device.type == "cuda":
+        import torch
+
         return int(torch.cuda.max_memory_allocated(device))
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux: KiB

@@ -93,6 +93,7 @@ def cancel(sweep, db_url) -> None:
 @format_option
 def status(sweep, db_url, fmt) -> None:
     """Progress per sweep; with SWEEP also its running and failed trials."""
+    from db.models import TrialStatus
     from orchestrator.report import render, status_frame
     from orchestrator.store import Store
 
@@ -101,7 +102,8 @@ def status(sweep, db_url, fmt) -> None:
     if sweep and fmt == "table":
         import pandas as pd
 
-        rows = store.trials(store.sweep(sweep)["id"], ("running", "failed"))
+        rows = store.trials(store.sweep(sweep)["id"],
+                            (TrialStatus.RUNNING, TrialStatus.FAILED))
         if rows:
             click.echo("")
             click.echo(render(pd.DataFrame(rows), fmt))

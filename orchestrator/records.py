@@ -14,6 +14,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from engine.metrics import METRICS as ENGINE_METRICS
+
 # Bump only when the meaning of a config field changes: it is part of every hash.
 CONFIG_VERSION = 1
 
@@ -68,14 +70,8 @@ class TrialConfig:
                 f"n={self.max_new_tokens} r={self.repeat}")
 
 
-# Aggregate metrics stored as result columns. Token-weighted where that is the definition
-# (throughput = all new tokens / all generation time, acceptance = all accepted / all drafted).
-METRICS: tuple[str, ...] = (
-    "throughput", "acceptance_rate", "tokens_per_iteration", "mean_accepted_length",
-    "mean_tree_size", "ttft_s", "tpot_s", "total_s", "prefill_s", "draft_s", "target_s",
-    "verify_s", "bookkeeping_s", "forward_s", "overhead_share", "peak_memory_bytes",
-    "new_tokens", "iterations", "prompts", "prompt_tokens_mean",
-)
+# The trial's metrics, each stored as a result column: engine.metrics.METRICS, by name.
+METRICS: tuple[str, ...] = tuple(m.name for m in ENGINE_METRICS)
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from db.models import SweepStatus
 from orchestrator.executors import Job, Worker, make_executor
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.spec import load_sweep
-from orchestrator.store import Store
+from orchestrator.store import OPEN, Store
 from orchestrator.trial import code_version
 
 HEARTBEAT_S = 10.0
@@ -45,7 +46,7 @@ class RunSummary:
     done: int
     failed: int
     retried: int
-    status: str  # the sweep's status afterwards
+    status: SweepStatus  # the sweep's status afterwards
     wall_s: float
 
 
@@ -108,7 +109,7 @@ class DriverSink:
         if now - self._last_poll < CANCEL_POLL_S:
             return False
         self._last_poll = now
-        return self.store.sweep_status(self.sweep_id) == "cancelled"
+        return self.store.sweep_status(self.sweep_id) == SweepStatus.CANCELLED
 
     def _tick(self) -> None:
         self.bar.set_postfix(done=self.done_n, failed=self.failed_n, refresh=False)
@@ -178,7 +179,7 @@ def run_sweep(store: Store, sweep_id: int, opts: RunOptions, new: int = 0,
         status = store.release_driver(sweep_id)
     counts = store.counts(sweep["name"])[0]
     if interrupted:
-        raise Interrupted(sweep["name"], counts["pending"] + counts["running"])
+        raise Interrupted(sweep["name"], sum(counts[t.value] for t in OPEN))
     return RunSummary(sweep=sweep["name"], total=counts["trials"], new=new,
                       ran=sink.ran if sink else 0, done=sink.done_n if sink else 0,
                       failed=sink.failed_n if sink else 0, retried=sink.retried if sink else 0,

@@ -19,13 +19,15 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from db.models import DatasetInfo, ModelInfo, Result, Sweep, SweepTrial, Trial
+from db.models import DatasetInfo, ModelInfo, Result, Sweep, SweepStatus, SweepTrial, Trial, \
+    TrialStatus
 from db.session import DatabaseError, create_db_engine, describe_error, redact, resolve_url, \
     session_factory
 from db.migrate import ensure_schema
 from engine.config import ConfigError
 from orchestrator.records import METRICS, TrialConfig, TrialFailure, TrialResult
 
+OPEN = (TrialStatus.PENDING, TrialStatus.RUNNING)  # trials a sweep still has to run
 STALE_DRIVER_S = 60.0  # a driver on another host without a heartbeat for this long is dead
 _CHUNK = 400
 
@@ -81,7 +83,7 @@ class Store:
         hashes = [t.config_hash for t in trials]
         with self.Session.begin() as s:
             stmt = self._insert(Sweep).values(name=name, description=spec.get("description", ""),
-                                              spec=spec, status="submitted",
+                                              spec=spec, status=SweepStatus.SUBMITTED,
                                               code_version=code_version)
             s.execute(stmt.on_conflict_do_update(
                 index_elements=["name"], set_={"spec": spec, "code_version": code_version,
@@ -109,7 +111,8 @@ class Store:
                 s.execute(self._insert(SweepTrial).on_conflict_do_nothing(),
                           [{"sweep_id": sweep_id, "trial_id": i} for i in chunk])
             done = s.scalar(select(func.count()).select_from(SweepTrial).join(Trial)
-                            .where(SweepTrial.sweep_id == sweep_id, Trial.status == "done"))
+                            .where(SweepTrial.sweep_id == sweep_id,
+                                   Trial.status == TrialStatus.DONE))
         return SubmitInfo(sweep_id=sweep_id, total=len(wanted), new=new, done=done or 0)
 
     def sweep(self, name: str | None = None, sweep_id: int | None = None) -> dict[str, Any]:
@@ -128,7 +131,7 @@ class Store:
                                  else f"no sweeps in {self.display_url}")
             return {c.name: getattr(row, c.name) for c in Sweep.__table__.columns}
 
-    def sweep_status(self, sweep_id: int) -> str:
+    def sweep_status(self, sweep_id: int) -> SweepStatus:
         with self.Session() as s:
             return s.scalar(select(Sweep.status).where(Sweep.id == sweep_id))
 
@@ -145,20 +148,20 @@ class Store:
             row = s.get(Sweep, sweep_id, with_for_update=self.dialect == "postgresql")
             if not force:
                 _refuse_live_driver(row)
-            row.driver, row.heartbeat_at, row.status = _me(), time.time(), "running"
+            row.driver, row.heartbeat_at, row.status = _me(), time.time(), SweepStatus.RUNNING
 
     def heartbeat(self, sweep_id: int) -> None:
         with self.Session.begin() as s:
             s.execute(update(Sweep).where(Sweep.id == sweep_id).values(heartbeat_at=time.time()))
 
-    def release_driver(self, sweep_id: int) -> str:
+    def release_driver(self, sweep_id: int) -> SweepStatus:
         """Drop the driver claim; the sweep becomes finished, interrupted or stays cancelled."""
         with self.Session.begin() as s:
             row = s.get(Sweep, sweep_id)
             open_ = s.scalar(select(func.count()).select_from(SweepTrial).join(Trial).where(
-                SweepTrial.sweep_id == sweep_id, Trial.status.in_(("pending", "running"))))
-            if row.status != "cancelled":
-                row.status = "interrupted" if open_ else "finished"
+                SweepTrial.sweep_id == sweep_id, Trial.status.in_(OPEN)))
+            if row.status != SweepStatus.CANCELLED:
+                row.status = SweepStatus.INTERRUPTED if open_ else SweepStatus.FINISHED
             row.driver, row.heartbeat_at = None, None
             return row.status
 
@@ -166,10 +169,11 @@ class Store:
         """Mark the sweep cancelled and its pending trials cancelled; returns how many."""
         sweep_id = self.sweep(name)["id"]
         with self.Session.begin() as s:
-            s.execute(update(Sweep).where(Sweep.id == sweep_id).values(status="cancelled"))
+            s.execute(update(Sweep).where(Sweep.id == sweep_id)
+                      .values(status=SweepStatus.CANCELLED))
             res = s.execute(update(Trial).where(Trial.id.in_(_members(sweep_id)),
-                                                Trial.status == "pending")
-                            .values(status="cancelled"), execution_options={
+                                                Trial.status == TrialStatus.PENDING)
+                            .values(status=TrialStatus.CANCELLED), execution_options={
                                 "synchronize_session": False})
             return res.rowcount
 
@@ -179,21 +183,26 @@ class Store:
                  ) -> list[tuple[int, TrialConfig, int]]:
         """Make the sweep's unfinished trials pending again and return them as
         (trial id, config, attempts). Call after `claim_driver` (running ones are orphans)."""
-        reset = ["running", "cancelled"] + (["failed"] if retry_failed else [])
+        reset = [TrialStatus.RUNNING, TrialStatus.CANCELLED]
+        if retry_failed:
+            reset.append(TrialStatus.FAILED)
         with self.Session.begin() as s:
             s.execute(update(Trial).where(Trial.id.in_(_members(sweep_id)),
                                           Trial.status.in_(reset))
-                      .values(status="pending"), execution_options={"synchronize_session": False})
+                      .values(status=TrialStatus.PENDING),
+                      execution_options={"synchronize_session": False})
             rows = s.execute(select(Trial.id, Trial.config, Trial.attempts)
-                             .where(Trial.id.in_(_members(sweep_id)), Trial.status == "pending")
+                             .where(Trial.id.in_(_members(sweep_id)),
+                                    Trial.status == TrialStatus.PENDING)
                              .order_by(Trial.id)).all()
         return [(i, TrialConfig.from_dict(c), a) for i, c, a in rows]
 
     def mark_running(self, trial_id: int, host: str | None, gpu_id: str | None) -> bool:
         """pending -> running, attempts + 1; False when the trial is no longer pending."""
         with self.Session.begin() as s:
-            res = s.execute(update(Trial).where(Trial.id == trial_id, Trial.status == "pending")
-                            .values(status="running", attempts=Trial.attempts + 1,
+            res = s.execute(update(Trial).where(Trial.id == trial_id,
+                                                 Trial.status == TrialStatus.PENDING)
+                            .values(status=TrialStatus.RUNNING, attempts=Trial.attempts + 1,
                                     worker_host=host, gpu_id=gpu_id, started_at=time.time(),
                                     error=None), execution_options={"synchronize_session": False})
             return res.rowcount == 1
@@ -208,11 +217,11 @@ class Store:
                 per_prompt=r.per_prompt, per_iteration=r.per_iteration,
             ).on_conflict_do_nothing().returning(Result.id))
             if inserted is None:  # a duplicate: the first result and its worker/timing stand
-                s.execute(update(Trial).where(Trial.id == trial_id).values(status="done",
-                                                                           error=None))
+                s.execute(update(Trial).where(Trial.id == trial_id).values(
+                    status=TrialStatus.DONE, error=None))
                 return
             s.execute(update(Trial).where(Trial.id == trial_id).values(
-                status="done", error=None, worker_host=r.host, gpu_id=r.gpu_id,
+                status=TrialStatus.DONE, error=None, worker_host=r.host, gpu_id=r.gpu_id,
                 started_at=r.started_at, finished_at=r.finished_at, wall_s=r.wall_s,
                 load_s=r.load_s, code_version=r.code_version[:80]))
             for m in r.models:
@@ -224,7 +233,7 @@ class Store:
     def record_failure(self, trial_id: int, f: TrialFailure) -> None:
         with self.Session.begin() as s:
             s.execute(update(Trial).where(Trial.id == trial_id).values(
-                status="failed", error=f.error, worker_host=f.host, gpu_id=f.gpu_id,
+                status=TrialStatus.FAILED, error=f.error, worker_host=f.host, gpu_id=f.gpu_id,
                 started_at=f.started_at, finished_at=f.finished_at,
                 wall_s=f.finished_at - f.started_at))
 
@@ -232,14 +241,15 @@ class Store:
         """The worker died while running it: back to pending (attempts stay counted)."""
         with self.Session.begin() as s:
             s.execute(update(Trial).where(Trial.id == trial_id)
-                      .values(status="pending", error=error))
+                      .values(status=TrialStatus.PENDING, error=error))
 
     def reset_running(self, trial_ids: Iterable[int]) -> None:
         """running -> pending for trials an interrupted driver had in flight."""
         with self.Session.begin() as s:
             for chunk in _chunks(sorted(trial_ids)):
-                s.execute(update(Trial).where(Trial.id.in_(chunk), Trial.status == "running")
-                          .values(status="pending"),
+                s.execute(update(Trial).where(Trial.id.in_(chunk),
+                                              Trial.status == TrialStatus.RUNNING)
+                          .values(status=TrialStatus.PENDING),
                           execution_options={"synchronize_session": False})
 
     def upsert_dataset(self, info: dict[str, Any]) -> None:
@@ -262,16 +272,16 @@ class Store:
             rows: dict[str, dict[str, Any]] = {}
             for sweep, status, driver, updated, tstatus, n in s.execute(q):
                 r = rows.setdefault(sweep, {"sweep": sweep, "status": status, "trials": 0,
-                                            "done": 0, "failed": 0, "running": 0, "pending": 0,
-                                            "cancelled": 0, "driver": driver,
-                                            "updated": str(updated)[:19]})
-                r[tstatus] = n
+                                            **{t.value: 0 for t in TrialStatus},
+                                            "driver": driver, "updated": str(updated)[:19]})
+                r[tstatus.value] = n
                 r["trials"] += n
         if name and not rows:
             self.sweep(name)  # raises when unknown
         return list(rows.values())
 
-    def trials(self, sweep_id: int, statuses: tuple[str, ...]) -> list[dict[str, Any]]:
+    def trials(self, sweep_id: int, statuses: tuple[TrialStatus, ...]
+               ) -> list[dict[str, Any]]:
         with self.Session() as s:
             rows = s.scalars(select(Trial).where(Trial.id.in_(_members(sweep_id)),
                                                  Trial.status.in_(statuses))
@@ -287,7 +297,7 @@ def _me() -> str:
 
 
 def _refuse_live_driver(row: Sweep) -> None:
-    if row.driver and row.driver != _me() and row.status == "running" and \
+    if row.driver and row.driver != _me() and row.status == SweepStatus.RUNNING and \
             _driver_alive(row.driver, row.heartbeat_at):
         age = time.time() - (row.heartbeat_at or 0)
         raise StoreError(f"sweep {row.name!r} is being run by driver {row.driver} (heartbeat "
@@ -307,7 +317,7 @@ def _trial_row(t: TrialConfig) -> dict[str, Any]:
     return {"config_hash": t.config_hash, "config": t.to_dict(), "method": t.method,
             "target": t.target, "draft": t.draft, "dataset": t.dataset,
             "temperature": t.temperature, "max_new_tokens": t.max_new_tokens,
-            "repeat": t.repeat, "status": "pending", "attempts": 0}
+            "repeat": t.repeat, "status": TrialStatus.PENDING, "attempts": 0}
 
 
 def _chunks(items: list, n: int = _CHUNK):

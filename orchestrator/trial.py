@@ -1,9 +1,9 @@
 """Run one trial: no Ray, no database. The local executor and every Ray actor call `run_trial`.
 
-A trial generates for each of its prompts with one method and stores aggregate metrics
-(token-weighted where that is the definition: throughput = all new tokens / all generation
-time; acceptance = all accepted / all drafted; tokens per iteration = all new tokens / all
-target forwards), per-prompt summaries with the generated tokens, and per-iteration lists.
+A trial generates for each of its prompts with one method and stores the metrics of
+`engine.metrics.METRICS` pooled over its generations (`pooled_metrics`: token-weighted where
+that is the definition), per-prompt summaries with the generated tokens, and per-iteration
+lists.
 
 Model pairs are cached per process, keyed by (target, draft, device, dtype), at most
 `PAIR_CACHE_SIZE` at a time (a GPU holds one pair comfortably; executors group trials by
@@ -88,6 +88,7 @@ def run_trial(config: TrialConfig, pair: Any = None, prompts: list | None = None
     from engine.datasets import encode_prompt
     from engine.decode import generate
     from engine.methods import resolve_method
+    from engine.metrics import pooled_metrics
 
     started = time.time()
     method = resolve_method(config.method, dict(config.params), config.temperature)
@@ -118,46 +119,11 @@ def run_trial(config: TrialConfig, pair: Any = None, prompts: list | None = None
         per_prompt.append({"id": p.id, "category": p.category, "prompt_tokens": len(prompt_ids),
                            "tokens": g.tokens, **{k: _round(v) for k, v in d.items()}})
     return TrialResult(
-        config_hash=config.config_hash, metrics=aggregate(stats, [len(x) for x in ids]),
+        config_hash=config.config_hash, metrics=pooled_metrics(stats, [len(x) for x in ids]),
         per_prompt=per_prompt, per_iteration=per_iteration, host=socket.gethostname(),
         gpu_id=os.environ.get("ORCH_GPU_ID") or _cuda_index(pair), started_at=started, finished_at=time.time(),
         load_s=load_s, warmup_s=warmup_s, code_version=code_version(),
         models=[model_info(pair.target), model_info(pair.draft)])
-
-
-def aggregate(stats: list, prompt_lengths: list[int]) -> dict[str, float]:
-    """Token-weighted aggregate of several GenerationStats (see module doc)."""
-    its = [s for st in stats for s in st.iterations]
-    n_it = len(its)
-    new = sum(st.new_tokens for st in stats)
-    total = sum(st.total_s for st in stats)
-    ttft = sum(st.ttft_s for st in stats)
-    drafted = sum(s.tree_size - 1 for s in its)
-    accepted = sum(s.accepted for s in its)
-    forward = sum(st.prefill_s for st in stats) + sum(s.draft_forward_s + s.target_forward_s
-                                                      for s in its)
-    return {
-        "throughput": new / total if total > 0 else 0.0,
-        "acceptance_rate": accepted / drafted if drafted else 0.0,
-        "tokens_per_iteration": new / n_it if n_it else 0.0,
-        "mean_accepted_length": accepted / n_it if n_it else 0.0,
-        "mean_tree_size": sum(s.tree_size for s in its) / n_it if n_it else 0.0,
-        "ttft_s": ttft / len(stats),
-        "tpot_s": (total - ttft) / max(new - len(stats), 1),
-        "total_s": total,
-        "prefill_s": sum(st.prefill_s for st in stats),
-        "draft_s": sum(s.draft_s for s in its),
-        "target_s": sum(s.target_s for s in its),
-        "verify_s": sum(s.verify_s for s in its),
-        "bookkeeping_s": sum(s.bookkeeping_s for s in its),
-        "forward_s": forward,
-        "overhead_share": 1.0 - forward / total if total > 0 else 0.0,
-        "peak_memory_bytes": max(st.peak_memory_bytes for st in stats),
-        "new_tokens": new,
-        "iterations": n_it,
-        "prompts": len(stats),
-        "prompt_tokens_mean": sum(prompt_lengths) / len(prompt_lengths),
-    }
 
 
 def _cuda_index(pair: Any) -> str | None:

@@ -22,7 +22,9 @@ given = context.config.attributes.get("connection")
 if given is not None:
     run(given)
 else:
+    from db.migrate import migration_transaction
     from db.session import create_db_engine
 
-    with create_db_engine(context.config.get_main_option("sqlalchemy.url") or None).begin() as c:
+    engine = create_db_engine(context.config.get_main_option("sqlalchemy.url") or None)
+    with migration_transaction(engine) as c:
         run(c)
