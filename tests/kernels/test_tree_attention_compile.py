@@ -20,7 +20,7 @@ COMPILE = """
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kernels.tree_attention import _tree_attention_fwd as fn
+from kernels.triton_tree_attention import _tree_attention_fwd as fn
 
 for dtype, head_dim in [("fp16", 128), ("bf16", 64), ("fp32", 128)]:
     consts = {"HEAD_DIM": head_dim, "BLOCK_M": 32, "BLOCK_N": 32, "PREFIX_BLOCK": 64,
