@@ -41,6 +41,21 @@ def _dot(a, b, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
 
 
 @triton.jit
+def _attend_block(q, k, v, visible, m_i, l_i, acc, qk_scale, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
+    # One online-softmax (FlashAttention) step over a block of BK keys, in base 2.
+    # q: [BM, D]; k: [D, BK]; v: [BK, D]; visible: [BM, BK] or [1, BK];
+    # m_i, l_i: [BM] running max and sum; acc: [BM, D] unnormalised output.
+    s = _dot(q, k, PRECISION, UPCAST) * qk_scale  # [BM, BK]
+    s = tl.where(visible, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.math.exp2(m_i - m_new)  # rescales what was summed under the old max
+    p = tl.math.exp2(s - m_new[:, None])  # [BM, BK]
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _tree_attention_fwd(
     Q, K, V, O, BITS, COUNTS, BLOCKS,
     qk_scale,  # softmax scale * log2(e): the kernel works in base 2
@@ -80,15 +95,8 @@ def _tree_attention_fwd(
         offs_n = start + tl.arange(0, PREFIX_BLOCK)  # [BP]
         col_ok = offs_n < P
         k = tl.load(k_base + offs_n[None, :] * s_kn + offs_d[:, None] * s_kd, mask=col_ok[None, :], other=0.0)
-        s = _dot(q, k, PRECISION, UPCAST) * qk_scale  # [BM, BP]
-        s = tl.where(col_ok[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.math.exp2(m_i - m_new)
-        p = tl.math.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
         v = tl.load(v_base + offs_n[:, None] * s_vn + offs_d[None, :] * s_vd, mask=col_ok[:, None], other=0.0)
-        acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST)
-        m_i = m_new
+        m_i, l_i, acc = _attend_block(q, k, v, col_ok[None, :], m_i, l_i, acc, qk_scale, PRECISION, UPCAST)
 
     # Tree: only the key blocks listed for this query block; masked by ancestor bits.
     count = tl.load(COUNTS + qblock)
@@ -98,17 +106,10 @@ def _tree_attention_fwd(
         offs_n = kblock * BLOCK_N + bit  # [BN] tree node indices
         col_ok = offs_n < N
         k = tl.load(k_base + (P + offs_n)[None, :] * s_kn + offs_d[:, None] * s_kd, mask=col_ok[None, :], other=0.0)
+        v = tl.load(v_base + (P + offs_n)[:, None] * s_vn + offs_d[None, :] * s_vd, mask=col_ok[:, None], other=0.0)
         word = tl.load(BITS + offs_m * WORDS + kblock, mask=row_ok, other=0)  # [BM] int32
         visible = ((word[:, None] >> bit[None, :]) & 1) != 0  # [BM, BN]
-        s = _dot(q, k, PRECISION, UPCAST) * qk_scale  # [BM, BN]
-        s = tl.where(visible, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.math.exp2(m_i - m_new)
-        p = tl.math.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + (P + offs_n)[:, None] * s_vn + offs_d[None, :] * s_vd, mask=col_ok[:, None], other=0.0)
-        acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST)
-        m_i = m_new
+        m_i, l_i, acc = _attend_block(q, k, v, visible, m_i, l_i, acc, qk_scale, PRECISION, UPCAST)
 
     l_i = tl.where(l_i > 0.0, l_i, 1.0)  # padding rows past N see nothing
     out = acc / l_i[:, None]
