@@ -13,6 +13,8 @@ Host side (vectorised torch, once per tree, reusable across layers):
 Device side, one program per (query block, batch * head):
   * prefix keys in blocks of ``PREFIX_BLOCK``, no mask beyond the tail;
   * the listed tree key blocks only, each masked by its ancestor bits.
+On a GPU ``triton.autotune`` picks the prefix block, warps and stages per head dim, dtype
+and power-of-two class of N and P (``GPU_CONFIGS``); the interpreter runs one fixed config.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import triton.language as tl
 
 from kernels.block_mask import BLOCK_M, BLOCK_N, TreeMasks, tree_masks
 
-PREFIX_BLOCK = 64  # prefix keys per step; the prefix is dense, so a wider step is cheaper
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -64,6 +65,7 @@ def _tree_attention_fwd(
     s_vb, s_vh, s_vn, s_vd,
     s_ob, s_oh, s_on, s_od,
     H, N, P, GROUP, WORDS,
+    N_POW2, P_POW2,  # next powers of two of N and P: the autotuning key, unused in the body
     HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -117,6 +119,32 @@ def _tree_attention_fwd(
     tl.store(o_ptr, out.to(O.dtype.element_ty), mask=row_ok[:, None])
 
 
+def is_interpreted() -> bool:
+    """True when the kernel was built for the Triton CPU interpreter (TRITON_INTERPRET=1 at import)."""
+    return type(_tree_attention_fwd).__name__ == "InterpretedFunction"
+
+
+# BLOCK_M and BLOCK_N are baked into the masks of kernels/block_mask.py (one int32 word of
+# ancestor bits per 32 tree keys, one key-block list per 32 queries), so no config changes
+# them: only the prefix step, warps and stages are tuned. (PREFIX_BLOCK, num_stages) pairs
+# are those whose pipelined K/V tiles fit the 227 KB of shared memory of an H100 in the
+# worst case, fp32 at D = 128 (160 KB at (128, 2); (128, 3) would need 288 KB).
+GPU_CONFIGS = [
+    triton.Config({"PREFIX_BLOCK": block}, num_warps=warps, num_stages=stages)
+    for block, stages in ((32, 2), (32, 3), (64, 2), (64, 3), (128, 2))
+    for warps in (2, 4, 8)
+]
+# The interpreter times nothing worth tuning: one config, the prefix in steps of 64 keys
+# (the prefix is dense, so a step wider than the 32-key tree tiles is cheaper).
+INTERPRETER_CONFIG = triton.Config({"PREFIX_BLOCK": 64}, num_warps=4, num_stages=2)
+
+_tuned_fwd = triton.autotune(
+    [INTERPRETER_CONFIG] if is_interpreted() else GPU_CONFIGS,
+    key=["HEAD_DIM", "N_POW2", "P_POW2"],  # and the dtypes of the tensor arguments
+    cache_results=True,  # timings persist in Triton's cache dir, reused by later processes
+)(_tree_attention_fwd)
+
+
 def tree_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -125,8 +153,6 @@ def tree_attention(
     scale: float | None = None,
     *,
     masks: TreeMasks | None = None,
-    num_warps: int = 4,
-    num_stages: int = 2,
 ) -> torch.Tensor:
     """Tree attention with the Triton kernel.
 
@@ -134,7 +160,8 @@ def tree_attention(
     parents: LongTensor[N] in topological order, -1 under the last prefix position.
     fp32, fp16 or bf16 (all three the same); fp32 dots run in IEEE fp32, not TF32.
     ``masks``: ``tree_masks(parents, q.device)`` computed once and reused across layers.
-    Returns [B, H, N, D] in q's dtype.
+    Returns [B, H, N, D] in q's dtype. On a GPU the first call for a new head dim, dtype or
+    power-of-two class of N and P times ``GPU_CONFIGS`` before it returns.
     """
     b, h, n, d = q.shape
     hkv, total = k.shape[1], k.shape[2]
@@ -153,19 +180,14 @@ def tree_attention(
         masks = tree_masks(parents, q.device)
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     grid = (triton.cdiv(n, BLOCK_M), b * h)
-    _tree_attention_fwd[grid](
+    _tuned_fwd[grid](
         q, k, v, out, masks.bits, masks.counts, masks.blocks,
         scale * math.log2(math.e),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         h, n, total - n, h // hkv, masks.bits.shape[1],
-        HEAD_DIM=d, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, PREFIX_BLOCK=PREFIX_BLOCK,
+        triton.next_power_of_2(n), triton.next_power_of_2(total - n),
+        HEAD_DIM=d, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST=q.dtype == torch.bfloat16 and is_interpreted(),
-        num_warps=num_warps, num_stages=num_stages,
     )
     return out
-
-
-def is_interpreted() -> bool:
-    """True when the kernel was built for the Triton CPU interpreter (TRITON_INTERPRET=1 at import)."""
-    return type(_tree_attention_fwd).__name__ == "InterpretedFunction"
