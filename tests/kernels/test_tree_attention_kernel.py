@@ -30,11 +30,11 @@ pytest.importorskip("triton")
 
 import kernels  # noqa: E402
 from kernels.block_mask import block_visibility, tree_masks, visible_block_count  # noqa: E402
-from kernels.random_trees import random_bushy_tree  # noqa: E402
 from kernels.reference import tree_attention_reference  # noqa: E402
 from kernels.reorder import dfs_order, inverse_permutation, permute_tree  # noqa: E402
 from kernels.triton_tree_attention import GPU_CONFIGS, INTERPRETER_CONFIG, is_interpreted  # noqa: E402
 from kernels.triton_tree_attention import tree_attention as triton_tree_attention  # noqa: E402
+from tests.trees import random_bushy_tree  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 if DEVICE == "cpu" and not is_interpreted():

@@ -1,4 +1,4 @@
-"""Random bushy draft trees for kernel tests and benchmarks.
+"""Random bushy draft trees for the kernel tests and benchmark (bench/tree_attention.py).
 
 The shape imitates what level-by-level drafters (DySpec Sec. 4.2, DDTree Sec. 4.3) emit:
 a fixed number of levels, nodes spread over the levels, and within a level the children
