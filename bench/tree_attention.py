@@ -90,10 +90,10 @@ def run(args: argparse.Namespace, cuda: bool) -> dict:
     import triton
 
     from kernels.block_mask import block_visibility, tree_masks
-    from kernels.random_trees import random_bushy_tree
     from kernels.reference import tree_attention_mask
     from kernels.reorder import dfs_order, inverse_permutation, permute_tree
-    from kernels.tree_attention import tree_attention
+    from kernels.triton_tree_attention import tree_attention
+    from tests.trees import random_bushy_tree
 
     device = "cuda" if cuda else "cpu"
     dtype = torch.float16

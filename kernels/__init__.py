@@ -3,10 +3,8 @@
 ``tree_attention`` runs the Triton kernel when Triton is importable and the tensors are
 on CUDA (or the kernel was built for the interpreter, TRITON_INTERPRET=1) with a supported
 head dim (64, 128) and dtype (fp32, fp16, bf16), else the reference. Importing this
-package never requires Triton; the Hugging Face switch is ``kernels.hf_attention``.
-
-Note: the attribute ``kernels.tree_attention`` is the dispatching function below; the
-kernel module's own names are imported as ``from kernels.tree_attention import ...``.
+package never requires Triton; the kernel itself is ``kernels.triton_tree_attention``, the
+Hugging Face switch is ``kernels.hf_attention``.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from kernels.reference import ancestor_matrix, tree_attention_reference
 from kernels.reorder import dfs_order, inverse_permutation, permute_tree
 
 try:
-    from kernels import tree_attention as _triton_impl
+    from kernels import triton_tree_attention as _triton_impl
 except ImportError:  # no triton on this machine
     _triton_impl = None
 

@@ -6,13 +6,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.tree import Tree, ancestor_matrix, make_tree
+from tests.trees import parent_arrays
 
 
 @st.composite
-def random_trees(draw, max_nodes=40):
-    n = draw(st.integers(1, max_nodes))
-    parents = [-1] + [draw(st.integers(0, i - 1)) for i in range(1, n)]
-    tokens = draw(st.lists(st.integers(0, 99), min_size=n, max_size=n))
+def random_trees(draw):
+    parents = draw(parent_arrays(40))
+    tokens = draw(st.lists(st.integers(0, 99), min_size=len(parents), max_size=len(parents)))
     return make_tree(tokens, parents)
 
 

@@ -12,8 +12,8 @@ transformers = pytest.importorskip("transformers")
 
 import kernels  # noqa: E402
 from kernels.hf_attention import register, tree_parents  # noqa: E402
-from kernels.random_trees import random_bushy_tree  # noqa: E402
 from kernels.reference import node_depths, tree_attention_mask  # noqa: E402
+from tests.trees import random_bushy_tree  # noqa: E402
 
 PREFIX, NODES, VOCAB = 13, 40, 256
 

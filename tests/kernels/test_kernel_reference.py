@@ -5,7 +5,6 @@ import math
 import pytest
 import torch
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from kernels.reference import (
     ancestor_matrix,
@@ -14,9 +13,10 @@ from kernels.reference import (
     tree_attention_mask,
     tree_attention_reference,
 )
+from tests.trees import parent_arrays
 
 # parents[j] in [-1, j - 1]: every topologically ordered forest under the prefix.
-trees = st.integers(1, 40).flatmap(lambda n: st.tuples(*[st.integers(-1, j - 1) for j in range(n)]))
+trees = parent_arrays(40, forest=True)
 
 
 def ancestors_by_walk(parents: list[int], j: int) -> set[int]:

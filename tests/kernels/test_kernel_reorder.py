@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels.block_mask import BLOCK_M, BLOCK_N, block_visibility, tree_masks, unpack_bits, visible_block_count
-from kernels.random_trees import random_bushy_tree
 from kernels.reference import ancestor_matrix, node_depths
 from kernels.reorder import dfs_order, inverse_permutation, permute_tree, subtree_sizes
+from tests.trees import parent_arrays, random_bushy_tree
 
-trees = st.integers(1, 60).flatmap(lambda n: st.tuples(*[st.integers(-1, j - 1) for j in range(n)]))
+trees = parent_arrays(60, forest=True)
 
 
 def dense_tile_visibility(parents: torch.Tensor, bm: int, bn: int) -> torch.Tensor:

@@ -1,6 +1,8 @@
 """The kernel lowers to a CUDA binary for sm_90 (H100) with Triton's bundled ptxas, no GPU
 needed. The interpreter tests check numerics; this checks that the GPU compiler accepts
-the kernel (dynamic tree-block loop, int32 bit tests, dot shapes) for each dtype.
+the kernel (dynamic tree-block loop, int32 bit tests, dot shapes) for each dtype, with
+the autotuning configs that use the most and the least shared memory, and that the largest
+fits an H100 (227 KB per block) in the worst case, fp32 at head dim 128.
 
 Runs in a fresh interpreter without TRITON_INTERPRET (which swaps the kernel for the
 interpreter at import) and with an empty cache directory, so the compile is real.
@@ -20,10 +22,14 @@ COMPILE = """
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kernels.tree_attention import _tree_attention_fwd as fn
+from kernels.triton_tree_attention import GPU_CONFIGS, _tree_attention_fwd as fn
 
-for dtype, head_dim in [("fp16", 128), ("bf16", 64), ("fp32", 128)]:
-    consts = {"HEAD_DIM": head_dim, "BLOCK_M": 32, "BLOCK_N": 32, "PREFIX_BLOCK": 64,
+def footprint(config):
+    return config.kwargs["PREFIX_BLOCK"] * config.num_stages, config.num_warps
+
+largest, smallest = max(GPU_CONFIGS, key=footprint), min(GPU_CONFIGS, key=footprint)
+for dtype, head_dim, config in [("fp16", 128, largest), ("bf16", 64, smallest), ("fp32", 128, largest)]:
+    consts = {"HEAD_DIM": head_dim, "BLOCK_M": 32, "BLOCK_N": 32, **config.kwargs,
               "PRECISION": "ieee" if dtype == "fp32" else "tf32", "UPCAST": False}
     sig = {}
     for name in fn.arg_names:
@@ -36,8 +42,10 @@ for dtype, head_dim in [("fp16", 128), ("bf16", 64), ("fp32", 128)]:
         else:
             sig[name] = "fp32" if name == "qk_scale" else "i32"
     src = ASTSource(fn, sig, constexprs={(fn.arg_names.index(c),): v for c, v in consts.items()})
-    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 2})
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
     assert len(kernel.asm["cubin"]) > 0
+    assert kernel.metadata.shared <= 227 * 1024, (config, kernel.metadata.shared)
     assert (".entry _tree_attention_fwd" in kernel.asm["ptx"]), "no kernel entry in PTX"
     if dtype != "fp32":
         assert "mma.sync" in kernel.asm["ptx"], "fp16/bf16 dots should use tensor cores"

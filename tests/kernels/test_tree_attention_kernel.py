@@ -30,11 +30,11 @@ pytest.importorskip("triton")
 
 import kernels  # noqa: E402
 from kernels.block_mask import block_visibility, tree_masks, visible_block_count  # noqa: E402
-from kernels.random_trees import random_bushy_tree  # noqa: E402
 from kernels.reference import tree_attention_reference  # noqa: E402
 from kernels.reorder import dfs_order, inverse_permutation, permute_tree  # noqa: E402
-from kernels.tree_attention import is_interpreted  # noqa: E402
-from kernels.tree_attention import tree_attention as triton_tree_attention  # noqa: E402
+from kernels.triton_tree_attention import GPU_CONFIGS, INTERPRETER_CONFIG, is_interpreted  # noqa: E402
+from kernels.triton_tree_attention import tree_attention as triton_tree_attention  # noqa: E402
+from tests.trees import random_bushy_tree  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 if DEVICE == "cpu" and not is_interpreted():
@@ -148,6 +148,15 @@ def test_package_dispatches_to_triton():
     parents, q, k, v = make_inputs(7, 17, 64, 2, 1, torch.float16, seed=2)
     assert kernels.uses_triton(q)
     assert torch.equal(kernels.tree_attention(q, k, v, parents), triton_tree_attention(q, k, v, parents))
+
+
+def test_autotuning_configs_leave_the_mask_blocks_alone():
+    """BLOCK_M and BLOCK_N are fixed by the packed masks; configs only pick the prefix step
+    (a power of two of at least 16, the smallest tl.dot dimension), warps and stages."""
+    for config in [*GPU_CONFIGS, INTERPRETER_CONFIG]:
+        assert set(config.kwargs) == {"PREFIX_BLOCK"}, config
+        block = config.kwargs["PREFIX_BLOCK"]
+        assert block >= 16 and block & (block - 1) == 0, config
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@ Host side (vectorised torch, once per tree, reusable across layers):
 Device side, one program per (query block, batch * head):
   * prefix keys in blocks of ``PREFIX_BLOCK``, no mask beyond the tail;
   * the listed tree key blocks only, each masked by its ancestor bits.
+On a GPU ``triton.autotune`` picks the prefix block, warps and stages per head dim, dtype
+and power-of-two class of N and P (``GPU_CONFIGS``); the interpreter runs one fixed config.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import triton.language as tl
 
 from kernels.block_mask import BLOCK_M, BLOCK_N, TreeMasks, tree_masks
 
-PREFIX_BLOCK = 64  # prefix keys per step; the prefix is dense, so a wider step is cheaper
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -41,6 +42,21 @@ def _dot(a, b, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
 
 
 @triton.jit
+def _attend_block(q, k, v, visible, m_i, l_i, acc, qk_scale, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
+    # One online-softmax (FlashAttention) step over a block of BK keys, in base 2.
+    # q: [BM, D]; k: [D, BK]; v: [BK, D]; visible: [BM, BK] or [1, BK];
+    # m_i, l_i: [BM] running max and sum; acc: [BM, D] unnormalised output.
+    s = _dot(q, k, PRECISION, UPCAST) * qk_scale  # [BM, BK]
+    s = tl.where(visible, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.math.exp2(m_i - m_new)  # rescales what was summed under the old max
+    p = tl.math.exp2(s - m_new[:, None])  # [BM, BK]
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _tree_attention_fwd(
     Q, K, V, O, BITS, COUNTS, BLOCKS,
     qk_scale,  # softmax scale * log2(e): the kernel works in base 2
@@ -49,6 +65,7 @@ def _tree_attention_fwd(
     s_vb, s_vh, s_vn, s_vd,
     s_ob, s_oh, s_on, s_od,
     H, N, P, GROUP, WORDS,
+    N_POW2, P_POW2,  # next powers of two of N and P: the autotuning key, unused in the body
     HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -80,15 +97,8 @@ def _tree_attention_fwd(
         offs_n = start + tl.arange(0, PREFIX_BLOCK)  # [BP]
         col_ok = offs_n < P
         k = tl.load(k_base + offs_n[None, :] * s_kn + offs_d[:, None] * s_kd, mask=col_ok[None, :], other=0.0)
-        s = _dot(q, k, PRECISION, UPCAST) * qk_scale  # [BM, BP]
-        s = tl.where(col_ok[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.math.exp2(m_i - m_new)
-        p = tl.math.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
         v = tl.load(v_base + offs_n[:, None] * s_vn + offs_d[None, :] * s_vd, mask=col_ok[:, None], other=0.0)
-        acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST)
-        m_i = m_new
+        m_i, l_i, acc = _attend_block(q, k, v, col_ok[None, :], m_i, l_i, acc, qk_scale, PRECISION, UPCAST)
 
     # Tree: only the key blocks listed for this query block; masked by ancestor bits.
     count = tl.load(COUNTS + qblock)
@@ -98,22 +108,41 @@ def _tree_attention_fwd(
         offs_n = kblock * BLOCK_N + bit  # [BN] tree node indices
         col_ok = offs_n < N
         k = tl.load(k_base + (P + offs_n)[None, :] * s_kn + offs_d[:, None] * s_kd, mask=col_ok[None, :], other=0.0)
+        v = tl.load(v_base + (P + offs_n)[:, None] * s_vn + offs_d[None, :] * s_vd, mask=col_ok[:, None], other=0.0)
         word = tl.load(BITS + offs_m * WORDS + kblock, mask=row_ok, other=0)  # [BM] int32
         visible = ((word[:, None] >> bit[None, :]) & 1) != 0  # [BM, BN]
-        s = _dot(q, k, PRECISION, UPCAST) * qk_scale  # [BM, BN]
-        s = tl.where(visible, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.math.exp2(m_i - m_new)
-        p = tl.math.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + (P + offs_n)[:, None] * s_vn + offs_d[None, :] * s_vd, mask=col_ok[:, None], other=0.0)
-        acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, PRECISION, UPCAST)
-        m_i = m_new
+        m_i, l_i, acc = _attend_block(q, k, v, visible, m_i, l_i, acc, qk_scale, PRECISION, UPCAST)
 
     l_i = tl.where(l_i > 0.0, l_i, 1.0)  # padding rows past N see nothing
     out = acc / l_i[:, None]
     o_ptr = O + b * s_ob + h * s_oh + offs_m[:, None] * s_on + offs_d[None, :] * s_od
     tl.store(o_ptr, out.to(O.dtype.element_ty), mask=row_ok[:, None])
+
+
+def is_interpreted() -> bool:
+    """True when the kernel was built for the Triton CPU interpreter (TRITON_INTERPRET=1 at import)."""
+    return type(_tree_attention_fwd).__name__ == "InterpretedFunction"
+
+
+# BLOCK_M and BLOCK_N are baked into the masks of kernels/block_mask.py (one int32 word of
+# ancestor bits per 32 tree keys, one key-block list per 32 queries), so no config changes
+# them: only the prefix step, warps and stages are tuned. (PREFIX_BLOCK, num_stages) pairs
+# are those whose pipelined K/V tiles fit the 227 KB of shared memory of an H100 in the
+# worst case, fp32 at D = 128 (160 KB at (128, 2); (128, 3) would need 288 KB).
+GPU_CONFIGS = [
+    triton.Config({"PREFIX_BLOCK": block}, num_warps=warps, num_stages=stages)
+    for block, stages in ((32, 2), (32, 3), (64, 2), (64, 3), (128, 2))
+    for warps in (2, 4, 8)
+]
+# The interpreter times nothing worth tuning: one config, the prefix in steps of 64 keys
+# (the prefix is dense, so a step wider than the 32-key tree tiles is cheaper).
+INTERPRETER_CONFIG = triton.Config({"PREFIX_BLOCK": 64}, num_warps=4, num_stages=2)
+
+_tuned_fwd = triton.autotune(
+    [INTERPRETER_CONFIG] if is_interpreted() else GPU_CONFIGS,
+    key=["HEAD_DIM", "N_POW2", "P_POW2"],  # and the dtypes of the tensor arguments
+    cache_results=True,  # timings persist in Triton's cache dir, reused by later processes
+)(_tree_attention_fwd)
 
 
 def tree_attention(
@@ -124,8 +153,6 @@ def tree_attention(
     scale: float | None = None,
     *,
     masks: TreeMasks | None = None,
-    num_warps: int = 4,
-    num_stages: int = 2,
 ) -> torch.Tensor:
     """Tree attention with the Triton kernel.
 
@@ -133,7 +160,8 @@ def tree_attention(
     parents: LongTensor[N] in topological order, -1 under the last prefix position.
     fp32, fp16 or bf16 (all three the same); fp32 dots run in IEEE fp32, not TF32.
     ``masks``: ``tree_masks(parents, q.device)`` computed once and reused across layers.
-    Returns [B, H, N, D] in q's dtype.
+    Returns [B, H, N, D] in q's dtype. On a GPU the first call for a new head dim, dtype or
+    power-of-two class of N and P times ``GPU_CONFIGS`` before it returns.
     """
     b, h, n, d = q.shape
     hkv, total = k.shape[1], k.shape[2]
@@ -152,19 +180,14 @@ def tree_attention(
         masks = tree_masks(parents, q.device)
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     grid = (triton.cdiv(n, BLOCK_M), b * h)
-    _tree_attention_fwd[grid](
+    _tuned_fwd[grid](
         q, k, v, out, masks.bits, masks.counts, masks.blocks,
         scale * math.log2(math.e),
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         h, n, total - n, h // hkv, masks.bits.shape[1],
-        HEAD_DIM=d, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, PREFIX_BLOCK=PREFIX_BLOCK,
+        triton.next_power_of_2(n), triton.next_power_of_2(total - n),
+        HEAD_DIM=d, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST=q.dtype == torch.bfloat16 and is_interpreted(),
-        num_warps=num_warps, num_stages=num_stages,
     )
     return out
-
-
-def is_interpreted() -> bool:
-    """True when the kernel was built for the Triton CPU interpreter (TRITON_INTERPRET=1 at import)."""
-    return type(_tree_attention_fwd).__name__ == "InterpretedFunction"
