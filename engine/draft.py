@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -30,6 +31,15 @@ class DecodeState:
     remaining: int  # tokens still to emit; a tree deeper than this is wasted work
     history: tuple[int, ...] = ()  # accepted draft tokens of each earlier iteration
     history_depth: tuple[int, ...] = ()  # depth of each earlier iteration's draft tree
+
+
+class Batch(NamedTuple):
+    """One draft forward: the nodes it fed and the draft's distributions below them."""
+
+    nodes: torch.Tensor  # [n] builder nodes, ascending
+    probs: torch.Tensor  # [n, V] drafting distribution, what expand() returns
+    q: torch.Tensor | None  # [n, V] the tree's q rows (warped q); None when greedy
+    argmax: torch.Tensor | None  # [n] greedy only: the draft's argmax, where q is one-hot
 
 
 class DraftModel:
@@ -70,10 +80,7 @@ class TreeBuilder:
         self.parents: list[int] = [-1]
         self.depth: list[int] = [0]
         self._rows: dict[int, tuple[int, int]] = {}  # expanded node -> (batch, row)
-        # one entry per draft forward: nodes [n], drafting distribution [n, V], warped q [n, V]
-        # (None when greedy: q is then one-hot at the draft's argmax [n], stored instead)
-        self._batches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None,
-                                  torch.Tensor | None]] = []
+        self._batches: list[Batch] = []  # one per draft forward
         self._anc: dict[int, list[int]] = {}  # fed node -> cache slots of its path from root
 
     @property
@@ -114,15 +121,15 @@ class TreeBuilder:
         if new:
             self._feed(new)
             if new == nodes:  # the usual case: one batch, asked for in its own order
-                return self._batches[-1][1]
-        return torch.stack([self._batches[b][1][r] for b, r in (self._rows[i] for i in nodes)])
+                return self._batches[-1].probs
+        return torch.stack([self._batches[b].probs[r] for b, r in (self._rows[i] for i in nodes)])
 
     def _store(self, new: list[int], probs: torch.Tensor, q: torch.Tensor | None,
                argmax: torch.Tensor | None) -> None:
         """Record one fed batch: new nodes (ascending), their drafting distributions, and
         the tree's q rows (warped q, or the argmax of a greedy draft)."""
         b = len(self._batches)
-        self._batches.append((torch.tensor(new), probs, q, argmax))
+        self._batches.append(Batch(torch.tensor(new), probs, q, argmax))
         self._rows.update((i, (b, j)) for j, i in enumerate(new))
 
     def _feed(self, new: list[int]) -> None:
@@ -198,7 +205,7 @@ class TreeBuilder:
             new_of[idx] = torch.arange(n)
         q = None
         if self._batches:
-            q = torch.zeros(n, self._batches[0][1].shape[-1], device=dev)
+            q = torch.zeros(n, self._batches[0].probs.shape[-1], device=dev)
             for nodes, _, qb, argmax in self._batches:
                 rows = new_of[nodes]  # [b] new index, -1 if dropped
                 sel = (rows >= 0).nonzero().flatten()
