@@ -122,49 +122,58 @@ class TreeBuilder:
         order: the kept nodes in the order to number them (a topological order, root first),
         e.g. DySpec's DFS order for block-sparse tree attention (App. C); default builder order.
         """
+        old_of, new_of = renumber(self.parents, keep, order)  # [n], [size]
+        self.numbering = old_of
         dev = self.device
-        if keep is None and order is None:
-            n = self.size
-            idx = list(range(n))
-            tokens, parents, depth = self.tokens, self.parents, self.depth
-            new_of = torch.arange(n)
-        else:
-            idx = sorted(set(keep)) if keep is not None else list(range(self.size))
-            if order is not None:
-                if sorted(order) != idx:
-                    raise ValueError("order must list exactly the kept nodes")
-                idx = list(order)
-            pos = {old: new for new, old in enumerate(idx)}
-            if not idx or idx[0] != 0 or any(pos.get(self.parents[i], n_) >= n_ for n_, i in
-                                             enumerate(idx[1:], start=1)):
-                raise ValueError("keep must contain the root and the parent of every kept node, "
-                                 "and order must list parents before their children")
-            n = len(idx)
-            tokens = [self.tokens[i] for i in idx]
-            parents = [-1] + [pos[self.parents[i]] for i in idx[1:]]
-            depth = [self.depth[i] for i in idx]
-            new_of = torch.full((self.size,), -1, dtype=torch.long)
-            new_of[idx] = torch.arange(n)
-        self.numbering = idx
-        q = None
-        if self._batches:
-            q = torch.zeros(n, self._batches[0].probs.shape[-1], device=dev)
-            for nodes, _, qb, argmax in self._batches:
-                rows = new_of[nodes]  # [b] new index, -1 if dropped
-                sel = (rows >= 0).nonzero().flatten()
-                if sel.numel() == 0:
-                    continue
-                rows = rows[sel].to(dev)
-                if qb is None:  # greedy: one-hot at the draft's argmax
-                    q[rows, argmax[sel.to(argmax.device)]] = 1.0
-                else:
-                    q[rows] = qb[sel.to(qb.device)]
-        return Tree(tokens=torch.tensor(tokens, device=dev),
+        parents = [-1] + new_of[[self.parents[i] for i in old_of[1:]]].tolist()
+        return Tree(tokens=torch.tensor([self.tokens[i] for i in old_of], device=dev),
                     parents=torch.tensor(parents, device=dev),
-                    depth=torch.tensor(depth, device=dev), q=q, sampling=sampling,
+                    depth=torch.tensor([self.depth[i] for i in old_of], device=dev),
+                    q=gather_q(self._batches, new_of, len(old_of), dev), sampling=sampling,
                     multiplicity=None if multiplicity is None else torch.tensor(
-                        [multiplicity[i] for i in idx],
-                        dtype=torch.long, device=dev))
+                        [multiplicity[i] for i in old_of], dtype=torch.long, device=dev))
+
+
+def renumber(parents: list[int], keep: list[int] | None,
+             order: list[int] | None) -> tuple[list[int], torch.Tensor]:
+    """The builder nodes that tree(keep, order) keeps, and their numbers in the Tree.
+
+    Returns old_of [n], the builder node of each tree node (root first, topological), and
+    new_of [len(parents)], the tree node of each builder node (-1: dropped).
+    """
+    old_of = sorted(set(keep)) if keep is not None else list(range(len(parents)))
+    if order is not None:
+        if sorted(order) != old_of:
+            raise ValueError("order must list exactly the kept nodes")
+        old_of = list(order)
+    new_of = torch.full((len(parents),), -1, dtype=torch.long)  # [size]
+    if old_of and old_of[0] == 0:
+        new_of[old_of] = torch.arange(len(old_of))
+        up = new_of[[parents[i] for i in old_of[1:]]]  # [n - 1] tree node of each parent
+        if bool(((up >= 0) & (up < torch.arange(1, len(old_of)))).all()):
+            return old_of, new_of
+    raise ValueError("keep must contain the root and the parent of every kept node, "
+                     "and order must list parents before their children")
+
+
+def gather_q(batches: list[Batch], new_of: torch.Tensor, n: int,
+             device: torch.device) -> torch.Tensor | None:
+    """The Tree's q [n, V]: each kept fed node's q row at its tree index (one-hot at the
+    draft's argmax when greedy); zero rows for nodes never expanded. None if nothing was fed."""
+    if not batches:
+        return None
+    q = torch.zeros(n, batches[0].probs.shape[-1], device=device)  # [n, V]
+    for b in batches:
+        rows = new_of[b.nodes]  # [b] tree node, -1 if dropped
+        sel = (rows >= 0).nonzero().flatten()  # [k] batch rows that were kept
+        if sel.numel() == 0:
+            continue
+        rows = rows[sel].to(device)
+        if b.q is None:  # greedy: one-hot at the draft's argmax
+            q[rows, b.argmax[sel.to(b.argmax.device)]] = 1.0
+        else:
+            q[rows] = b.q[sel.to(b.q.device)]
+    return q
 
 
 class DraftModel:
