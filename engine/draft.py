@@ -6,12 +6,17 @@ nodes that the draft model has not seen yet in one forward pass with the ancesto
 so a level-by-level builder costs one draft forward per level and a best-first builder one per
 popped batch. Committed tokens the draft has not seen yet (the previous bonus token, accepted
 nodes that were leaves of the draft tree) ride along in the first forward of the iteration.
+
+The builder itself only keeps the tree and the distributions it was given; the forward is a
+`Feed` passed to it: `DraftModel.feed` (draft LM, cache slots, mask) in decoding, a fixed
+function of the path in the model-free tests (tests/engine/drafters/fakes.py).
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -32,49 +37,34 @@ class DecodeState:
     history_depth: tuple[int, ...] = ()  # depth of each earlier iteration's draft tree
 
 
-class DraftModel:
-    """A draft LM, its KV cache, and the node -> cache slot map of the tree being built."""
+class Batch(NamedTuple):
+    """One draft forward: the nodes it fed and the draft's distributions below them."""
 
-    def __init__(self, model, w: Warp) -> None:
-        self.lm = CachedModel(model)
-        self.warp = w
-        self.pending: list[int] = []  # committed tokens (before the root) not yet in the cache
-        self.slots: dict[int, int] = {}  # tree node -> cache slot, this iteration
+    nodes: torch.Tensor  # [n] builder nodes, ascending
+    probs: torch.Tensor  # [n, V] drafting distribution, what expand() returns
+    q: torch.Tensor | None  # [n, V] the tree's q rows (warped q); None when greedy
+    argmax: torch.Tensor | None  # [n] greedy only: the draft's argmax, where q is one-hot
 
-    def start(self, committed: list[int]) -> "TreeBuilder":
-        """Begin a tree rooted at committed[-1]; drops the previous iteration's nodes."""
-        if self.lm.length > self.lm.committed:
-            self.lm.commit([])
-        self.pending = committed[self.lm.committed:-1]
-        self.slots = {}
-        return TreeBuilder(self, committed[-1], prefix_len=len(committed) - 1)
 
-    def commit(self, path: list[int]) -> None:
-        """Keep the cache of the root and of the accepted nodes the draft has seen, in order."""
-        kept = []
-        for node in [0] + path:
-            if node not in self.slots:
-                break
-            kept.append(self.slots[node])
-        self.lm.commit(kept)
-        self.slots = {}
+Feed = Callable[["TreeBuilder", list[int]], Batch]
+"""feed(builder, new) -> Batch: the draft forward below `new` (ascending builder nodes, each
+one's parent fed before or in `new`). DraftModel.feed runs the draft LM; tests pass a fake."""
 
 
 class TreeBuilder:
     """Grows one draft tree in topological order; see the module docstring."""
 
-    def __init__(self, draft: DraftModel, root_token: int, prefix_len: int) -> None:
-        self.draft = draft
-        self.prefix_len = prefix_len
+    def __init__(self, feed: Feed, root_token: int,
+                 device: torch.device = torch.device("cpu")) -> None:
+        self.feed = feed
+        self.device = device  # where tree() puts the Tree
         self.tokens: list[int] = [root_token]
         self.parents: list[int] = [-1]
         self.depth: list[int] = [0]
+        # numbering[k]: the builder node that became node k of the last tree() (None: before)
+        self.numbering: list[int] | None = None
         self._rows: dict[int, tuple[int, int]] = {}  # expanded node -> (batch, row)
-        # one entry per draft forward: nodes [n], drafting distribution [n, V], warped q [n, V]
-        # (None when greedy: q is then one-hot at the draft's argmax [n], stored instead)
-        self._batches: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None,
-                                  torch.Tensor | None]] = []
-        self._anc: dict[int, list[int]] = {}  # fed node -> cache slots of its path from root
+        self._batches: list[Batch] = []  # one per draft forward
 
     @property
     def size(self) -> int:
@@ -96,13 +86,6 @@ class TreeBuilder:
             node = self.parents[node]
         return out[::-1]
 
-    def _ancestors(self, node: int) -> list[int]:
-        out = []
-        while node >= 0:
-            out.append(node)
-            node = self.parents[node]
-        return out
-
     def expand(self, nodes: list[int]) -> torch.Tensor:
         """Draft next-token distributions below `nodes`: [len(nodes), V] float32.
 
@@ -112,51 +95,17 @@ class TreeBuilder:
         """
         new = sorted({i for i in nodes if i not in self._rows})  # topological: parents first
         if new:
-            self._feed(new)
+            new_set = set(new)
+            if any(p >= 0 and p not in self._rows and p not in new_set
+                   for p in (self.parents[i] for i in new)):
+                raise ValueError("expand() needs every ancestor of a node expanded first or "
+                                 "with it")
+            batch = self.feed(self, new)
+            self._rows.update((i, (len(self._batches), j)) for j, i in enumerate(new))
+            self._batches.append(batch)
             if new == nodes:  # the usual case: one batch, asked for in its own order
-                return self._batches[-1][1]
-        return torch.stack([self._batches[b][1][r] for b, r in (self._rows[i] for i in nodes)])
-
-    def _store(self, new: list[int], probs: torch.Tensor, q: torch.Tensor | None,
-               argmax: torch.Tensor | None) -> None:
-        """Record one fed batch: new nodes (ascending), their drafting distributions, and
-        the tree's q rows (warped q, or the argmax of a greedy draft)."""
-        b = len(self._batches)
-        self._batches.append((torch.tensor(new), probs, q, argmax))
-        self._rows.update((i, (b, j)) for j, i in enumerate(new))
-
-    def _feed(self, new: list[int]) -> None:
-        d, lm = self.draft, self.draft.lm
-        new_set = set(new)
-        if any(p >= 0 and p not in self._anc and p not in new_set
-               for p in (self.parents[i] for i in new)):
-            raise ValueError("expand() needs every ancestor of a node expanded first or with it")
-        pend, d.pending = d.pending, []
-        n_p, n = len(pend), len(pend) + len(new)
-        base = lm.length  # first slot of this chunk
-        for j, i in enumerate(new):  # ascending, so a parent in this batch comes first
-            p, slot = self.parents[i], base + n_p + j
-            self._anc[i] = [slot] if p < 0 else self._anc[p] + [slot]
-            d.slots[i] = slot
-        visible = torch.zeros(n, base + n, dtype=torch.bool)
-        visible[:, :lm.committed] = True
-        if n_p:  # pending committed tokens: causal among themselves, seen by every node
-            visible[:n_p, base:base + n_p] = torch.ones(n_p, n_p, dtype=torch.bool).tril()
-            visible[n_p:, base:base + n_p] = True
-        paths = [self._anc[i] for i in new]
-        rows = torch.arange(n_p, n).repeat_interleave(torch.tensor([len(a) for a in paths]))
-        visible[rows, torch.tensor(list(itertools.chain.from_iterable(paths)))] = True
-        tokens = pend + [self.tokens[i] for i in new]
-        positions = [base + j for j in range(n_p)] + [self.prefix_len + self.depth[i] for i in new]
-        dev = lm.device
-        logits = lm.forward(torch.tensor(tokens, device=dev), torch.tensor(positions, device=dev),
-                            visible.to(dev))[n_p:]  # [len(new), V]
-        lm.committed += n_p
-        if d.warp.greedy:
-            self._store(new, torch.softmax(logits.float(), dim=-1), None, logits.argmax(-1))
-        else:
-            q = warp(logits, d.warp)  # [len(new), V]
-            self._store(new, q, q, None)
+                return batch.probs
+        return torch.stack([self._batches[b].probs[r] for b, r in (self._rows[i] for i in nodes)])
 
     def tree(self, sampling: str = "deterministic", keep: list[int] | None = None,
              multiplicity: list[int] | None = None, order: list[int] | None = None) -> Tree:
@@ -165,53 +114,130 @@ class TreeBuilder:
         keep: the nodes to verify, a prefix-closed set containing the root (None: all). Builders
         that grow candidates and then select a subset (EAGLE-2 re-ranking, SALF's capacity-N
         set, DDTree's top-B prefixes over a rolled-out chain) pass it. Kept nodes are renumbered
-        in their builder order (still topological) and the draft's node -> cache slot map is
-        renumbered with them, so the decode loop's `commit(path)` keeps the right cache slots.
+        in their builder order (still topological); `numbering` records which builder node
+        each tree node is, so that the decode loop's `DraftModel.commit(path)` keeps the right
+        cache slots.
         multiplicity: per builder node, how many of its parent's i.i.d. draws produced it (see
         Tree).
         order: the kept nodes in the order to number them (a topological order, root first),
         e.g. DySpec's DFS order for block-sparse tree attention (App. C); default builder order.
         """
-        dev = self.draft.lm.device
-        if keep is None and order is None:
-            n = self.size
-            idx = range(n)
-            tokens, parents, depth = self.tokens, self.parents, self.depth
-            new_of = torch.arange(n)
-        else:
-            idx = sorted(set(keep)) if keep is not None else list(range(self.size))
-            if order is not None:
-                if sorted(order) != idx:
-                    raise ValueError("order must list exactly the kept nodes")
-                idx = list(order)
-            pos = {old: new for new, old in enumerate(idx)}
-            if not idx or idx[0] != 0 or any(pos.get(self.parents[i], n_) >= n_ for n_, i in
-                                             enumerate(idx[1:], start=1)):
-                raise ValueError("keep must contain the root and the parent of every kept node, "
-                                 "and order must list parents before their children")
-            n = len(idx)
-            tokens = [self.tokens[i] for i in idx]
-            parents = [-1] + [pos[self.parents[i]] for i in idx[1:]]
-            depth = [self.depth[i] for i in idx]
-            self.draft.slots = {pos[i]: s for i, s in self.draft.slots.items() if i in pos}
-            new_of = torch.full((self.size,), -1, dtype=torch.long)
-            new_of[idx] = torch.arange(n)
-        q = None
-        if self._batches:
-            q = torch.zeros(n, self._batches[0][1].shape[-1], device=dev)
-            for nodes, _, qb, argmax in self._batches:
-                rows = new_of[nodes]  # [b] new index, -1 if dropped
-                sel = (rows >= 0).nonzero().flatten()
-                if sel.numel() == 0:
-                    continue
-                rows = rows[sel].to(dev)
-                if qb is None:  # greedy: one-hot at the draft's argmax
-                    q[rows, argmax[sel.to(argmax.device)]] = 1.0
-                else:
-                    q[rows] = qb[sel.to(qb.device)]
-        return Tree(tokens=torch.tensor(tokens, device=dev),
+        old_of, new_of = renumber(self.parents, keep, order)  # [n], [size]
+        self.numbering = old_of
+        dev = self.device
+        parents = [-1] + new_of[[self.parents[i] for i in old_of[1:]]].tolist()
+        return Tree(tokens=torch.tensor([self.tokens[i] for i in old_of], device=dev),
                     parents=torch.tensor(parents, device=dev),
-                    depth=torch.tensor(depth, device=dev), q=q, sampling=sampling,
+                    depth=torch.tensor([self.depth[i] for i in old_of], device=dev),
+                    q=gather_q(self._batches, new_of, len(old_of), dev), sampling=sampling,
                     multiplicity=None if multiplicity is None else torch.tensor(
-                        [multiplicity[i] for i in idx],
-                        dtype=torch.long, device=dev))
+                        [multiplicity[i] for i in old_of], dtype=torch.long, device=dev))
+
+
+def renumber(parents: list[int], keep: list[int] | None,
+             order: list[int] | None) -> tuple[list[int], torch.Tensor]:
+    """The builder nodes that tree(keep, order) keeps, and their numbers in the Tree.
+
+    Returns old_of [n], the builder node of each tree node (root first, topological), and
+    new_of [len(parents)], the tree node of each builder node (-1: dropped).
+    """
+    old_of = sorted(set(keep)) if keep is not None else list(range(len(parents)))
+    if order is not None:
+        if sorted(order) != old_of:
+            raise ValueError("order must list exactly the kept nodes")
+        old_of = list(order)
+    new_of = torch.full((len(parents),), -1, dtype=torch.long)  # [size]
+    if old_of and old_of[0] == 0:
+        new_of[old_of] = torch.arange(len(old_of))
+        up = new_of[[parents[i] for i in old_of[1:]]]  # [n - 1] tree node of each parent
+        if bool(((up >= 0) & (up < torch.arange(1, len(old_of)))).all()):
+            return old_of, new_of
+    raise ValueError("keep must contain the root and the parent of every kept node, "
+                     "and order must list parents before their children")
+
+
+def gather_q(batches: list[Batch], new_of: torch.Tensor, n: int,
+             device: torch.device) -> torch.Tensor | None:
+    """The Tree's q [n, V]: each kept fed node's q row at its tree index (one-hot at the
+    draft's argmax when greedy); zero rows for nodes never expanded. None if nothing was fed."""
+    if not batches:
+        return None
+    q = torch.zeros(n, batches[0].probs.shape[-1], device=device)  # [n, V]
+    for b in batches:
+        rows = new_of[b.nodes]  # [b] tree node, -1 if dropped
+        sel = (rows >= 0).nonzero().flatten()  # [k] batch rows that were kept
+        if sel.numel() == 0:
+            continue
+        rows = rows[sel].to(device)
+        if b.q is None:  # greedy: one-hot at the draft's argmax
+            q[rows, b.argmax[sel.to(b.argmax.device)]] = 1.0
+        else:
+            q[rows] = b.q[sel.to(b.q.device)]
+    return q
+
+
+class DraftModel:
+    """A draft LM, its KV cache, and where each node of the tree being built sits in it."""
+
+    def __init__(self, model, w: Warp) -> None:
+        self.lm = CachedModel(model)
+        self.warp = w
+        self.pending: list[int] = []  # committed tokens (before the root) not yet in the cache
+        self.prefix_len = 0  # committed tokens before the root
+        self.path_slots: dict[int, list[int]] = {}  # fed node -> cache slots of root..node
+        self.builder: TreeBuilder | None = None  # this iteration's tree
+
+    def start(self, committed: list[int]) -> TreeBuilder:
+        """Begin a tree rooted at committed[-1]; drops the previous iteration's nodes."""
+        if self.lm.length > self.lm.committed:
+            self.lm.commit([])
+        self.pending = committed[self.lm.committed:-1]
+        self.prefix_len = len(committed) - 1
+        self.path_slots = {}
+        self.builder = TreeBuilder(self.feed, committed[-1], self.lm.device)
+        return self.builder
+
+    def feed(self, b: TreeBuilder, new: list[int]) -> Batch:
+        """The Feed of this draft: one forward of the draft LM over the pending committed
+        tokens (causal, the first time only) and the nodes `new`, each seeing the committed
+        prefix and its own ancestors (ancestor-only mask, position prefix_len + depth)."""
+        lm = self.lm
+        pend, self.pending = self.pending, []
+        n_p, n = len(pend), len(pend) + len(new)
+        base = lm.length  # first slot of this chunk
+        for j, i in enumerate(new):  # ascending, so a parent in this batch comes first
+            p = b.parents[i]
+            self.path_slots[i] = (self.path_slots[p] if p >= 0 else []) + [base + n_p + j]
+        visible = torch.zeros(n, base + n, dtype=torch.bool)  # [n, cache slots after the chunk]
+        visible[:, :lm.committed] = True
+        if n_p:  # pending committed tokens: causal among themselves, seen by every node
+            visible[:n_p, base:base + n_p] = torch.ones(n_p, n_p, dtype=torch.bool).tril()
+            visible[n_p:, base:base + n_p] = True
+        paths = [self.path_slots[i] for i in new]
+        rows = torch.arange(n_p, n).repeat_interleave(torch.tensor([len(a) for a in paths]))
+        visible[rows, torch.tensor(list(itertools.chain.from_iterable(paths)))] = True
+        tokens = pend + [b.tokens[i] for i in new]
+        positions = [base + j for j in range(n_p)] + [self.prefix_len + b.depth[i] for i in new]
+        dev = lm.device
+        logits = lm.forward(torch.tensor(tokens, device=dev), torch.tensor(positions, device=dev),
+                            visible.to(dev))[n_p:]  # [len(new), V]
+        lm.committed += n_p
+        if self.warp.greedy:
+            return Batch(torch.tensor(new), torch.softmax(logits.float(), dim=-1), None,
+                         logits.argmax(-1))
+        q = warp(logits, self.warp)  # [len(new), V]
+        return Batch(torch.tensor(new), q, q, None)
+
+    def commit(self, path: list[int]) -> None:
+        """Keep the cache of the root and of the accepted nodes the draft has seen, in order.
+
+        path: tree nodes below the root, numbered as in the builder's last tree()."""
+        numbering = self.builder.numbering if self.builder is not None else None
+        kept = []
+        for node in [0] + path:
+            node = numbering[node] if numbering is not None else node
+            if node not in self.path_slots:
+                break
+            kept.append(self.path_slots[node][-1])
+        self.lm.commit(kept)
+        self.path_slots = {}

@@ -68,6 +68,25 @@ def test_draft_builder_matches_sequential_and_compacts(tiny_pair):
     assert_same_cache(d.lm, ref)
 
 
+def test_commit_follows_the_renumbering_of_tree(llama_pair):
+    """After tree(keep=..., order=...) the decode loop's path is in the tree's numbering;
+    commit() maps it back to the builder's nodes and keeps their cache slots."""
+    model = llama_pair.draft.model
+    d = DraftModel(model, Warp(0.0))
+    b = d.start(PROMPT)
+    for parent, token in zip(PARENTS[1:], TOKENS[1:]):
+        b.add(parent, token)
+    for level in [[0], [1, 2, 12], [3, 4, 5], [6, 7, 8]]:
+        b.expand(level)
+    order = [0, 12, 2, 1, 3, 6, 9]  # drops 4, 5, 7, 8, 10, 11; builder path 1-3-6-9 ...
+    tree = b.tree(keep=sorted(order), order=order)
+    assert tree.path_to(6) == [3, 4, 5, 6]  # ... is tree path 3-4-5-6
+    d.commit([3, 4, 5, 6])
+    ref = CachedModel(model)
+    ref.extend(PROMPT + [TOKENS[i] for i in [1, 3, 6]])  # node 9 was never fed
+    assert_same_cache(d.lm, ref)
+
+
 def test_expand_requires_ancestors_first(llama_pair):
     d = DraftModel(llama_pair.draft.model, Warp(0.0))
     b = d.start(PROMPT)

@@ -1,18 +1,17 @@
-"""A model-free TreeBuilder for exact builder tests: the draft's next-token distribution is a
-fixed function of the path (tokens below the root), so expected trees can be computed by brute
-force. It keeps TreeBuilder's bookkeeping (add, tree(keep=...)) and checks the expand()
-contract (ancestors fed first or together)."""
+"""A model-free draft for exact builder tests: the draft's next-token distribution is a fixed
+function of the path (tokens below the root), so expected trees can be computed by brute
+force. `PathFeed` is the Feed given to a real TreeBuilder in place of the draft LM, so the
+builder's bookkeeping (expand's ancestor check, add, tree(keep=...)) is the real one."""
 
 from __future__ import annotations
 
 import itertools
 import zlib
-from types import SimpleNamespace
 from typing import Callable
 
 import torch
 
-from engine.draft import DecodeState, TreeBuilder
+from engine.draft import Batch, DecodeState, TreeBuilder
 from engine.sampling import Warp
 
 NextProbs = Callable[[tuple[int, ...]], torch.Tensor]  # path tokens -> [V]
@@ -30,26 +29,21 @@ def random_next_probs(vocab: int, seed: int = 0, sharpness: float = 2.0) -> Next
     return next_probs
 
 
-class FakeDraft(TreeBuilder):
-    def __init__(self, next_probs: NextProbs, root_token: int = 0) -> None:
-        self.draft = SimpleNamespace(slots={}, lm=SimpleNamespace(device=torch.device("cpu")))
-        self.prefix_len = 0
-        self.tokens, self.parents, self.depth = [root_token], [-1], [0]
-        self._rows, self._batches, self._anc = {}, [], {}
+class PathFeed:
+    """A Feed whose distribution below a node is next_probs(path); it is also the tree's q."""
+
+    def __init__(self, next_probs: NextProbs) -> None:
         self.next_probs = next_probs
         self.fed: list[list[int]] = []  # the new nodes of every draft "forward"
 
-    def _feed(self, new: list[int]) -> None:
-        known = set(self.draft.slots) | set(new)
-        for i in new:
-            for a in self._ancestors(i):
-                assert a in known, f"node {i} expanded before its ancestor {a}"
-        for i in new:
-            self.draft.slots[i] = len(self.draft.slots)
-            self._anc[i] = [i]
-        probs = torch.stack([self.next_probs(tuple(self.path_tokens(i))) for i in new])
-        self._store(new, probs, probs, None)
+    def __call__(self, builder: TreeBuilder, new: list[int]) -> Batch:
         self.fed.append(list(new))
+        probs = torch.stack([self.next_probs(tuple(builder.path_tokens(i))) for i in new])
+        return Batch(nodes=torch.tensor(new), probs=probs, q=probs, argmax=None)  # [n, V]
+
+
+def fake_builder(next_probs: NextProbs, root_token: int = 0) -> TreeBuilder:
+    return TreeBuilder(PathFeed(next_probs), root_token)
 
 
 def state(remaining: int = 1000, temperature: float = 0.0, history=(), history_depth=()):

@@ -1,4 +1,4 @@
-"""Model-free property tests of the tree builders (FakeDraft: the draft distribution is a fixed
+"""Model-free property tests of the tree builders (PathFeed: the draft distribution is a fixed
 function of the path), including each paper's own optimality / ordering invariant against brute
 force on a tiny vocabulary."""
 
@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from engine.config import ConfigError, parse_config
 from engine.drafters import DRAFTERS, beam, ddtree, dynatree, dyspec, salf, sequoia, specinfer
-from tests.engine.drafters.fakes import (FakeDraft, all_prefixes, check_tree, path_prob,
-                                         random_next_probs, state, tree_paths)
+from engine.draft import TreeBuilder
+from tests.engine.drafters.fakes import (PathFeed, all_prefixes, check_tree, fake_builder,
+                                         path_prob, random_next_probs, state, tree_paths)
 
 FAST = settings(max_examples=25, deadline=None)
 GEN = torch.Generator().manual_seed(0)
@@ -53,7 +54,7 @@ def test_budget_depth_topology(method, data, seed, vocab, remaining, temperature
     params = data.draw(PARAMS[method])
     cls, build = DRAFTERS[method].config, DRAFTERS[method].build
     cfg = parse_config(cls, params)
-    draft = FakeDraft(random_next_probs(vocab, seed))
+    draft = fake_builder(random_next_probs(vocab, seed))
     tree = build(draft, state(remaining, temperature), cfg, torch.Generator().manual_seed(seed))
     budget_field = {"dynatree": "N_max", "dyspec": "budget", "salf": "N", "beam": "N",
                     "ddtree": "B", "sequoia": "budget"}
@@ -91,7 +92,7 @@ def test_ddtree_is_the_optimal_b_node_tree(seed, vocab, L, B):
     by brute force over all prefixes, and prefix-closed."""
     g = torch.Generator().manual_seed(seed)
     marginals = torch.softmax(2 * torch.randn(L, vocab, generator=g), -1)  # [L, V]
-    draft = FakeDraft(random_next_probs(vocab, seed))
+    draft = fake_builder(random_next_probs(vocab, seed))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(FixedMarginals, "marginals", marginals)
         mp.setitem(ddtree.BLOCK_DRAFTERS, "ar", FixedMarginals)
@@ -112,15 +113,15 @@ def test_ddtree_ar_adapter_reuses_the_greedy_chain():
     """The autoregressive adapter's marginals follow the draft's greedy chain, and the chain's
     nodes are the tree's rank-(1, .., 1) path (no duplicate root-to-leaf paths)."""
     nxt = random_next_probs(5, 3)
-    draft = FakeDraft(nxt)
-    tree = ddtree.build(draft, state(), ddtree.DDTreeConfig(B=12, L=4), GEN)
+    feed = PathFeed(nxt)
+    tree = ddtree.build(TreeBuilder(feed, 0), state(), ddtree.DDTreeConfig(B=12, L=4), GEN)
     paths = tree_paths(tree)
     assert len(set(paths)) == len(paths)
     chain = []
     for _ in range(4):
         chain.append(int(nxt(tuple(chain)).argmax()))
     assert tuple(chain[:1]) in paths
-    assert len(draft.fed) == 4  # L one-token rollout forwards, nothing else
+    assert len(feed.fed) == 4  # L one-token rollout forwards, nothing else
 
 
 # ---------------------------------------------------------------- DySpec (Sec. 4.2, App. D)
@@ -148,7 +149,7 @@ def test_dyspec_expands_in_decreasing_value(seed, vocab, budget):
     """Algorithm 1 fills slots in non-increasing estimated value, the values it reports are the
     slot values of the tree, and they are the `budget` largest slot values overall."""
     nxt = random_next_probs(vocab, seed)
-    draft = FakeDraft(nxt)
+    draft = fake_builder(nxt)
     filled = dyspec.grow_greedy(draft, state(), budget, GEN)
     tree = draft.tree()
     values = slot_values(tree, nxt)
@@ -164,7 +165,7 @@ def test_dyspec_tree_is_the_top_budget_slots(seed, budget):
     the `budget` most valuable ones (App. D.1)."""
     vocab = 3
     nxt = random_next_probs(vocab, seed)
-    draft = FakeDraft(nxt)
+    draft = fake_builder(nxt)
     dyspec.grow_greedy(draft, state(), budget, GEN)
     got = sorted(slot_values(draft.tree(), nxt), reverse=True)
     every = []
@@ -181,15 +182,15 @@ def test_dyspec_threshold_variant_equals_greedy(seed, vocab, threshold):
     """With an unbinding budget the layer-by-layer variant fills exactly the slots of value >=
     threshold, which is the greedy tree of the same size (Sec. 4.4)."""
     nxt = random_next_probs(vocab, seed)
-    draft = FakeDraft(nxt)
-    tree = dyspec.build(draft, state(remaining=6), dyspec.DySpecConfig(
+    feed = PathFeed(nxt)
+    tree = dyspec.build(TreeBuilder(feed, 0), state(remaining=6), dyspec.DySpecConfig(
         budget=4000, variant="threshold", threshold=threshold), GEN)
     values = slot_values(tree, nxt)
     assert all(v >= threshold for v in values)
-    greedy = FakeDraft(nxt)
+    greedy = fake_builder(nxt)
     dyspec.grow_greedy(greedy, state(remaining=6), tree.size - 1, GEN)
     assert sorted(tree_paths(tree)) == sorted(tree_paths(greedy.tree()))
-    assert len(draft.fed) <= 6  # one forward per layer
+    assert len(feed.fed) <= 6  # one forward per layer
 
 
 # ---------------------------------------------------------------- SALF / beam (App. B)
@@ -206,7 +207,7 @@ def test_salf_th0_is_exhaustive_top_n(seed, n, b):
     whole tree (Theorems 2-3), for any batch size B <= N."""
     vocab, b = 3, min(b, n)
     nxt = random_next_probs(vocab, seed, sharpness=1.5)
-    draft = FakeDraft(nxt)
+    draft = fake_builder(nxt)
     tree = salf.build(draft, state(), salf.SALFConfig(N=n, B=b, th=0.0), GEN)
     check_tree(tree, n)
     got = sorted((path_prob(nxt, u) for u in tree_paths(tree)), reverse=True)
@@ -219,9 +220,11 @@ def test_salf_threshold_stops_early_on_a_subset_of_the_optimum(seed, n, th):
     """A positive th only stops earlier: never more draft forwards than th = 0, never more
     nodes."""
     nxt = random_next_probs(4, seed)
-    stopped, full = FakeDraft(nxt), FakeDraft(nxt)
-    t1 = salf.build(stopped, state(), salf.SALFConfig(N=n, B=min(3, n), th=th), GEN)
-    t0 = salf.build(full, state(), salf.SALFConfig(N=n, B=min(3, n), th=0.0), GEN)
+    stopped, full = PathFeed(nxt), PathFeed(nxt)
+    t1 = salf.build(TreeBuilder(stopped, 0), state(), salf.SALFConfig(N=n, B=min(3, n), th=th),
+                    GEN)
+    t0 = salf.build(TreeBuilder(full, 0), state(), salf.SALFConfig(N=n, B=min(3, n), th=0.0),
+                    GEN)
     assert len(stopped.fed) <= len(full.fed) and t1.size <= t0.size
 
 
@@ -232,7 +235,7 @@ def test_beam_exhaustive_beam_is_top_n(seed, n, depth):
     top-N prefixes of depth <= depth."""
     vocab = 3
     nxt = random_next_probs(vocab, seed)
-    tree = beam.build(FakeDraft(nxt), state(), beam.BeamConfig(N=n, top_k=9, depth=depth), GEN)
+    tree = beam.build(fake_builder(nxt), state(), beam.BeamConfig(N=n, top_k=9, depth=depth), GEN)
     check_tree(tree, n, depth)
     got = sorted((path_prob(nxt, u) for u in tree_paths(tree)), reverse=True)
     assert got == pytest.approx(top_n_paths(nxt, vocab, n, depth), rel=1e-6)
@@ -277,7 +280,7 @@ def test_dynatree_equals_sequential_algorithm_1(seed, data, remaining):
     params.update(tau_l=0.2, tau_h=0.5, rho_deep=0.3, history_adaptation=False)
     cfg = parse_config(dynatree.DynaTreeConfig, params)
     nxt = random_next_probs(5, seed)
-    tree = dynatree.build(FakeDraft(nxt), state(remaining), cfg, GEN)
+    tree = dynatree.build(fake_builder(nxt), state(remaining), cfg, GEN)
     assert tree_paths(tree) == sequential_dynatree(nxt, cfg, remaining)
 
 
@@ -350,14 +353,14 @@ def test_sequoia_dp_is_optimal(profile, n, depth):
 def test_sequoia_and_specinfer_build_their_shapes():
     nxt = random_next_probs(6, 1)
     cfg = sequoia.SequoiaConfig(budget=20, max_depth=4, profile=(0.5, 0.2, 0.1))
-    tree = sequoia.build(FakeDraft(nxt), state(), cfg, GEN)
+    tree = sequoia.build(fake_builder(nxt), state(), cfg, GEN)
     shape = sequoia.optimal_shape(cfg.profile, 20, 4)
     order = sorted(range(tree.size), key=lambda i: (int(tree.depth[i]), i))  # BFS order
     assert tuple(len(tree.children(i)) for i in order) == shape
-    tree = specinfer.build(FakeDraft(nxt), state(remaining=2), specinfer.SpecInferConfig(
+    tree = specinfer.build(fake_builder(nxt), state(remaining=2), specinfer.SpecInferConfig(
         expansion=(3, 2, 2)), GEN)
     assert tree.size == 1 + 3 + 6 and tree.sampling == "deterministic"
-    tree = specinfer.build(FakeDraft(nxt), state(temperature=1.0), specinfer.SpecInferConfig(
+    tree = specinfer.build(fake_builder(nxt), state(temperature=1.0), specinfer.SpecInferConfig(
         k=3, depth=3), torch.Generator().manual_seed(0))
     assert tree.size <= 1 + 3 + 9 + 27 and tree.sampling == "iid"
     mult, parents = tree.multiplicity.tolist(), tree.parents.tolist()
@@ -370,7 +373,7 @@ def test_sequoia_and_specinfer_build_their_shapes():
 # ---------------------------------------------------------------- core: tree(keep=...)
 
 def test_tree_keep_renumbers_nodes_and_slots():
-    draft = FakeDraft(random_next_probs(4, 0))
+    draft = fake_builder(random_next_probs(4, 0))
     a, b = draft.add_children(0, [1, 2])
     c = draft.add(a, 3)
     d = draft.add(b, 0)
@@ -378,11 +381,11 @@ def test_tree_keep_renumbers_nodes_and_slots():
     draft.expand([d])
     tree = draft.tree(keep=[0, b, d])
     assert tree.tokens.tolist() == [0, 2, 0] and tree.parents.tolist() == [-1, 0, 1]
-    assert set(draft.draft.slots) == {0, 1, 2} and draft.draft.slots[2] == 3
+    assert draft.numbering == [0, b, d]  # so DraftModel.commit finds d's cache slot
     assert tree.q is not None and bool((tree.q[2] > 0).all())
     with pytest.raises(ValueError):
-        FakeDraft(random_next_probs(4, 0)).tree(keep=[1])
-    draft = FakeDraft(random_next_probs(4, 0))
+        fake_builder(random_next_probs(4, 0)).tree(keep=[1])
+    draft = fake_builder(random_next_probs(4, 0))
     a = draft.add(0, 1)
     c = draft.add(a, 2)
     with pytest.raises(ValueError):
@@ -397,7 +400,7 @@ def test_dyspec_dfs_reorder(seed, budget, temperature):
     subtree contiguous), siblings still in draw order, and the slot map follows the nodes."""
     nxt = random_next_probs(4, seed)
     cfgs = [dyspec.DySpecConfig(budget=budget, reorder=r) for r in (False, True)]
-    drafts = [FakeDraft(nxt) for _ in cfgs]
+    drafts = [fake_builder(nxt) for _ in cfgs]
     plain, dfs = [dyspec.build(d, state(temperature=temperature), c,
                                torch.Generator().manual_seed(seed)) for d, c in zip(drafts, cfgs)]
     assert sorted(tree_paths(plain)) == sorted(tree_paths(dfs))
@@ -413,7 +416,7 @@ def test_dyspec_dfs_reorder(seed, budget, temperature):
         j = path_of[p]
         assert [int(dfs.tokens[c]) for c in dfs.children(i)] == \
             [int(plain.tokens[c]) for c in plain.children(j)]  # siblings in draw order
-        assert drafts[1].draft.slots.get(i) == drafts[0].draft.slots.get(j)  # slots follow
+        assert drafts[1].numbering[i] == j  # commit() maps tree node i to the same cache slot
 
 
 def test_sequoia_measure_profile(llama_pair):
