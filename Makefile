@@ -6,7 +6,7 @@ ORCH := $(VENV)/bin/orch
 # prompt sets: the shared/ folder checked out beside this repository, unless set
 export ORCH_DATA_DIR ?= $(abspath $(CURDIR)/../shared/data)
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -27,14 +27,19 @@ demo: setup
 	$(ORCH) submit examples/quickstart_real.yaml --db sqlite:///orch.db --executor ray --actors 1
 	$(ORCH) compare --db sqlite:///orch.db
 
-# The whole suite: the fast tests on two workers (one torch thread each), then the tests
+# The whole suite: ruff, the fast tests on two workers (one torch thread each), then the tests
 # marked slow (the real-pair golden test) alone with every core; those skip themselves where
 # the pair is not fetched. `make test-fast` leaves them out.
 test: test-fast
 	TRITON_INTERPRET=1 $(PY) -m pytest -q -m slow
 
-test-fast: setup
+test-fast: lint
 	TRITON_INTERPRET=1 $(PY) -m pytest -q -n 2 -m "not slow"
+
+# House rules (pyproject.toml [tool.ruff]): lint, and the formatter's layout.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 bench: setup
 	$(PY) bench/engine_overhead.py

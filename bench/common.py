@@ -6,13 +6,15 @@ from engine.datasets import encode_prompt
 from engine.datasets import load_prompts as load_dataset
 
 
-def load_prompts(pair, n: int, prompt_tokens: int = 512,
-                 dataset: str = "spec_bench") -> list[list[int]]:
+def load_prompts(
+    pair, n: int, prompt_tokens: int = 512, dataset: str = "spec_bench"
+) -> list[list[int]]:
     """The first n prompts of `dataset` as token ids (engine/datasets.py: Spec-Bench is taken
     round-robin over its 13 categories; chat template where the tokenizer has one), each
     truncated to prompt_tokens."""
-    return [encode_prompt(pair.target.tokenizer, p, prompt_tokens)
-            for p in load_dataset(dataset, n=n)]
+    return [
+        encode_prompt(pair.target.tokenizer, p, prompt_tokens) for p in load_dataset(dataset, n=n)
+    ]
 
 
 def markdown_table(rows: list[dict], columns: list[str]) -> str:

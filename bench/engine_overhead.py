@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import load_prompts  # noqa: E402
 from engine.decode import generate  # noqa: E402
-from engine.methods import method_params, resolve_method  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
+from engine.methods import method_params, resolve_method  # noqa: E402
 from engine.model_names import DEFAULT_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 
@@ -48,8 +48,19 @@ def run(args: argparse.Namespace) -> dict:
     for text in methods:
         name, params = parse_method(text)
         m = resolve_method(name, params)
-        agg = {k: 0.0 for k in ("total_s", "forward_s", "draft_s", "target_s", "verify_s",
-                                "bookkeeping_s", "draft_fwd_s", "target_fwd_s")}
+        agg = {
+            k: 0.0
+            for k in (
+                "total_s",
+                "forward_s",
+                "draft_s",
+                "target_s",
+                "verify_s",
+                "bookkeeping_s",
+                "draft_fwd_s",
+                "target_fwd_s",
+            )
+        }
         tokens = iterations = 0
         for prompt_ids in ids:
             g = generate(pair, prompt_ids, m, args.max_new_tokens)
@@ -61,34 +72,51 @@ def run(args: argparse.Namespace) -> dict:
             tokens += s["new_tokens"]
             iterations += s["iterations"]
         total = agg["total_s"]
-        rows.append({
-            "method": name, "params": method_params(m), "new_tokens": tokens,
-            "tokens_per_iteration": tokens / iterations,
-            "throughput": tokens / total,
-            "overhead_share": 1 - agg["forward_s"] / total,
-            "draft_logic_share": (agg["draft_s"] - agg["draft_fwd_s"]) / total,
-            "target_logic_share": (agg["target_s"] - agg["target_fwd_s"]) / total,
-            "verify_share": agg["verify_s"] / total,
-            "bookkeeping_share": agg["bookkeeping_s"] / total,
-            "total_s": total,
-        })
+        rows.append(
+            {
+                "method": name,
+                "params": method_params(m),
+                "new_tokens": tokens,
+                "tokens_per_iteration": tokens / iterations,
+                "throughput": tokens / total,
+                "overhead_share": 1 - agg["forward_s"] / total,
+                "draft_logic_share": (agg["draft_s"] - agg["draft_fwd_s"]) / total,
+                "target_logic_share": (agg["target_s"] - agg["target_fwd_s"]) / total,
+                "verify_share": agg["verify_s"] / total,
+                "bookkeeping_share": agg["bookkeeping_s"] / total,
+                "total_s": total,
+            }
+        )
         print(f"  {name}: overhead {rows[-1]['overhead_share']:.1%}", file=sys.stderr)
-    return {"bench": "engine_overhead", "target": args.target, "draft": args.draft,
-            "dataset": args.dataset, "n_prompts": len(ids), "max_new_tokens": args.max_new_tokens,
-            "device": str(pair.target.device), "dtype": str(pair.target.dtype),
-            "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine(),
-            "time": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows}
+    return {
+        "bench": "engine_overhead",
+        "target": args.target,
+        "draft": args.draft,
+        "dataset": args.dataset,
+        "n_prompts": len(ids),
+        "max_new_tokens": args.max_new_tokens,
+        "device": str(pair.target.device),
+        "dtype": str(pair.target.dtype),
+        "threads": torch.get_num_threads(),
+        "machine": platform.processor() or platform.machine(),
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "rows": rows,
+    }
 
 
 def table(result: dict) -> str:
-    head = ("| method | tokens/iter | tok/s | outside forwards | draft logic | target logic "
-            "| verify | bookkeeping |\n|---|---|---|---|---|---|---|---|")
+    head = (
+        "| method | tokens/iter | tok/s | outside forwards | draft logic | target logic "
+        "| verify | bookkeeping |\n|---|---|---|---|---|---|---|---|"
+    )
     lines = [head]
     for r in result["rows"]:
-        lines.append(f"| {r['method']} | {r['tokens_per_iteration']:.2f} | {r['throughput']:.2f} "
-                     f"| {r['overhead_share']:.1%} | {r['draft_logic_share']:.1%} "
-                     f"| {r['target_logic_share']:.1%} | {r['verify_share']:.1%} "
-                     f"| {r['bookkeeping_share']:.1%} |")
+        lines.append(
+            f"| {r['method']} | {r['tokens_per_iteration']:.2f} | {r['throughput']:.2f} "
+            f"| {r['overhead_share']:.1%} | {r['draft_logic_share']:.1%} "
+            f"| {r['target_logic_share']:.1%} | {r['verify_share']:.1%} "
+            f"| {r['bookkeeping_share']:.1%} |"
+        )
     return "\n".join(lines)
 
 
@@ -108,8 +136,10 @@ def main() -> None:
     result = run(args)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
-    print(f"{args.target} / {args.draft}, {result['n_prompts']} {args.dataset} prompts, "
-          f"{args.max_new_tokens} new tokens, greedy, {result['device']} {result['dtype']}")
+    print(
+        f"{args.target} / {args.draft}, {result['n_prompts']} {args.dataset} prompts, "
+        f"{args.max_new_tokens} new tokens, greedy, {result['device']} {result['dtype']}"
+    )
     print(table(result))
 
 

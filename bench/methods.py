@@ -43,27 +43,41 @@ from bench.common import markdown_table  # noqa: E402
 from engine.config import ConfigError, parse_key_values  # noqa: E402
 from engine.datasets import DatasetError, encode_prompt, load_prompts  # noqa: E402
 from engine.decode import generate  # noqa: E402
-from engine.methods import method_params, resolve_method  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
+from engine.methods import method_params, resolve_method  # noqa: E402
 from engine.model_names import DEFAULT_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 
-COLUMNS = ["method", "tokens_per_iteration", "acceptance_rate", "mean_tree_size", "throughput",
-           "speedup", "speedup_gmean", "draft_share", "target_share", "build_share",
-           "matches_ar"]
+COLUMNS = [
+    "method",
+    "tokens_per_iteration",
+    "acceptance_rate",
+    "mean_tree_size",
+    "throughput",
+    "speedup",
+    "speedup_gmean",
+    "draft_share",
+    "target_share",
+    "build_share",
+    "matches_ar",
+]
 
 
 def run_sums(g) -> dict:
     """One generation's numbers that add up over prompts, and its tokens."""
     its = g.stats.iterations
-    return {"new_tokens": g.stats.new_tokens, "seconds": g.stats.total_s,
-            "iterations": len(its), "drafted": sum(it.tree_size - 1 for it in its),
-            "accepted": sum(it.accepted for it in its),
-            "tree_nodes": sum(it.tree_size for it in its),
-            "draft_s": sum(it.draft_s for it in its),
-            "target_s": sum(it.target_s for it in its),
-            "build_s": sum(it.draft_s - it.draft_forward_s for it in its),
-            "tokens": list(g.tokens)}
+    return {
+        "new_tokens": g.stats.new_tokens,
+        "seconds": g.stats.total_s,
+        "iterations": len(its),
+        "drafted": sum(it.tree_size - 1 for it in its),
+        "accepted": sum(it.accepted for it in its),
+        "tree_nodes": sum(it.tree_size for it in its),
+        "draft_s": sum(it.draft_s for it in its),
+        "target_s": sum(it.target_s for it in its),
+        "build_s": sum(it.draft_s - it.draft_forward_s for it in its),
+        "tokens": list(g.tokens),
+    }
 
 
 def summary(method: str, params: dict, prompts: list[dict]) -> dict:
@@ -73,11 +87,17 @@ def summary(method: str, params: dict, prompts: list[dict]) -> dict:
     acc = {k: sum(r[k] for r in runs) for k in runs[0] if k != "tokens"}
     s = acc["seconds"]
     ar_throughput = sum(r["new_tokens"] for r in ar) / sum(r["seconds"] for r in ar)
-    ratios = [(r["new_tokens"] / r["seconds"]) / (a["new_tokens"] / a["seconds"])
-              for r, a in zip(runs, ar)]
+    ratios = [
+        (r["new_tokens"] / r["seconds"]) / (a["new_tokens"] / a["seconds"])
+        for r, a in zip(runs, ar)
+    ]
     return {
-        "method": method, "params": params, "prompts": len(runs),
-        "new_tokens": acc["new_tokens"], "seconds": s, "throughput": acc["new_tokens"] / s,
+        "method": method,
+        "params": params,
+        "prompts": len(runs),
+        "new_tokens": acc["new_tokens"],
+        "seconds": s,
+        "throughput": acc["new_tokens"] / s,
         "speedup": acc["new_tokens"] / s / ar_throughput,
         "speedup_gmean": math.exp(sum(math.log(x) for x in ratios) / len(ratios)),
         "iterations": acc["iterations"],
@@ -85,7 +105,8 @@ def summary(method: str, params: dict, prompts: list[dict]) -> dict:
         "acceptance_rate": acc["accepted"] / acc["drafted"] if acc["drafted"] else 0.0,
         "mean_accepted_length": acc["accepted"] / acc["iterations"],
         "mean_tree_size": acc["tree_nodes"] / acc["iterations"],
-        "draft_share": acc["draft_s"] / s, "target_share": acc["target_s"] / s,
+        "draft_share": acc["draft_s"] / s,
+        "target_share": acc["target_s"] / s,
         "build_share": acc["build_s"] / s,
         "matches_ar": all(r["tokens"] == a["tokens"] for r, a in zip(runs, ar)),
     }
@@ -100,15 +121,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--dataset", default="spec_bench")
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--methods", default="", help="comma-separated (default: every method)")
-    ap.add_argument("--param", action="append", default=[], metavar="METHOD.KEY=VALUE",
-                    help="override a default, e.g. dynatree.tau=0.01 (repeatable)")
+    ap.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="METHOD.KEY=VALUE",
+        help="override a default, e.g. dynatree.tau=0.01 (repeatable)",
+    )
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
     ap.add_argument("--seed", type=int, default=0, help="seeds the per-prompt method order")
     ap.add_argument("--out", default="")
-    ap.add_argument("--resume", action="store_true",
-                    help="continue --out (same settings) from its next prompt")
-    ap.add_argument("--stop-after-s", type=float, default=0.0,
-                    help="stop after the prompt that crosses this many seconds (0: never)")
+    ap.add_argument(
+        "--resume", action="store_true", help="continue --out (same settings) from its next prompt"
+    )
+    ap.add_argument(
+        "--stop-after-s",
+        type=float,
+        default=0.0,
+        help="stop after the prompt that crosses this many seconds (0: never)",
+    )
     return ap.parse_args(argv)
 
 
@@ -133,17 +164,29 @@ def main(argv: list[str] | None = None) -> None:
     for i in range(len(done), len(prompts)):
         order = names[:]
         random.Random(args.seed * 100_003 + i).shuffle(order)
-        done.append({"prompt": i, "order": order, "runs": {
-            n: run_sums(generate(pair, prompts[i], methods[n], args.max_new_tokens))
-            for n in order}})
+        done.append(
+            {
+                "prompt": i,
+                "order": order,
+                "runs": {
+                    n: run_sums(generate(pair, prompts[i], methods[n], args.max_new_tokens))
+                    for n in order
+                },
+            }
+        )
         this = rows_of(done[-1:])
-        print(f"prompt {i + 1}/{len(prompts)} ({this[0]['new_tokens']} tokens), speedup on "
-              "it: " + ", ".join(f"{r['method']} {r['speedup']:.2f}x" for r in this[1:]),
-              file=sys.stderr)
+        print(
+            f"prompt {i + 1}/{len(prompts)} ({this[0]['new_tokens']} tokens), speedup on "
+            "it: " + ", ".join(f"{r['method']} {r['speedup']:.2f}x" for r in this[1:]),
+            file=sys.stderr,
+        )
         if args.out:  # a new file, then renamed: a run killed while writing keeps the old one
             with open(args.out + ".tmp", "w") as f:
-                json.dump({**settings, "n_prompts": len(done), "rows": rows_of(done),
-                           "per_prompt": done}, f, indent=1)
+                json.dump(
+                    {**settings, "n_prompts": len(done), "rows": rows_of(done), "per_prompt": done},
+                    f,
+                    indent=1,
+                )
             os.replace(args.out + ".tmp", args.out)
         if args.stop_after_s and time.perf_counter() - start > args.stop_after_s:
             break
@@ -158,18 +201,25 @@ def check(args: argparse.Namespace) -> tuple[dict, dict, list, list[dict]]:
     for key, value in parse_key_values(args.param).items():
         method, _, name = key.partition(".")
         overrides.setdefault(method, {})[name] = value
-    names = ["autoregressive"] + [m for m in (args.methods.split(",") if args.methods
-                                              else DRAFTERS) if m != "autoregressive"]
+    names = ["autoregressive"] + [
+        m for m in (args.methods.split(",") if args.methods else DRAFTERS) if m != "autoregressive"
+    ]
     for method in overrides:
         if method not in names:
             raise ConfigError(f"--param for {method!r}, which is not among the methods run")
     texts = load_prompts(args.dataset, n=args.n_prompts)
     methods = {n: resolve_method(n, overrides.get(n)) for n in names}
-    settings = {"target": args.target, "draft": args.draft, "dataset": args.dataset,
-                "prompt_tokens": args.prompt_tokens, "max_new_tokens": args.max_new_tokens,
-                "temperature": 0.0, "threads": args.threads or torch.get_num_threads(),
-                "seed": args.seed,
-                "methods": {n: method_params(m) for n, m in methods.items()}}
+    settings = {
+        "target": args.target,
+        "draft": args.draft,
+        "dataset": args.dataset,
+        "prompt_tokens": args.prompt_tokens,
+        "max_new_tokens": args.max_new_tokens,
+        "temperature": 0.0,
+        "threads": args.threads or torch.get_num_threads(),
+        "seed": args.seed,
+        "methods": {n: method_params(m) for n, m in methods.items()},
+    }
     settings = json.loads(json.dumps(settings))  # as it reads back from the file (lists)
     if not args.resume:
         return settings, methods, texts, []

@@ -71,20 +71,34 @@ def main() -> None:
             t0 = time.perf_counter()
             super().done(job, result)
             driver_s[job.trial_id] += time.perf_counter() - t0
-            records[job.trial_id] = {"actor": job.worker.name, "start": result.started_at,
-                                     "end": result.finished_at, "load_s": result.load_s}
+            records[job.trial_id] = {
+                "actor": job.worker.name,
+                "start": result.started_at,
+                "end": result.finished_at,
+                "load_s": result.load_s,
+            }
 
     runner.DriverSink = Timed
     tmp = tempfile.mkdtemp(prefix="orch-bench-")
     url = args.db or f"sqlite:///{tmp}/bench.db"
     spec = Path(tmp) / "sweep.yaml"
     spec.write_text(SWEEP.format(tokens=args.tokens, repeats=args.trials // 5))
-    ray.init(num_cpus=args.actors, num_gpus=0, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(REPO),
-                                       "ORCH_DATA_DIR": os.environ["ORCH_DATA_DIR"]}})
+    ray.init(
+        num_cpus=args.actors,
+        num_gpus=0,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={
+            "env_vars": {"PYTHONPATH": str(REPO), "ORCH_DATA_DIR": os.environ["ORCH_DATA_DIR"]}
+        },
+    )
     t0 = time.perf_counter()
-    summary = runner.submit(spec, url, runner.RunOptions(executor="ray", actors=args.actors,
-                                                         progress=False), log=lambda _: None)
+    summary = runner.submit(
+        spec,
+        url,
+        runner.RunOptions(executor="ray", actors=args.actors, progress=False),
+        log=lambda _: None,
+    )
     wall = time.perf_counter() - t0
     ray.shutdown()
 
@@ -101,26 +115,34 @@ def main() -> None:
         gaps += [b["start"] - a["end"] for a, b in zip(rs, rs[1:])]
     busy = sum(trial_s) / (len(by_actor) * span)
     result = {
-        "trials": n, "actors": len(by_actor), "done": summary.done, "db": url.split(":")[0],
-        "trial_s_mean": statistics.mean(trial_s), "trial_s_median": statistics.median(trial_s),
+        "trials": n,
+        "actors": len(by_actor),
+        "done": summary.done,
+        "db": url.split(":")[0],
+        "trial_s_mean": statistics.mean(trial_s),
+        "trial_s_median": statistics.median(trial_s),
         "driver_db_s_per_trial_mean": statistics.mean(driver_s.values()),
         "driver_db_s_per_trial_max": max(driver_s.values()),
         "actor_gap_s_mean": statistics.mean(gaps) if gaps else 0.0,
         "actor_gap_s_max": max(gaps) if gaps else 0.0,
         "overhead_s_per_trial": (len(by_actor) * span - sum(trial_s)) / n,
         "busy_fraction": busy,
-        "span_s": span, "wall_s": wall, "startup_s": wall - span,
+        "span_s": span,
+        "wall_s": wall,
+        "startup_s": wall - span,
         "model_loads": sum(1 for r in records.values() if r["load_s"] > 0),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
     ok = result["overhead_s_per_trial"] <= 0.5 and busy >= 0.9
-    print(f"{n} trials on {len(by_actor)} actors: trial {result['trial_s_mean']:.3f}s mean, "
-          f"driver db {1e3 * result['driver_db_s_per_trial_mean']:.1f} ms/trial, actor gap "
-          f"{1e3 * result['actor_gap_s_mean']:.1f} ms, overhead "
-          f"{result['overhead_s_per_trial']:.3f} s/trial, busy {100 * busy:.1f}% "
-          f"({'meets' if ok else 'misses'} the goals: <= 0.5 s, >= 90%)")
+    print(
+        f"{n} trials on {len(by_actor)} actors: trial {result['trial_s_mean']:.3f}s mean, "
+        f"driver db {1e3 * result['driver_db_s_per_trial_mean']:.1f} ms/trial, actor gap "
+        f"{1e3 * result['actor_gap_s_mean']:.1f} ms, overhead "
+        f"{result['overhead_s_per_trial']:.3f} s/trial, busy {100 * busy:.1f}% "
+        f"({'meets' if ok else 'misses'} the goals: <= 0.5 s, >= 90%)"
+    )
 
 
 if __name__ == "__main__":

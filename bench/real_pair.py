@@ -24,12 +24,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import load_prompts  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
 from engine.decode import generate  # noqa: E402
-from engine.methods import resolve_method  # noqa: E402
 from engine.fetch import REAL_PAIR  # noqa: E402
+from engine.methods import resolve_method  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 
-DEFAULT_METHODS = ["linear:k=4", "fixed_tree:depth=4,branch=2,budget=16", "dynatree", "salf",
-                   "ddtree"]
+DEFAULT_METHODS = [
+    "linear:k=4",
+    "fixed_tree:depth=4,branch=2,budget=16",
+    "dynatree",
+    "salf",
+    "ddtree",
+]
 
 
 def hf_generate(pair, ids: list[int], n: int, assisted: bool) -> tuple[list[int], float]:
@@ -40,7 +45,7 @@ def hf_generate(pair, ids: list[int], n: int, assisted: bool) -> tuple[list[int]
     start = time.perf_counter()
     with torch.inference_mode():
         out = pair.target.model.generate(x, **kw)
-    return out[0, len(ids):].tolist(), time.perf_counter() - start
+    return out[0, len(ids) :].tolist(), time.perf_counter() - start
 
 
 def main() -> None:
@@ -62,8 +67,10 @@ def main() -> None:
     ids = load_prompts(pair, args.n_prompts, args.prompt_tokens, args.dataset)
     generate(pair, ids[0][:8], "autoregressive", 2)  # warm-up
     names = ["ours:autoregressive", *methods, "hf:greedy", "hf:assisted"]
-    tot = {k: {"tokens": 0, "time": 0.0, "iterations": 0, "accepted": 0, "drafted": 0,
-               "mismatches": 0} for k in names}
+    tot = {
+        k: {"tokens": 0, "time": 0.0, "iterations": 0, "accepted": 0, "drafted": 0, "mismatches": 0}
+        for k in names
+    }
     for i, x in enumerate(ids):
         ref = generate(pair, x, "autoregressive", args.max_new_tokens)
         runs = {"ours:autoregressive": (ref.tokens, ref.stats)}
@@ -90,27 +97,47 @@ def main() -> None:
     rows = []
     for k, a in tot.items():
         tps = a["tokens"] / a["time"]
-        rows.append({"contender": k, "tokens_per_s": tps, "speedup_vs_ours_ar": tps / base,
-                     "speedup_vs_hf_assisted": tps / hf_assist,
-                     "tokens_per_iteration": a["tokens"] / a["iterations"] if a["iterations"] else None,
-                     "acceptance": a["accepted"] / a["drafted"] if a["drafted"] else None,
-                     "outputs_differing_from_ours_ar": a["mismatches"]})
-    result = {"bench": "real_pair", "target": args.target, "draft": args.draft,
-              "dtype": str(pair.target.dtype), "threads": torch.get_num_threads(),
-              "n_prompts": len(ids), "max_new_tokens": args.max_new_tokens,
-              "dataset": args.dataset, "time": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows}
+        rows.append(
+            {
+                "contender": k,
+                "tokens_per_s": tps,
+                "speedup_vs_ours_ar": tps / base,
+                "speedup_vs_hf_assisted": tps / hf_assist,
+                "tokens_per_iteration": a["tokens"] / a["iterations"] if a["iterations"] else None,
+                "acceptance": a["accepted"] / a["drafted"] if a["drafted"] else None,
+                "outputs_differing_from_ours_ar": a["mismatches"],
+            }
+        )
+    result = {
+        "bench": "real_pair",
+        "target": args.target,
+        "draft": args.draft,
+        "dtype": str(pair.target.dtype),
+        "threads": torch.get_num_threads(),
+        "n_prompts": len(ids),
+        "max_new_tokens": args.max_new_tokens,
+        "dataset": args.dataset,
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "rows": rows,
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
-    print(f"{args.target} / {args.draft} {result['dtype']}, {len(ids)} {args.dataset} prompts, "
-          f"{args.max_new_tokens} new tokens, greedy")
-    print("| contender | tok/s | vs our AR | vs HF assisted | tokens/iter | acceptance | outputs != AR |")
+    print(
+        f"{args.target} / {args.draft} {result['dtype']}, {len(ids)} {args.dataset} prompts, "
+        f"{args.max_new_tokens} new tokens, greedy"
+    )
+    print(
+        "| contender | tok/s | vs our AR | vs HF assisted | tokens/iter | acceptance | outputs != AR |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         tpi = f"{r['tokens_per_iteration']:.2f}" if r["tokens_per_iteration"] else "-"
         acc = f"{r['acceptance']:.3f}" if r["acceptance"] is not None else "-"
-        print(f"| {r['contender']} | {r['tokens_per_s']:.2f} | {r['speedup_vs_ours_ar']:.2f}x "
-              f"| {r['speedup_vs_hf_assisted']:.2f}x | {tpi} | {acc} "
-              f"| {r['outputs_differing_from_ours_ar']} |")
+        print(
+            f"| {r['contender']} | {r['tokens_per_s']:.2f} | {r['speedup_vs_ours_ar']:.2f}x "
+            f"| {r['speedup_vs_hf_assisted']:.2f}x | {tpi} | {acc} "
+            f"| {r['outputs_differing_from_ours_ar']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -34,14 +34,25 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         import torch
+
         torch.set_num_threads(args.threads)
     pair = load_pair(args.target, args.draft)
     prompts = load_prompts(pair, args.n_prompts)
     start = time.perf_counter()
     profile = measure_profile(pair, prompts, args.new_tokens, args.width, args.temperature)
-    print(json.dumps({"target": args.target, "draft": args.draft, "n_prompts": len(prompts),
-                      "new_tokens": args.new_tokens, "temperature": args.temperature,
-                      "profile": profile, "seconds": round(time.perf_counter() - start, 1)}))
+    print(
+        json.dumps(
+            {
+                "target": args.target,
+                "draft": args.draft,
+                "n_prompts": len(prompts),
+                "new_tokens": args.new_tokens,
+                "temperature": args.temperature,
+                "profile": profile,
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+        )
+    )
     print("--param profile=" + ",".join(str(p) for p in profile))
 
 

@@ -33,8 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=None,
-                    help="JSON path (default bench/results/tree_attention.json, *_smoke.json with --cpu-smoke)")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="JSON path (default bench/results/tree_attention.json, *_smoke.json with --cpu-smoke)",
+    )
     ap.add_argument("--prefix", type=int, nargs="+", default=[2048, 8192])
     ap.add_argument("--nodes", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 2048])
     ap.add_argument("--heads", type=int, default=32)
@@ -43,7 +46,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cpu-smoke", action="store_true", help="tiny interpreter-mode run on CPU (not performance)")
+    ap.add_argument(
+        "--cpu-smoke",
+        action="store_true",
+        help="tiny interpreter-mode run on CPU (not performance)",
+    )
     return ap.parse_args(argv)
 
 
@@ -86,7 +93,6 @@ def host_ms(fn, cuda: bool) -> float:
 def run(args: argparse.Namespace, cuda: bool) -> dict:
     import torch
     import torch.nn.functional as F
-
     import triton
 
     from kernels.block_mask import block_visibility, tree_masks
@@ -105,12 +111,18 @@ def run(args: argparse.Namespace, cuda: bool) -> dict:
             depth = int(torch.randint(8, 17, (1,), generator=gen))
             parents = random_bushy_tree(n, depth, gen)
             q = torch.randn(1, h, n, d, generator=gen).to(device, dtype)  # [B, H, N, D]
-            k = torch.randn(1, hkv, prefix + n, d, generator=gen).to(device, dtype)  # [B, Hkv, P + N, D]
+            k = torch.randn(1, hkv, prefix + n, d, generator=gen).to(
+                device, dtype
+            )  # [B, Hkv, P + N, D]
             v = torch.randn(1, hkv, prefix + n, d, generator=gen).to(device, dtype)
 
             # Baseline: dense additive mask, K/V expanded to H heads beforehand.
-            dense_prep = host_ms(lambda: tree_attention_mask(parents.to(device), prefix, dtype), cuda)
-            mask = tree_attention_mask(parents.to(device), prefix, dtype)[None, None]  # [1, 1, N, P + N]
+            dense_prep = host_ms(
+                lambda: tree_attention_mask(parents.to(device), prefix, dtype), cuda
+            )
+            mask = tree_attention_mask(parents.to(device), prefix, dtype)[
+                None, None
+            ]  # [1, 1, N, P + N]
             k_full = k.repeat_interleave(h // hkv, dim=1)  # [B, H, P + N, D]
             v_full = v.repeat_interleave(h // hkv, dim=1)
             sdpa = lambda: F.scaled_dot_product_attention(q, k_full, v_full, attn_mask=mask)  # noqa: E731
@@ -128,36 +140,61 @@ def run(args: argparse.Namespace, cuda: bool) -> dict:
                 out = call()[:, :, inverse_permutation(perm).to(device)]
                 kernel_ms = time_ms(call, args.warmup, args.reps, cuda)
                 visible = block_visibility(tree)
-                rows.append({
-                    "prefix": prefix, "nodes": n, "depth": depth, "reorder": reorder,
-                    "visible_tree_blocks": int(visible.sum()), "tree_blocks": visible.numel(),
-                    "triton_ms": kernel_ms, "sdpa_ms": sdpa_ms, "speedup": sdpa_ms / kernel_ms,
-                    "triton_mask_prep_ms": prep_ms, "sdpa_mask_prep_ms": dense_prep,
-                    "max_abs_diff_vs_sdpa": float((out.float() - expected.float()).abs().max()),
-                })
-                print(f"  P={prefix} N={n} reorder={reorder}: {kernel_ms:.3f} ms vs sdpa {sdpa_ms:.3f} ms",
-                      file=sys.stderr)
+                rows.append(
+                    {
+                        "prefix": prefix,
+                        "nodes": n,
+                        "depth": depth,
+                        "reorder": reorder,
+                        "visible_tree_blocks": int(visible.sum()),
+                        "tree_blocks": visible.numel(),
+                        "triton_ms": kernel_ms,
+                        "sdpa_ms": sdpa_ms,
+                        "speedup": sdpa_ms / kernel_ms,
+                        "triton_mask_prep_ms": prep_ms,
+                        "sdpa_mask_prep_ms": dense_prep,
+                        "max_abs_diff_vs_sdpa": float((out.float() - expected.float()).abs().max()),
+                    }
+                )
+                print(
+                    f"  P={prefix} N={n} reorder={reorder}: {kernel_ms:.3f} ms vs sdpa {sdpa_ms:.3f} ms",
+                    file=sys.stderr,
+                )
     return {
-        "mode": "cuda" if cuda else "interpreter-smoke (TRITON_INTERPRET=1, CPU wall clock, NOT performance)",
-        "device": torch.cuda.get_device_name() if cuda else platform.processor() or platform.machine(),
-        "torch": torch.__version__, "triton": triton.__version__,
+        "mode": "cuda"
+        if cuda
+        else "interpreter-smoke (TRITON_INTERPRET=1, CPU wall clock, NOT performance)",
+        "device": torch.cuda.get_device_name()
+        if cuda
+        else platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
         "shape": {"batch": 1, "heads": h, "kv_heads": hkv, "head_dim": d, "dtype": "float16"},
-        "timing": {"warmup": args.warmup, "reps": args.reps, "statistic": "median",
-                   "clock": "cuda events" if cuda else "perf_counter"},
-        "seed": args.seed, "results": rows,
+        "timing": {
+            "warmup": args.warmup,
+            "reps": args.reps,
+            "statistic": "median",
+            "clock": "cuda events" if cuda else "perf_counter",
+        },
+        "seed": args.seed,
+        "results": rows,
     }
 
 
 def markdown(report: dict) -> str:
-    lines = [f"Tree attention, {report['mode']}, {report['device']}: "
-             f"H={report['shape']['heads']} Hkv={report['shape']['kv_heads']} D={report['shape']['head_dim']} fp16",
-             "",
-             "| prefix | nodes | reorder | visible / tree blocks | triton ms | sdpa ms | speedup | max abs diff |",
-             "|---:|---:|:---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"Tree attention, {report['mode']}, {report['device']}: "
+        f"H={report['shape']['heads']} Hkv={report['shape']['kv_heads']} D={report['shape']['head_dim']} fp16",
+        "",
+        "| prefix | nodes | reorder | visible / tree blocks | triton ms | sdpa ms | speedup | max abs diff |",
+        "|---:|---:|:---:|---:|---:|---:|---:|---:|",
+    ]
     for r in report["results"]:
-        lines.append(f"| {r['prefix']} | {r['nodes']} | {'DFS' if r['reorder'] else 'BFS'} | "
-                     f"{r['visible_tree_blocks']} / {r['tree_blocks']} | {r['triton_ms']:.3f} | {r['sdpa_ms']:.3f} | "
-                     f"{r['speedup']:.2f}x | {r['max_abs_diff_vs_sdpa']:.1e} |")
+        lines.append(
+            f"| {r['prefix']} | {r['nodes']} | {'DFS' if r['reorder'] else 'BFS'} | "
+            f"{r['visible_tree_blocks']} / {r['tree_blocks']} | {r['triton_ms']:.3f} | {r['sdpa_ms']:.3f} | "
+            f"{r['speedup']:.2f}x | {r['max_abs_diff_vs_sdpa']:.1e} |"
+        )
     return "\n".join(lines)
 
 
@@ -174,7 +211,9 @@ def main(argv=None) -> int:
 
     cuda = torch.cuda.is_available() and not args.cpu_smoke
     if not cuda and not args.cpu_smoke:
-        print("no CUDA device: GPU timings not measured (still owed); --cpu-smoke runs an interpreter-mode check")
+        print(
+            "no CUDA device: GPU timings not measured (still owed); --cpu-smoke runs an interpreter-mode check"
+        )
         return 0
     report = run(args, cuda)
     default = "tree_attention_smoke.json" if args.cpu_smoke else "tree_attention.json"

@@ -58,7 +58,9 @@ def measure(pair, prompts, method: str, params: dict, max_new_tokens: int) -> di
     total = sum(s.draft_s + s.target_s + s.verify_s + s.bookkeeping_s for s in iters)
     build = sum(s.draft_s - s.draft_forward_s for s in iters)
     return {
-        "method": method, "params": params, "iterations": len(iters),
+        "method": method,
+        "params": params,
+        "iterations": len(iters),
         "mean_tree_size": sum(s.tree_size for s in iters) / len(iters),
         "build_ms_per_iter": 1e3 * build / len(iters),
         "iteration_ms": 1e3 * total / len(iters),
@@ -93,18 +95,37 @@ def main() -> None:
             row = measure(pair, prompts, method, table[method], args.max_new_tokens)
             row.update(size=size, seconds=round(time.perf_counter() - start, 1))
             rows.append(row)
-            print(f"{method:17s} size {size:4d}: tree {row['mean_tree_size']:6.1f}  build "
-                  f"{row['build_ms_per_iter']:7.2f} ms/iter  {100 * row['build_share']:5.2f}%",
-                  file=sys.stderr)
-    result = {"target": args.target, "draft": args.draft, "n_prompts": len(prompts),
-              "max_new_tokens": args.max_new_tokens, "threads": torch.get_num_threads(),
-              "rows": rows}
+            print(
+                f"{method:17s} size {size:4d}: tree {row['mean_tree_size']:6.1f}  build "
+                f"{row['build_ms_per_iter']:7.2f} ms/iter  {100 * row['build_share']:5.2f}%",
+                file=sys.stderr,
+            )
+    result = {
+        "target": args.target,
+        "draft": args.draft,
+        "n_prompts": len(prompts),
+        "max_new_tokens": args.max_new_tokens,
+        "threads": torch.get_num_threads(),
+        "rows": rows,
+    }
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
-    print(markdown_table(rows, ["method", "size", "mean_tree_size", "iteration_ms",
-                                "build_ms_per_iter", "build_share", "draft_forward_share",
-                                "target_share"]))
+    print(
+        markdown_table(
+            rows,
+            [
+                "method",
+                "size",
+                "mean_tree_size",
+                "iteration_ms",
+                "build_ms_per_iter",
+                "build_share",
+                "draft_forward_share",
+                "target_share",
+            ],
+        )
+    )
 
 
 if __name__ == "__main__":

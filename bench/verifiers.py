@@ -38,7 +38,7 @@ from engine.tree import Tree
 from engine.verify import VERIFIERS, formulas
 
 BUILTIN_PROMPTS = [
-    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
     "The history of the printing press begins",
     "import numpy as np\n\ndef normalize(x):\n",
     "Question: A train travels 60 miles in 1.5 hours. What is its average speed?\nAnswer:",
@@ -49,18 +49,22 @@ def load_prompts(path: str | None, n: int) -> list[str]:
     """First n prompts of a JSONL file with a "prompt" key (the shared data format), or the
     built-in ones when no file is given or found."""
     if path is None:
-        data = Path(os.environ.get("ORCH_DATA_DIR", Path(__file__).parents[1] / ".." / "shared"
-                                   / "data"))
-        path = next((str(data / f) for f in ("humaneval.jsonl", "c4_val.jsonl")
-                     if (data / f).is_file()), None)
+        data = Path(
+            os.environ.get("ORCH_DATA_DIR", Path(__file__).parents[1] / ".." / "shared" / "data")
+        )
+        path = next(
+            (str(data / f) for f in ("humaneval.jsonl", "c4_val.jsonl") if (data / f).is_file()),
+            None,
+        )
     if path is None or not Path(path).is_file():
         return (BUILTIN_PROMPTS * n)[:n]
     with open(path) as f:
         return [json.loads(line)["prompt"] for line, _ in zip(f, range(n))]
 
 
-def restrict(full: Tree, p: torch.Tensor, paths: list[list[int]], K: int, L: int
-             ) -> tuple[Tree, torch.Tensor]:
+def restrict(
+    full: Tree, p: torch.Tensor, paths: list[list[int]], K: int, L: int
+) -> tuple[Tree, torch.Tensor]:
     """The tree of the first K rollouts cut at depth L, with recounted multiplicities."""
     count: dict[int, int] = {0: 1}
     for path in paths[:K]:
@@ -73,9 +77,14 @@ def restrict(full: Tree, p: torch.Tensor, paths: list[list[int]], K: int, L: int
     idx = torch.tensor(nodes, device=full.tokens.device)
     q = full.q[idx].clone()
     q[full.depth[idx] >= L] = 0.0  # leaves of the cut tree
-    tree = Tree(tokens=full.tokens[idx], parents=torch.tensor(parents, device=idx.device),
-                depth=full.depth[idx], q=q, sampling="iid",
-                multiplicity=torch.tensor([count[n] for n in nodes], device=idx.device))
+    tree = Tree(
+        tokens=full.tokens[idx],
+        parents=torch.tensor(parents, device=idx.device),
+        depth=full.depth[idx],
+        q=q,
+        sampling="iid",
+        multiplicity=torch.tensor([count[n] for n in nodes], device=idx.device),
+    )
     return tree, p[idx]
 
 
@@ -99,7 +108,7 @@ def run(args) -> dict:
         sums = torch.zeros(len(names), args.K, args.L, dtype=torch.float64)
         per_root = []  # [roots][verifier][K][L]
         for text in prompts:
-            ids = tok.encode(text)[-args.prompt_tokens:]
+            ids = tok.encode(text)[-args.prompt_tokens :]
             target, draft = CachedModel(pair.target.model), DraftModel(pair.draft.model, w)
             committed = list(ids)
             target.extend(committed[:-1])
@@ -109,8 +118,9 @@ def run(args) -> dict:
                 mult = [1]
                 paths = grow_rollouts(builder, 0, args.K, args.L, False, gen, mult)
                 full = builder.tree("iid", multiplicity=mult)
-                logits = target.forward(full.tokens, full.position_ids(prefix)[0],
-                                        full.visibility(prefix))  # [N, V]
+                logits = target.forward(
+                    full.tokens, full.position_ids(prefix)[0], full.visibility(prefix)
+                )  # [N, V]
                 p = warp(logits, w)
                 root = torch.zeros(len(names), args.K, args.L, dtype=torch.float64)
                 for K in range(1, args.K + 1):
@@ -129,8 +139,12 @@ def run(args) -> dict:
         best = {}
         for v, name in enumerate(names):
             k, l = divmod(int(mean[v].argmax()), args.L)
-            best[name] = {"K": k + 1, "L": l + 1, "block_efficiency": float(mean[v, k, l]),
-                          "se": _se(stack[:, v, k, l])}
+            best[name] = {
+                "K": k + 1,
+                "L": l + 1,
+                "block_efficiency": float(mean[v, k, l]),
+                "se": _se(stack[:, v, k, l]),
+            }
         trav = names.index("traversal")
         others = [v for v in range(len(names)) if v != trav]
         rival = max(others, key=lambda v: float(mean[v].max()))
@@ -140,19 +154,27 @@ def run(args) -> dict:
         results[str(temperature)] = {
             "best": best,
             "grid": {name: mean[v].tolist() for v, name in enumerate(names)},
-            "traversal_minus_best_other": {"other": names[rival], "mean": float(diff.mean()),
-                                           "se": _se(diff)},
+            "traversal_minus_best_other": {
+                "other": names[rival],
+                "mean": float(diff.mean()),
+                "se": _se(diff),
+            },
             "roots": stack.shape[0],
         }
-    return {"config": {k: v for k, v in vars(args).items() if k != "out"},
-            "verifiers": names, "results": results,
-            "seconds": time.perf_counter() - start}
+    return {
+        "config": {k: v for k, v in vars(args).items() if k != "out"},
+        "verifiers": names,
+        "results": results,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def table(report: dict) -> str:
     temps = list(report["results"])
-    lines = ["| verifier | " + " | ".join(f"T={t}: best E[tau+1] (K, L)" for t in temps) + " |",
-             "|---|" + "---|" * len(temps)]
+    lines = [
+        "| verifier | " + " | ".join(f"T={t}: best E[tau+1] (K, L)" for t in temps) + " |",
+        "|---|" + "---|" * len(temps),
+    ]
     for name in report["verifiers"]:
         cells = []
         for t in temps:
@@ -161,8 +183,10 @@ def table(report: dict) -> str:
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for t in temps:
         d = report["results"][t]["traversal_minus_best_other"]
-        lines.append(f"\nT={t}: traversal - {d['other']} (paired, best configs) = "
-                     f"{d['mean']:+.3f} ± {d['se']:.3f} over {report['results'][t]['roots']} roots")
+        lines.append(
+            f"\nT={t}: traversal - {d['other']} (paired, best configs) = "
+            f"{d['mean']:+.3f} ± {d['se']:.3f} over {report['results'][t]['roots']} roots"
+        )
     return "\n".join(lines)
 
 
@@ -177,8 +201,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--roots", type=int, default=8, help="consecutive roots per prompt")
     ap.add_argument("--K", type=int, default=4, help="rollouts: K = 1..this")
     ap.add_argument("--L", type=int, default=8, help="rollout length: L = 1..this")
-    ap.add_argument("--temperatures", type=lambda s: [float(x) for x in s.split(",")],
-                    default=[0.2, 0.6, 1.0])
+    ap.add_argument(
+        "--temperatures", type=lambda s: [float(x) for x in s.split(",")], default=[0.2, 0.6, 1.0]
+    )
     ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: leave)")

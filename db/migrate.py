@@ -59,8 +59,10 @@ def migration_transaction(engine: Engine) -> Iterator[Connection]:
                 if sqlite:
                     broken = conn.exec_driver_sql("PRAGMA foreign_key_check").first()
                     if broken is not None:
-                        raise DatabaseError(f"migration left a row of table {broken[0]} "
-                                            f"without its {broken[2]} row; rolled back")
+                        raise DatabaseError(
+                            f"migration left a row of table {broken[0]} "
+                            f"without its {broken[2]} row; rolled back"
+                        )
         finally:
             if sqlite:
                 conn.connection.driver_connection.execute("PRAGMA foreign_keys = ON")
@@ -85,8 +87,7 @@ def _migrate(engine: Engine, step, revision: str, doing: str) -> str:
         return current_revision(engine) or ""
     except SQLAlchemyError as e:
         url = engine.url.render_as_string(hide_password=False)
-        raise DatabaseError(f"{doing} {redact(url)} failed: {describe_error(e, url)}") \
-            from None
+        raise DatabaseError(f"{doing} {redact(url)} failed: {describe_error(e, url)}") from None
 
 
 def ensure_schema(engine: Engine) -> None:
@@ -97,5 +98,7 @@ def ensure_schema(engine: Engine) -> None:
         upgrade(engine)
         return
     url = engine.url.render_as_string(hide_password=True)
-    raise DatabaseError(f"database {url} has schema revision {current}, this code needs {head}: "
-                        f"run `orch db upgrade`")
+    raise DatabaseError(
+        f"database {url} has schema revision {current}, this code needs {head}: "
+        f"run `orch db upgrade`"
+    )

@@ -22,8 +22,19 @@ import enum
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Enum, Float, ForeignKey, Index, Integer, \
-    String, Text, func
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Enum,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    func,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -56,8 +67,14 @@ class SweepStatus(_Status):
 def _status_type(statuses: type[_Status], constraint: str) -> Enum:
     """VARCHAR(16) holding a status value, with a CHECK constraint named `constraint` that
     allows only `statuses` (created by migration 0002); rows read back as enum members."""
-    return Enum(statuses, native_enum=False, length=16, create_constraint=True,
-                name=constraint, values_callable=lambda e: [m.value for m in e])
+    return Enum(
+        statuses,
+        native_enum=False,
+        length=16,
+        create_constraint=True,
+        name=constraint,
+        values_callable=lambda e: [m.value for m in e],
+    )
 
 
 class Base(DeclarativeBase):
@@ -71,24 +88,27 @@ class Sweep(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     description: Mapped[str] = mapped_column(Text, default="")
     spec: Mapped[dict[str, Any]]  # the normalised sweep file
-    status: Mapped[SweepStatus] = mapped_column(_status_type(SweepStatus, "ck_sweeps_status"),
-                                                default=SweepStatus.SUBMITTED)
+    status: Mapped[SweepStatus] = mapped_column(
+        _status_type(SweepStatus, "ck_sweeps_status"), default=SweepStatus.SUBMITTED
+    )
     code_version: Mapped[str] = mapped_column(String(80), default="")
     driver: Mapped[str | None] = mapped_column(String(200))  # host:pid of the running driver
     heartbeat_at: Mapped[float | None] = mapped_column(Float)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
-                                                 server_default=func.now())
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
-                                                 server_default=func.now(), onupdate=func.now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+    )
 
 
 class SweepTrial(Base):
     __tablename__ = "sweep_trials"
 
-    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id", ondelete="CASCADE"),
-                                          primary_key=True)
-    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"),
-                                          primary_key=True, index=True)
+    sweep_id: Mapped[int] = mapped_column(
+        ForeignKey("sweeps.id", ondelete="CASCADE"), primary_key=True
+    )
+    trial_id: Mapped[int] = mapped_column(
+        ForeignKey("trials.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
 
 
 class Trial(Base):
@@ -105,8 +125,9 @@ class Trial(Base):
     temperature: Mapped[float] = mapped_column(Float)
     max_new_tokens: Mapped[int] = mapped_column(Integer)
     repeat: Mapped[int] = mapped_column(Integer)
-    status: Mapped[TrialStatus] = mapped_column(_status_type(TrialStatus, "ck_trials_status"),
-                                                default=TrialStatus.PENDING, index=True)
+    status: Mapped[TrialStatus] = mapped_column(
+        _status_type(TrialStatus, "ck_trials_status"), default=TrialStatus.PENDING, index=True
+    )
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     worker_host: Mapped[str | None] = mapped_column(String(200))
     gpu_id: Mapped[str | None] = mapped_column(String(32))
@@ -116,8 +137,7 @@ class Trial(Base):
     wall_s: Mapped[float | None] = mapped_column(Float)  # trial time on the worker
     load_s: Mapped[float | None] = mapped_column(Float)  # model loading inside the trial
     code_version: Mapped[str | None] = mapped_column(String(80))  # of the worker that ran it
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
-                                                 server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 class Result(Base):
@@ -132,8 +152,7 @@ class Result(Base):
     __tablename__ = "results"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"),
-                                          unique=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"), unique=True)
     config_hash: Mapped[str] = mapped_column(String(64), unique=True)
     throughput: Mapped[float] = mapped_column(Float)  # new tokens / generation time, tok/s
     acceptance_rate: Mapped[float] = mapped_column(Float)
@@ -157,8 +176,7 @@ class Result(Base):
     prompt_tokens_mean: Mapped[float] = mapped_column(Float)
     per_prompt: Mapped[list[Any]]  # id, category, prompt_tokens, tokens, summary per prompt
     per_iteration: Mapped[list[Any]]  # per prompt: {tree_size: [...], accepted: [...], ...}
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
-                                                 server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 class ModelInfo(Base):
@@ -170,8 +188,9 @@ class ModelInfo(Base):
     vocab_size: Mapped[int | None] = mapped_column(Integer)
     layers: Mapped[int | None] = mapped_column(Integer)
     dtype: Mapped[str | None] = mapped_column(String(16))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
-                                                 server_default=func.now(), onupdate=func.now())
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+    )
 
 
 class DatasetInfo(Base):
@@ -183,12 +202,14 @@ class DatasetInfo(Base):
     categories: Mapped[int | None] = mapped_column(Integer)
     chat: Mapped[bool | None]
     sha256: Mapped[str | None] = mapped_column(String(64))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
-                                                 server_default=func.now(), onupdate=func.now())
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+    )
 
 
 # The metric columns of `results` (everything but identity, detail JSON and timestamps).
 METRIC_COLUMNS: tuple[str, ...] = tuple(
-    c.name for c in Result.__table__.columns
-    if c.name not in ("id", "trial_id", "config_hash", "per_prompt", "per_iteration",
-                      "created_at"))
+    c.name
+    for c in Result.__table__.columns
+    if c.name not in ("id", "trial_id", "config_hash", "per_prompt", "per_iteration", "created_at")
+)

@@ -70,29 +70,36 @@ def create_db_engine(url: str | None = None, check: bool = True) -> Engine:
     try:
         u = make_url(url)
     except ArgumentError:
-        raise DatabaseError("invalid database URL (expected e.g. sqlite:///orch.db or "
-                            "postgresql+psycopg://user@host:5432/db)") from None
+        raise DatabaseError(
+            "invalid database URL (expected e.g. sqlite:///orch.db or "
+            "postgresql+psycopg://user@host:5432/db)"
+        ) from None
     try:
         if u.get_backend_name() == "sqlite":
             engine = _sqlite_engine(u)
         else:
             args = {"connect_timeout": 10} if u.get_backend_name() == "postgresql" else {}
-            engine = create_engine(u, pool_pre_ping=True, pool_size=2, max_overflow=4,
-                                   connect_args=args)
+            engine = create_engine(
+                u, pool_pre_ping=True, pool_size=2, max_overflow=4, connect_args=args
+            )
     except ModuleNotFoundError as e:
-        raise DatabaseError(f"database driver {e.name!r} for {redact(url)} is not installed "
-                            f"(for Postgres: pip install 'treespec-orch[postgres]')") from None
+        raise DatabaseError(
+            f"database driver {e.name!r} for {redact(url)} is not installed "
+            f"(for Postgres: pip install 'treespec-orch[postgres]')"
+        ) from None
     except (ArgumentError, SQLAlchemyError) as e:
-        raise DatabaseError(f"cannot use database {redact(url)}: {describe_error(e, url)}") \
-            from None
+        raise DatabaseError(
+            f"cannot use database {redact(url)}: {describe_error(e, url)}"
+        ) from None
     if check:
         try:
             with engine.connect():
                 pass
         except SQLAlchemyError as e:
             engine.dispose()
-            raise DatabaseError(f"cannot connect to database {redact(url)}: "
-                                f"{describe_error(e, url)}") from None
+            raise DatabaseError(
+                f"cannot connect to database {redact(url)}: {describe_error(e, url)}"
+            ) from None
     return engine
 
 
@@ -100,10 +107,12 @@ def _sqlite_engine(u) -> Engine:
     if u.database and u.database != ":memory:":
         folder = os.path.dirname(os.path.abspath(u.database))
         if not os.path.isdir(folder):
-            raise DatabaseError(f"cannot open database {u.render_as_string()}: "
-                                f"folder {folder} does not exist")
-    engine = create_engine(u, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S,
-                                            "check_same_thread": False})
+            raise DatabaseError(
+                f"cannot open database {u.render_as_string()}: folder {folder} does not exist"
+            )
+    engine = create_engine(
+        u, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False}
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:

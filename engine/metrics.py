@@ -71,8 +71,7 @@ def _ratio(a: float, b: float) -> float:
 
 
 def _forward_s(p: Pool) -> float:
-    return p.total("prefill_s") + sum(s.draft_forward_s + s.target_forward_s
-                                      for s in p.iterations)
+    return p.total("prefill_s") + sum(s.draft_forward_s + s.target_forward_s for s in p.iterations)
 
 
 def _sum(field: str) -> Callable[[Pool], float]:
@@ -80,55 +79,106 @@ def _sum(field: str) -> Callable[[Pool], float]:
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("new_tokens", int, lambda p: p.total("new_tokens"),
-           "new tokens generated; a trial: the sum"),
-    Metric("iterations", int, lambda p: len(p.iterations),
-           "draft-verify iterations (target forwards over a tree); a trial: the sum"),
-    Metric("throughput", float, lambda p: _ratio(p.total("new_tokens"), p.total("total_s")),
-           "new tokens / wall time of the generation (prefill included), tokens/s"),
-    Metric("acceptance_rate", float, lambda p: _ratio(p.iteration_total("accepted"),
-                                                      p.iteration_total("tree_size")
-                                                      - len(p.iterations)),
-           "accepted draft tokens / drafted tokens (tree nodes below the root)"),
-    Metric("tokens_per_iteration", float,
-           lambda p: _ratio(p.total("new_tokens"), len(p.iterations)),
-           "block efficiency tau: new tokens / target forwards"),
-    Metric("mean_accepted_length", float,
-           lambda p: _ratio(p.iteration_total("accepted"), len(p.iterations)),
-           "accepted draft tokens per iteration (tau minus the bonus, up to truncation)"),
-    Metric("mean_tree_size", float,
-           lambda p: _ratio(p.iteration_total("tree_size"), len(p.iterations)),
-           "draft tree nodes per iteration, the root included"),
-    Metric("ttft_s", float, lambda p: _ratio(p.total("ttft_s"), len(p.generations)),
-           "time to first token: prefill + first iteration, s; a trial: the mean"),
-    Metric("tpot_s", float, lambda p: _ratio(p.total("total_s") - p.total("ttft_s"),
-                                             p.total("new_tokens") - len(p.generations)),
-           "time per output token after the first: (total - TTFT) / (new tokens - 1), s"),
-    Metric("total_s", float, lambda p: p.total("total_s"),
-           "wall time of the generation, s; a trial: the sum"),
+    Metric(
+        "new_tokens", int, lambda p: p.total("new_tokens"), "new tokens generated; a trial: the sum"
+    ),
+    Metric(
+        "iterations",
+        int,
+        lambda p: len(p.iterations),
+        "draft-verify iterations (target forwards over a tree); a trial: the sum",
+    ),
+    Metric(
+        "throughput",
+        float,
+        lambda p: _ratio(p.total("new_tokens"), p.total("total_s")),
+        "new tokens / wall time of the generation (prefill included), tokens/s",
+    ),
+    Metric(
+        "acceptance_rate",
+        float,
+        lambda p: _ratio(
+            p.iteration_total("accepted"), p.iteration_total("tree_size") - len(p.iterations)
+        ),
+        "accepted draft tokens / drafted tokens (tree nodes below the root)",
+    ),
+    Metric(
+        "tokens_per_iteration",
+        float,
+        lambda p: _ratio(p.total("new_tokens"), len(p.iterations)),
+        "block efficiency tau: new tokens / target forwards",
+    ),
+    Metric(
+        "mean_accepted_length",
+        float,
+        lambda p: _ratio(p.iteration_total("accepted"), len(p.iterations)),
+        "accepted draft tokens per iteration (tau minus the bonus, up to truncation)",
+    ),
+    Metric(
+        "mean_tree_size",
+        float,
+        lambda p: _ratio(p.iteration_total("tree_size"), len(p.iterations)),
+        "draft tree nodes per iteration, the root included",
+    ),
+    Metric(
+        "ttft_s",
+        float,
+        lambda p: _ratio(p.total("ttft_s"), len(p.generations)),
+        "time to first token: prefill + first iteration, s; a trial: the mean",
+    ),
+    Metric(
+        "tpot_s",
+        float,
+        lambda p: _ratio(
+            p.total("total_s") - p.total("ttft_s"), p.total("new_tokens") - len(p.generations)
+        ),
+        "time per output token after the first: (total - TTFT) / (new tokens - 1), s",
+    ),
+    Metric(
+        "total_s",
+        float,
+        lambda p: p.total("total_s"),
+        "wall time of the generation, s; a trial: the sum",
+    ),
     Metric("prefill_s", float, lambda p: p.total("prefill_s"), "prompt prefill time, s"),
     Metric("draft_s", float, _sum("draft_s"), "tree building incl. draft forwards, s"),
     Metric("target_s", float, _sum("target_s"), "target forward over the tree, s"),
     Metric("verify_s", float, _sum("verify_s"), "verification, s"),
-    Metric("bookkeeping_s", float, _sum("bookkeeping_s"),
-           "cache compaction and committing, s"),
-    Metric("forward_s", float, _forward_s,
-           "time inside model forwards (prefill, draft and target forwards), s"),
-    Metric("overhead_share", float,
-           lambda p: 1.0 - _forward_s(p) / p.total("total_s") if p.total("total_s") > 0
-           else 0.0, "share of wall time spent outside model forwards"),
-    Metric("peak_memory_bytes", int, lambda p: max(g.peak_memory_bytes for g in p.generations),
-           "peak memory (see module doc), bytes; a trial: the maximum"),
-    Metric("prompts", int, lambda p: len(p.generations), "prompts of the trial",
-           per_generation=False),
-    Metric("prompt_tokens_mean", float,
-           lambda p: sum(p.prompt_tokens) / len(p.prompt_tokens),
-           "mean prompt length of the trial, tokens", per_generation=False),
+    Metric("bookkeeping_s", float, _sum("bookkeeping_s"), "cache compaction and committing, s"),
+    Metric(
+        "forward_s",
+        float,
+        _forward_s,
+        "time inside model forwards (prefill, draft and target forwards), s",
+    ),
+    Metric(
+        "overhead_share",
+        float,
+        lambda p: 1.0 - _forward_s(p) / p.total("total_s") if p.total("total_s") > 0 else 0.0,
+        "share of wall time spent outside model forwards",
+    ),
+    Metric(
+        "peak_memory_bytes",
+        int,
+        lambda p: max(g.peak_memory_bytes for g in p.generations),
+        "peak memory (see module doc), bytes; a trial: the maximum",
+    ),
+    Metric(
+        "prompts", int, lambda p: len(p.generations), "prompts of the trial", per_generation=False
+    ),
+    Metric(
+        "prompt_tokens_mean",
+        float,
+        lambda p: sum(p.prompt_tokens) / len(p.prompt_tokens),
+        "mean prompt length of the trial, tokens",
+        per_generation=False,
+    ),
 )
 
 
-def pooled_metrics(stats: Sequence[GenerationStats], prompt_tokens: Sequence[int]
-                   ) -> dict[str, int | float]:
+def pooled_metrics(
+    stats: Sequence[GenerationStats], prompt_tokens: Sequence[int]
+) -> dict[str, int | float]:
     """Every metric of `METRICS` over a trial's generations, one per prompt of
     `prompt_tokens` tokens."""
     pool = Pool(tuple(stats), tuple(prompt_tokens))
@@ -148,14 +198,19 @@ class GenerationStats:
     def summary(self) -> dict[str, float | int | str]:
         """The method and every per-generation metric of `METRICS`."""
         pool = Pool((self,))
-        return {"method": self.method,
-                **{m.name: m.value(pool) for m in METRICS if m.per_generation}}
+        return {
+            "method": self.method,
+            **{m.name: m.value(pool) for m in METRICS if m.per_generation},
+        }
 
     def to_dict(self) -> dict:
         """Summary plus the per-iteration lists (JSON-ready)."""
         out = dict(self.summary())
-        out["per_iteration"] = {k: [getattr(s, k) for s in self.iterations]
-                                for k in asdict(self.iterations[0])} if self.iterations else {}
+        out["per_iteration"] = (
+            {k: [getattr(s, k) for s in self.iterations] for k in asdict(self.iterations[0])}
+            if self.iterations
+            else {}
+        )
         return out
 
 

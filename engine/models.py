@@ -62,8 +62,9 @@ class HFTokenizer:
     def chat_template_encode(self, text: str) -> list[int] | None:
         if not getattr(self.tok, "chat_template", None):
             return None
-        out = self.tok.apply_chat_template([{"role": "user", "content": text}],
-                                           add_generation_prompt=True, tokenize=True)
+        out = self.tok.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+        )
         return list(out["input_ids"] if hasattr(out, "keys") else out)
 
 
@@ -91,9 +92,17 @@ class Pair:
 def _tiny_config(family: str, layers: int) -> Any:
     from transformers import GPTNeoXConfig, LlamaConfig
 
-    common = dict(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=192,
-                  num_hidden_layers=layers, num_attention_heads=4, max_position_embeddings=4096,
-                  bos_token_id=BOS_ID, eos_token_id=EOS_ID, initializer_range=TINY_INIT_STD)
+    common = dict(
+        vocab_size=TINY_VOCAB,
+        hidden_size=64,
+        intermediate_size=192,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        max_position_embeddings=4096,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        initializer_range=TINY_INIT_STD,
+    )
     if family == "llama":
         return LlamaConfig(num_key_value_heads=2, tie_word_embeddings=False, **common)
     return GPTNeoXConfig(rotary_pct=0.5, use_parallel_residual=True, **common)
@@ -142,8 +151,9 @@ def resolve(name: str) -> str:
     if path.is_dir() and (path / "config.json").is_file():
         return "folder"
     known = ", ".join(list(TINY_MODELS) + real_model_names())
-    raise ConfigError(f"unknown model {name!r}: not a built-in name ({known}) "
-                      f"nor a local folder with config.json")
+    raise ConfigError(
+        f"unknown model {name!r}: not a built-in name ({known}) nor a local folder with config.json"
+    )
 
 
 def pick_device(device: str | None = None) -> torch.device:
@@ -158,8 +168,14 @@ def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.d
         return dtype
     if dtype in (None, "auto"):
         return torch.bfloat16 if device.type == "cuda" else torch.float32
-    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    table = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
     if dtype not in table:
         raise ConfigError(f"unknown dtype {dtype!r} (known: {', '.join(table)})")
     return table[dtype]
@@ -174,8 +190,9 @@ def check_attn(attn: str) -> str:
     return attn
 
 
-def load_model(name: str, device: str | None = None, dtype: str | torch.dtype | None = None,
-               attn: str = "sdpa") -> LoadedModel:
+def load_model(
+    name: str, device: str | None = None, dtype: str | torch.dtype | None = None, attn: str = "sdpa"
+) -> LoadedModel:
     """Load a model by name. attn="tree_triton" switches its attention to the Triton tree
     kernel (kernels/hf_attention.py) for tree-verification forwards, sdpa elsewhere."""
     kind = resolve(name)
@@ -209,8 +226,13 @@ def load_model(name: str, device: str | None = None, dtype: str | torch.dtype | 
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=dev, dtype=dt)
 
 
-def load_pair(target: str, draft: str, device: str | None = None,
-              dtype: str | torch.dtype | None = None, attn: str = "sdpa") -> Pair:
+def load_pair(
+    target: str,
+    draft: str,
+    device: str | None = None,
+    dtype: str | torch.dtype | None = None,
+    attn: str = "sdpa",
+) -> Pair:
     """Load a target/draft pair; both must share one vocabulary (checked). `attn` applies to
     the target, whose forward verifies the tree."""
     resolve(target), resolve(draft), check_attn(attn)  # fail before loading anything
@@ -218,6 +240,7 @@ def load_pair(target: str, draft: str, device: str | None = None,
     d = load_model(draft, device, dtype)
     tv, dv = t.model.config.vocab_size, d.model.config.vocab_size
     if t.tokenizer.vocab_size != d.tokenizer.vocab_size and tv != dv:
-        raise ConfigError(f"target {target!r} and draft {draft!r} have different vocabularies "
-                          f"({tv} vs {dv})")
+        raise ConfigError(
+            f"target {target!r} and draft {draft!r} have different vocabularies ({tv} vs {dv})"
+        )
     return Pair(target=t, draft=d)

@@ -89,8 +89,9 @@ def without_replacement_residual(probs: torch.Tensor, drawn: torch.Tensor) -> to
     return rest / mass if mass > 0 else rest
 
 
-def draws_without_replacement(probs: torch.Tensor, k: int, greedy: bool,
-                              gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def draws_without_replacement(
+    probs: torch.Tensor, k: int, greedy: bool, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The first k draws without replacement from every row of probs [n, V], in draw order, and
     their probabilities: ([n, k] long, [n, k] float, probability 0 past a row's support).
     Greedy: the tokens by decreasing probability (deterministic). Otherwise the Gumbel-top-k

@@ -10,9 +10,11 @@ distribution its children were drawn from (`q`). Conventions the stochastic veri
 - "iid": siblings carry distinct tokens; rollouts sharing a prefix are merged into one node and
   `multiplicity[i]` counts the parent's draws that produced node i (k i.i.d. rollouts give the
   root children whose multiplicities sum to k). Sibling order is free: verifiers that need a
-  draw order draw one at random in proportion to the multiplicities. The target verifies the whole tree in one forward pass
-where each node attends to the committed prefix, its ancestors and itself (the ancestor-only
-mask of SpecInfer / DDTree Sec. 3.3), at position ``prefix_len + depth``.
+  draw order draw one at random in proportion to the multiplicities.
+
+The target verifies the whole tree in one forward pass where each node attends to the
+committed prefix, its ancestors and itself (the ancestor-only mask of SpecInfer / DDTree
+Sec. 3.3), at position ``prefix_len + depth``.
 """
 
 from __future__ import annotations
@@ -64,15 +66,18 @@ class Tree:
     def __post_init__(self) -> None:
         n = self.tokens.shape[0]
         if n < 1 or self.parents.shape != (n,) or self.depth.shape != (n,):
-            raise ValueError(f"tree tensors must be [N] with N >= 1, got {self.tokens.shape}, "
-                             f"{self.parents.shape}, {self.depth.shape}")
+            raise ValueError(
+                f"tree tensors must be [N] with N >= 1, got {self.tokens.shape}, "
+                f"{self.parents.shape}, {self.depth.shape}"
+            )
         if self.sampling not in SAMPLING_MODES:
             raise ValueError(f"sampling must be one of {SAMPLING_MODES}, got {self.sampling!r}")
         if self.q is not None and self.q.shape[0] != n:
             raise ValueError(f"q must have one row per node, got {tuple(self.q.shape)} for N={n}")
         if self.multiplicity is not None and self.multiplicity.shape != (n,):
-            raise ValueError(f"multiplicity must be [N], got {tuple(self.multiplicity.shape)} "
-                             f"for N={n}")
+            raise ValueError(
+                f"multiplicity must be [N], got {tuple(self.multiplicity.shape)} for N={n}"
+            )
 
     @property
     def size(self) -> int:
@@ -98,8 +103,9 @@ class Tree:
     def visibility(self, prefix_len: int) -> torch.Tensor:
         """[N, prefix_len + N] bool: every node sees the committed prefix, its ancestors and
         itself."""
-        visible = torch.ones(self.size, prefix_len + self.size, dtype=torch.bool,
-                             device=self.parents.device)
+        visible = torch.ones(
+            self.size, prefix_len + self.size, dtype=torch.bool, device=self.parents.device
+        )
         visible[:, prefix_len:] = self.ancestors()
         return visible
 
@@ -125,9 +131,14 @@ def depth_from_parents(parents: list[int]) -> list[int]:
     return depth
 
 
-def make_tree(tokens: list[int], parents: list[int], q: torch.Tensor | None = None,
-              sampling: str = "deterministic", device: torch.device | str = "cpu",
-              multiplicity: list[int] | None = None) -> Tree:
+def make_tree(
+    tokens: list[int],
+    parents: list[int],
+    q: torch.Tensor | None = None,
+    sampling: str = "deterministic",
+    device: torch.device | str = "cpu",
+    multiplicity: list[int] | None = None,
+) -> Tree:
     """Build a Tree from Python lists, checking the topological-order contract."""
     if len(tokens) != len(parents) or not tokens:
         raise ValueError("tokens and parents must be non-empty lists of equal length")
@@ -137,7 +148,9 @@ def make_tree(tokens: list[int], parents: list[int], q: torch.Tensor | None = No
         tokens=torch.tensor(tokens, dtype=torch.long, device=device),
         parents=torch.tensor(parents, dtype=torch.long, device=device),
         depth=torch.tensor(depth_from_parents(parents), dtype=torch.long, device=device),
-        q=q, sampling=sampling,
-        multiplicity=None if multiplicity is None else torch.tensor(multiplicity, dtype=torch.long,
-                                                                     device=device),
+        q=q,
+        sampling=sampling,
+        multiplicity=None
+        if multiplicity is None
+        else torch.tensor(multiplicity, dtype=torch.long, device=device),
     )

@@ -29,7 +29,9 @@ class TreeMasks(NamedTuple):
     blocks: torch.Tensor  # [QB, W] int32, visible key block indices first, ascending
 
 
-def block_visibility(parents: torch.Tensor, block_m: int = BLOCK_M, block_n: int = BLOCK_N) -> torch.Tensor:
+def block_visibility(
+    parents: torch.Tensor, block_m: int = BLOCK_M, block_n: int = BLOCK_N
+) -> torch.Tensor:
     """BoolTensor[ceil(N / block_m), ceil(N / block_n)]: tile (qb, kb) of the tree part of
     the mask holds at least one visible (query, key) pair. The kernel computes exactly
     these tiles (prefix tiles are always visible and are not in this table)."""
@@ -50,7 +52,9 @@ def tree_masks(parents: torch.Tensor, device: torch.device | str | None = None) 
     qblocks = -(-n // BLOCK_M)
     cols = torch.zeros(n, words * BLOCK_N, dtype=torch.bool, device=device)
     cols[:, :n] = anc
-    weights = torch.ones(BLOCK_N, dtype=torch.int64, device=device) << torch.arange(BLOCK_N, device=device)
+    weights = torch.ones(BLOCK_N, dtype=torch.int64, device=device) << torch.arange(
+        BLOCK_N, device=device
+    )
     packed = (cols.view(n, words, BLOCK_N).long() * weights).sum(-1)  # [N, W] in [0, 2**32)
     bits = torch.where(packed >= 2**31, packed - 2**32, packed).to(torch.int32)  # two's complement
     rows = torch.zeros(qblocks * BLOCK_M, words, dtype=torch.bool, device=device)
@@ -69,6 +73,8 @@ def unpack_bits(bits: torch.Tensor, n: int) -> torch.Tensor:
     return unpacked.reshape(bits.shape[0], -1)[:, :n].bool()
 
 
-def visible_block_count(parents: torch.Tensor, block_m: int = BLOCK_M, block_n: int = BLOCK_N) -> int:
+def visible_block_count(
+    parents: torch.Tensor, block_m: int = BLOCK_M, block_n: int = BLOCK_N
+) -> int:
     """Number of tree tiles the kernel computes (the block count of DySpec App. C, Table 5)."""
     return int(block_visibility(parents, block_m, block_n).sum())

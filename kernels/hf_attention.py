@@ -52,7 +52,9 @@ class _ActiveTree:
         return self.masks[device]
 
 
-_ACTIVE: contextvars.ContextVar[_ActiveTree | None] = contextvars.ContextVar("tree_parents", default=None)
+_ACTIVE: contextvars.ContextVar[_ActiveTree | None] = contextvars.ContextVar(
+    "tree_parents", default=None
+)
 
 
 @contextlib.contextmanager
@@ -85,11 +87,17 @@ def tree_attention_forward(
         )
     n = query.shape[2]
     if active.parents.numel() != n:
-        raise ValueError(f"tree_parents has {active.parents.numel()} nodes but the forward has {n} query tokens")
+        raise ValueError(
+            f"tree_parents has {active.parents.numel()} nodes but the forward has {n} query tokens"
+        )
     if dropout or kwargs.get("softcap") is not None or kwargs.get("sliding_window") is not None:
-        raise NotImplementedError("tree attention supports neither dropout, softcap nor sliding windows")
+        raise NotImplementedError(
+            "tree attention supports neither dropout, softcap nor sliding windows"
+        )
     masks = active.masks_on(query.device) if kernels.uses_triton(query) else None
-    out = kernels.tree_attention(query, key, value, active.parents, scale=scaling, masks=masks)  # [B, H, N, D]
+    out = kernels.tree_attention(
+        query, key, value, active.parents, scale=scaling, masks=masks
+    )  # [B, H, N, D]
     return out.transpose(1, 2).contiguous(), None
 
 

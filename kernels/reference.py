@@ -17,7 +17,9 @@ import torch
 def check_parents(parents: torch.Tensor) -> None:
     """Raise ValueError unless ``parents`` is a 1-D integer tensor in topological order."""
     if parents.ndim != 1 or parents.dtype not in (torch.int64, torch.int32):
-        raise ValueError(f"parents must be a 1-D integer tensor, got {parents.dtype} {tuple(parents.shape)}")
+        raise ValueError(
+            f"parents must be a 1-D integer tensor, got {parents.dtype} {tuple(parents.shape)}"
+        )
     n = parents.numel()
     idx = torch.arange(n, device=parents.device)
     if n and bool(((parents < -1) | (parents >= idx)).any()):
@@ -68,7 +70,9 @@ def tree_attention_mask(parents: torch.Tensor, prefix_len: int, dtype: torch.dty
     """Additive mask [N, P + N]: 0 where visible, the dtype's minimum elsewhere."""
     anc = ancestor_matrix(parents)  # [N, N]
     n = anc.shape[0]
-    visible = torch.cat([torch.ones(n, prefix_len, dtype=torch.bool, device=anc.device), anc], dim=1)
+    visible = torch.cat(
+        [torch.ones(n, prefix_len, dtype=torch.bool, device=anc.device), anc], dim=1
+    )
     mask = torch.zeros(n, prefix_len + n, dtype=dtype, device=anc.device)  # [N, P + N]
     return mask.masked_fill(~visible, torch.finfo(dtype).min)
 

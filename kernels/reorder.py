@@ -20,7 +20,8 @@ from kernels.reference import check_parents, node_depths
 
 
 def inverse_permutation(perm: torch.Tensor) -> torch.Tensor:
-    """inv with ``inv[perm[i]] = i``; maps reordered outputs back: ``out = out_new[..., inv, :]``."""
+    """inv with ``inv[perm[i]] = i``; maps reordered outputs back:
+    ``out = out_new[..., inv, :]``."""
     inv = torch.empty_like(perm)
     inv[perm] = torch.arange(perm.numel(), device=perm.device, dtype=perm.dtype)
     return inv

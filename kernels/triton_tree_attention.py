@@ -42,7 +42,9 @@ def _dot(a, b, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
 
 
 @triton.jit
-def _attend_block(q, k, v, visible, m_i, l_i, acc, qk_scale, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
+def _attend_block(
+    q, k, v, visible, m_i, l_i, acc, qk_scale, PRECISION: tl.constexpr, UPCAST: tl.constexpr
+):
     # One online-softmax (FlashAttention) step over a block of BK keys, in base 2.
     # q: [BM, D]; k: [D, BK]; v: [BK, D]; visible: [BM, BK] or [1, BK];
     # m_i, l_i: [BM] running max and sum; acc: [BM, D] unnormalised output.
@@ -58,14 +60,37 @@ def _attend_block(q, k, v, visible, m_i, l_i, acc, qk_scale, PRECISION: tl.const
 
 @triton.jit
 def _tree_attention_fwd(
-    Q, K, V, O, BITS, COUNTS, BLOCKS,
+    Q,
+    K,
+    V,
+    O,
+    BITS,
+    COUNTS,
+    BLOCKS,
     qk_scale,  # softmax scale * log2(e): the kernel works in base 2
-    s_qb, s_qh, s_qn, s_qd,
-    s_kb, s_kh, s_kn, s_kd,
-    s_vb, s_vh, s_vn, s_vd,
-    s_ob, s_oh, s_on, s_od,
-    H, N, P, GROUP, WORDS,
-    N_POW2, P_POW2,  # next powers of two of N and P: the autotuning key, unused in the body
+    s_qb,
+    s_qh,
+    s_qn,
+    s_qd,
+    s_kb,
+    s_kh,
+    s_kn,
+    s_kd,
+    s_vb,
+    s_vh,
+    s_vn,
+    s_vd,
+    s_ob,
+    s_oh,
+    s_on,
+    s_od,
+    H,
+    N,
+    P,
+    GROUP,
+    WORDS,
+    N_POW2,
+    P_POW2,  # next powers of two of N and P: the autotuning key, unused in the body
     HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -96,9 +121,19 @@ def _tree_attention_fwd(
     for start in range(0, P, PREFIX_BLOCK):
         offs_n = start + tl.arange(0, PREFIX_BLOCK)  # [BP]
         col_ok = offs_n < P
-        k = tl.load(k_base + offs_n[None, :] * s_kn + offs_d[:, None] * s_kd, mask=col_ok[None, :], other=0.0)
-        v = tl.load(v_base + offs_n[:, None] * s_vn + offs_d[None, :] * s_vd, mask=col_ok[:, None], other=0.0)
-        m_i, l_i, acc = _attend_block(q, k, v, col_ok[None, :], m_i, l_i, acc, qk_scale, PRECISION, UPCAST)
+        k = tl.load(
+            k_base + offs_n[None, :] * s_kn + offs_d[:, None] * s_kd,
+            mask=col_ok[None, :],
+            other=0.0,
+        )
+        v = tl.load(
+            v_base + offs_n[:, None] * s_vn + offs_d[None, :] * s_vd,
+            mask=col_ok[:, None],
+            other=0.0,
+        )
+        m_i, l_i, acc = _attend_block(
+            q, k, v, col_ok[None, :], m_i, l_i, acc, qk_scale, PRECISION, UPCAST
+        )
 
     # Tree: only the key blocks listed for this query block; masked by ancestor bits.
     count = tl.load(COUNTS + qblock)
@@ -107,8 +142,16 @@ def _tree_attention_fwd(
         kblock = tl.load(BLOCKS + qblock * WORDS + i)
         offs_n = kblock * BLOCK_N + bit  # [BN] tree node indices
         col_ok = offs_n < N
-        k = tl.load(k_base + (P + offs_n)[None, :] * s_kn + offs_d[:, None] * s_kd, mask=col_ok[None, :], other=0.0)
-        v = tl.load(v_base + (P + offs_n)[:, None] * s_vn + offs_d[None, :] * s_vd, mask=col_ok[:, None], other=0.0)
+        k = tl.load(
+            k_base + (P + offs_n)[None, :] * s_kn + offs_d[:, None] * s_kd,
+            mask=col_ok[None, :],
+            other=0.0,
+        )
+        v = tl.load(
+            v_base + (P + offs_n)[:, None] * s_vn + offs_d[None, :] * s_vd,
+            mask=col_ok[:, None],
+            other=0.0,
+        )
         word = tl.load(BITS + offs_m * WORDS + kblock, mask=row_ok, other=0)  # [BM] int32
         visible = ((word[:, None] >> bit[None, :]) & 1) != 0  # [BM, BN]
         m_i, l_i, acc = _attend_block(q, k, v, visible, m_i, l_i, acc, qk_scale, PRECISION, UPCAST)
@@ -120,7 +163,8 @@ def _tree_attention_fwd(
 
 
 def is_interpreted() -> bool:
-    """True when the kernel was built for the Triton CPU interpreter (TRITON_INTERPRET=1 at import)."""
+    """True when the kernel was built for the Triton CPU interpreter (TRITON_INTERPRET=1 at
+    import)."""
     return type(_tree_attention_fwd).__name__ == "InterpretedFunction"
 
 
@@ -166,11 +210,18 @@ def tree_attention(
     b, h, n, d = q.shape
     hkv, total = k.shape[1], k.shape[2]
     if d not in HEAD_DIMS or k.shape[-1] != d or v.shape != k.shape:
-        raise ValueError(f"head dim must be one of {HEAD_DIMS} and k, v alike; got q {q.shape}, k {k.shape}, v {v.shape}")
+        raise ValueError(
+            f"head dim must be one of {HEAD_DIMS} and k, v alike; got q {q.shape}, "
+            f"k {k.shape}, v {v.shape}"
+        )
     if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise ValueError(f"dtypes must match and be one of {DTYPES}; got {q.dtype}, {k.dtype}, {v.dtype}")
+        raise ValueError(
+            f"dtypes must match and be one of {DTYPES}; got {q.dtype}, {k.dtype}, {v.dtype}"
+        )
     if h % hkv or k.shape[0] != b:
-        raise ValueError(f"query heads {h} must be a multiple of key/value heads {hkv}, batches equal")
+        raise ValueError(
+            f"query heads {h} must be a multiple of key/value heads {hkv}, batches equal"
+        )
     if parents.numel() != n or total < n:
         raise ValueError(f"parents has {parents.numel()} nodes, q has {n}, keys {total}")
     out = torch.empty_like(q)  # [B, H, N, D]
@@ -181,12 +232,28 @@ def tree_attention(
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     grid = (triton.cdiv(n, BLOCK_M), b * h)
     _tuned_fwd[grid](
-        q, k, v, out, masks.bits, masks.counts, masks.blocks,
+        q,
+        k,
+        v,
+        out,
+        masks.bits,
+        masks.counts,
+        masks.blocks,
         scale * math.log2(math.e),
-        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        h, n, total - n, h // hkv, masks.bits.shape[1],
-        triton.next_power_of_2(n), triton.next_power_of_2(total - n),
-        HEAD_DIM=d, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        *out.stride(),
+        h,
+        n,
+        total - n,
+        h // hkv,
+        masks.bits.shape[1],
+        triton.next_power_of_2(n),
+        triton.next_power_of_2(total - n),
+        HEAD_DIM=d,
+        BLOCK_M=BLOCK_M,
+        BLOCK_N=BLOCK_N,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST=q.dtype == torch.bfloat16 and is_interpreted(),
     )

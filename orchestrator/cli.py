@@ -50,28 +50,58 @@ def _parse_prompt_ids(text: str) -> list[int]:
 
 
 @main.command()
-@click.option("--target", default=DEFAULT_PAIR[0], show_default=True,
-              help="target model name or folder")
-@click.option("--draft", default=DEFAULT_PAIR[1], show_default=True,
-              help="draft model name or folder")
+@click.option(
+    "--target", default=DEFAULT_PAIR[0], show_default=True, help="target model name or folder"
+)
+@click.option(
+    "--draft", default=DEFAULT_PAIR[1], show_default=True, help="draft model name or folder"
+)
 @click.option("--method", default="linear", show_default=True)
-@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
-              help="method parameter, repeatable (verifier=NAME picks the verifier)")
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="method parameter, repeatable (verifier=NAME picks the verifier)",
+)
 @click.option("--prompt", default=None, help="prompt text")
 @click.option("--prompt-ids", default=None, help="prompt token ids, comma-separated")
 @click.option("--chat/--no-chat", default=False, help="wrap the prompt in the chat template")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=64, show_default=True)
 @click.option("--temperature", type=click.FloatRange(min=0.0), default=0.0, show_default=True)
-@click.option("--top-p", type=click.FloatRange(min=0.0, max=1.0, min_open=True), default=1.0,
-              show_default=True)
+@click.option(
+    "--top-p",
+    type=click.FloatRange(min=0.0, max=1.0, min_open=True),
+    default=1.0,
+    show_default=True,
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--dtype", default="auto", show_default=True)
-@click.option("--attn", default="sdpa", show_default=True,
-              help="target attention: sdpa, eager, or tree_triton (Triton tree kernel)")
+@click.option(
+    "--attn",
+    default="sdpa",
+    show_default=True,
+    help="target attention: sdpa, eager, or tree_triton (Triton tree kernel)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print tokens, text and stats as JSON")
-def generate(target, draft, method, params, prompt, prompt_ids, chat, max_new_tokens,
-             temperature, top_p, seed, device, dtype, attn, as_json) -> None:
+def generate(
+    target,
+    draft,
+    method,
+    params,
+    prompt,
+    prompt_ids,
+    chat,
+    max_new_tokens,
+    temperature,
+    top_p,
+    seed,
+    device,
+    dtype,
+    attn,
+    as_json,
+) -> None:
     """Run one generation with one method and print the result."""
     from engine.decode import generate as run
     from engine.methods import method_params, resolve_method
@@ -89,14 +119,26 @@ def generate(target, draft, method, params, prompt, prompt_ids, chat, max_new_to
     g = run(pair, ids, m, max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
     text = tok.decode(g.tokens)
     if as_json:
-        click.echo(json.dumps({"method": m.name, "params": method_params(m), "tokens": g.tokens,
-                               "text": text, "stats": g.stats.to_dict()}))
+        click.echo(
+            json.dumps(
+                {
+                    "method": m.name,
+                    "params": method_params(m),
+                    "tokens": g.tokens,
+                    "text": text,
+                    "stats": g.stats.to_dict(),
+                }
+            )
+        )
         return
     s = g.stats.summary()
     click.echo(text)
-    click.echo(f"[{m.name}] {s['new_tokens']} tokens in {s['total_s']:.2f}s "
-               f"({s['throughput']:.2f} tok/s), {s['tokens_per_iteration']:.2f} tokens/iteration, "
-               f"acceptance {s['acceptance_rate']:.3f}", err=True)
+    click.echo(
+        f"[{m.name}] {s['new_tokens']} tokens in {s['total_s']:.2f}s "
+        f"({s['throughput']:.2f} tok/s), {s['tokens_per_iteration']:.2f} tokens/iteration, "
+        f"acceptance {s['acceptance_rate']:.3f}",
+        err=True,
+    )
 
 
 def _register() -> None:
@@ -104,8 +146,7 @@ def _register() -> None:
     from orchestrator.cli_report import compare, export, plot, query
     from orchestrator.cli_sweep import cancel, db, resume, status, submit
 
-    for cmd in (submit, status, query, compare, export, plot, cancel, resume, db, models,
-                datasets):
+    for cmd in (submit, status, query, compare, export, plot, cancel, resume, db, models, datasets):
         main.add_command(cmd)
 
 

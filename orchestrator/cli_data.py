@@ -13,12 +13,17 @@ import json
 import click
 
 from engine.datasets import DATASETS, DatasetError, dataset_info, load_prompts
+from engine.fetch import FetchError, UnknownModelError, fetch_model, known_models, model_info
 from engine.model_names import TINY_MODELS
-from engine.fetch import FetchError, UnknownModelError, fetch_model, \
-    known_models, model_info
 
-_FORMAT = click.option("--format", "fmt", type=click.Choice(["table", "json"]),
-                       default="table", show_default=True, help="Output format.")
+_FORMAT = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
 
 
 def _fail(message: str, code: int) -> None:
@@ -57,8 +62,10 @@ def models_list(fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(rows))
         return
-    shown = [{**r, "present": "yes" if r["present"] else "no", "size": _size(r["size_bytes"])}
-             for r in rows]
+    shown = [
+        {**r, "present": "yes" if r["present"] else "no", "size": _size(r["size_bytes"])}
+        for r in rows
+    ]
     click.echo(_table(shown, ["name", "kind", "role", "present", "size", "dtype"]))
 
 
@@ -74,8 +81,7 @@ def models_fetch(name: str, keep_gguf: bool) -> None:
         click.echo(f"{name} is built in; nothing to fetch", err=True)
         return
     try:
-        path = fetch_model(name, log=lambda line: click.echo(line, err=True),
-                           keep_gguf=keep_gguf)
+        path = fetch_model(name, log=lambda line: click.echo(line, err=True), keep_gguf=keep_gguf)
     except UnknownModelError as exc:
         _fail(str(exc), 2)
     except FetchError as exc:
@@ -111,8 +117,10 @@ def datasets_show(name: str, n: int, category: str | None, fmt: str) -> None:
         prompts = load_prompts(name, n=n, category=category)
     except DatasetError as exc:
         _fail(str(exc), 2)
-    rows = [{"id": p.id, "category": p.category, "text": p.text, "reference": p.reference}
-            for p in prompts]
+    rows = [
+        {"id": p.id, "category": p.category, "text": p.text, "reference": p.reference}
+        for p in prompts
+    ]
     if fmt == "json":
         click.echo(json.dumps(rows))
         return

@@ -17,22 +17,29 @@ def _frame(db_url, sweep, details=False):
 
 
 @click.command()
-@click.option("--best-by", required=True, metavar="METRIC",
-              help="throughput, speedup, acceptance_rate, tokens_per_iteration, "
-                   "mean_accepted_length, ttft_s, tpot_s, total_s, peak_memory_bytes, ...")
+@click.option(
+    "--best-by",
+    required=True,
+    metavar="METRIC",
+    help="throughput, speedup, acceptance_rate, tokens_per_iteration, "
+    "mean_accepted_length, ttft_s, tpot_s, total_s, peak_memory_bytes, ...",
+)
 @where_option
 @sweep_option
-@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
-              help="rows to show (0: all)")
+@click.option(
+    "--top", type=click.IntRange(min=0), default=20, show_default=True, help="rows to show (0: all)"
+)
 @db_option
 @format_option
 def query(best_by, where, sweep, top, db_url, fmt) -> None:
     """Configs ranked by a metric (mean over repeats), grouped by method and config."""
-    from orchestrator.report import BEST_BY, QueryError, query as run, render
+    from orchestrator.report import BEST_BY, QueryError, render
+    from orchestrator.report import query as run
 
     if best_by not in BEST_BY:  # before touching the database
-        raise QueryError(f"metric {best_by!r} is not allowed for --best-by "
-                         f"(allowed: {', '.join(BEST_BY)})")
+        raise QueryError(
+            f"metric {best_by!r} is not allowed for --best-by (allowed: {', '.join(BEST_BY)})"
+        )
     click.echo(render(run(_frame(db_url, sweep), best_by, where, top or None), fmt))
 
 
@@ -44,15 +51,21 @@ def query(best_by, where, sweep, top, db_url, fmt) -> None:
 def compare(where, sweep, db_url, fmt) -> None:
     """Methods x pairs: speedup of each method's best config over autoregressive decoding
     with the same pair, dataset and settings."""
-    from orchestrator.report import compare as run, compare_table, render
+    from orchestrator.report import compare as run
+    from orchestrator.report import compare_table, render
 
     best = run(_frame(db_url, sweep), where)
     click.echo(render(compare_table(best) if fmt == "table" else best, fmt))
 
 
 @click.command()
-@click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"]), default="csv",
-              show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "json", "parquet"]),
+    default="csv",
+    show_default=True,
+)
 @click.option("-o", "--output", default=None, metavar="FILE", help="default: stdout")
 @click.option("--details", is_flag=True, help="include per-prompt and per-iteration JSON")
 @where_option
@@ -69,8 +82,7 @@ def export(fmt, output, details, where, sweep, db_url) -> None:
 
 
 @click.command()
-@click.option("-o", "--output", "out_dir", default="plots", show_default=True,
-              metavar="DIR")
+@click.option("-o", "--output", "out_dir", default="plots", show_default=True, metavar="DIR")
 @where_option
 @sweep_option
 @db_option

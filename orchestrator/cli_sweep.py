@@ -11,23 +11,45 @@ from orchestrator.cli_options import db_option, format_option
 
 
 def _run_options(f):
-    for opt in reversed([
-        click.option("--executor", type=click.Choice(["ray", "local"]), default="ray",
-                     show_default=True, help="ray: one actor per GPU (or CPU slot); "
-                     "local: in this process"),
-        click.option("--address", default=None, metavar="ADDR",
-                     help="Ray cluster to connect to (e.g. auto); default: start a local Ray"),
-        click.option("--actors", type=click.IntRange(min=1), default=None,
-                     help="number of Ray actors (default: one per GPU, else per CPU)"),
-        click.option("--accelerator", type=click.Choice(["auto", "gpu", "cpu"]), default="auto",
-                     show_default=True, help="Ray actors per GPU or per CPU (auto: GPU when "
-                     "the cluster has GPUs)"),
-        click.option("--retry-failed", is_flag=True, help="run failed trials again too"),
-        click.option("--force", is_flag=True,
-                     help="take over a sweep whose driver still looks alive"),
-        click.option("--progress/--no-progress", default=None,
-                     help="progress bar on stderr (default: when stderr is a terminal)"),
-    ]):
+    for opt in reversed(
+        [
+            click.option(
+                "--executor",
+                type=click.Choice(["ray", "local"]),
+                default="ray",
+                show_default=True,
+                help="ray: one actor per GPU (or CPU slot); local: in this process",
+            ),
+            click.option(
+                "--address",
+                default=None,
+                metavar="ADDR",
+                help="Ray cluster to connect to (e.g. auto); default: start a local Ray",
+            ),
+            click.option(
+                "--actors",
+                type=click.IntRange(min=1),
+                default=None,
+                help="number of Ray actors (default: one per GPU, else per CPU)",
+            ),
+            click.option(
+                "--accelerator",
+                type=click.Choice(["auto", "gpu", "cpu"]),
+                default="auto",
+                show_default=True,
+                help="Ray actors per GPU or per CPU (auto: GPU when the cluster has GPUs)",
+            ),
+            click.option("--retry-failed", is_flag=True, help="run failed trials again too"),
+            click.option(
+                "--force", is_flag=True, help="take over a sweep whose driver still looks alive"
+            ),
+            click.option(
+                "--progress/--no-progress",
+                default=None,
+                help="progress bar on stderr (default: when stderr is a terminal)",
+            ),
+        ]
+    ):
         f = opt(f)
     return f
 
@@ -35,9 +57,15 @@ def _run_options(f):
 def _options(executor, address, actors, accelerator, retry_failed, force, progress):
     from orchestrator.runner import RunOptions
 
-    return RunOptions(executor=executor, address=address, actors=actors,
-                      accelerator=accelerator, retry_failed=retry_failed, force=force,
-                      progress=progress)
+    return RunOptions(
+        executor=executor,
+        address=address,
+        actors=actors,
+        accelerator=accelerator,
+        retry_failed=retry_failed,
+        force=force,
+        progress=progress,
+    )
 
 
 def _finish(run) -> None:
@@ -49,8 +77,10 @@ def _finish(run) -> None:
     except Interrupted as e:
         click.echo(str(e), err=True)
         sys.exit(130)
-    click.echo(f"sweep {s.sweep!r}: {s.total} trials; ran {s.ran} ({s.done} done, {s.failed} "
-               f"failed, {s.retried} retried) in {s.wall_s:.1f}s; status {s.status}")
+    click.echo(
+        f"sweep {s.sweep!r}: {s.total} trials; ran {s.ran} ({s.done} done, {s.failed} "
+        f"failed, {s.retried} retried) in {s.wall_s:.1f}s; status {s.status}"
+    )
 
 
 @click.command()
@@ -102,8 +132,7 @@ def status(sweep, db_url, fmt) -> None:
     if sweep and fmt == "table":
         import pandas as pd
 
-        rows = store.trials(store.sweep(sweep)["id"],
-                            (TrialStatus.RUNNING, TrialStatus.FAILED))
+        rows = store.trials(store.sweep(sweep)["id"], (TrialStatus.RUNNING, TrialStatus.FAILED))
         if rows:
             click.echo("")
             click.echo(render(pd.DataFrame(rows), fmt))

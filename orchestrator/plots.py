@@ -40,15 +40,22 @@ def make_plots(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     if best is not None and not best.empty:
         files.append(_bars(plt, best, out))
     if not files:
-        raise QueryError("nothing to plot: no trial has an autoregressive baseline with the "
-                         "same pair, dataset, sampling and max_new_tokens")
+        raise QueryError(
+            "nothing to plot: no trial has an autoregressive baseline with the "
+            "same pair, dataset, sampling and max_new_tokens"
+        )
     return files
 
 
 def _axes(g: pd.DataFrame) -> list[str]:
     cols = [c for c in g.columns if c.startswith("param.")] + ["max_new_tokens", "temperature"]
-    return [c for c in cols if g[c].notna().any() and g[c].nunique(dropna=True) > 1
-            and pd.to_numeric(g[c], errors="coerce").notna().all()]
+    return [
+        c
+        for c in cols
+        if g[c].notna().any()
+        and g[c].nunique(dropna=True) > 1
+        and pd.to_numeric(g[c], errors="coerce").notna().all()
+    ]
 
 
 def _speedup_vs(plt, g: pd.DataFrame, method: str, axis: str, out: Path) -> Path:
@@ -59,9 +66,15 @@ def _speedup_vs(plt, g: pd.DataFrame, method: str, axis: str, out: Path) -> Path
     for pair, p in per_config.groupby("pair", sort=False):
         mean = p.groupby(axis)["speedup"].mean()
         best = p.groupby(axis)["speedup"].max()
-        line, = ax.plot(mean.index, mean.values, marker="o", label=f"{pair} (mean)")
-        ax.plot(best.index, best.values, marker="^", linestyle="--", color=line.get_color(),
-                label=f"{pair} (best)")
+        (line,) = ax.plot(mean.index, mean.values, marker="o", label=f"{pair} (mean)")
+        ax.plot(
+            best.index,
+            best.values,
+            marker="^",
+            linestyle="--",
+            color=line.get_color(),
+            label=f"{pair} (best)",
+        )
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xlabel(name)
     ax.set_ylabel(f"speedup over {BASELINE}")

@@ -66,8 +66,10 @@ class TrialConfig:
 
     def label(self) -> str:
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
-        return (f"{self.method}[{params}] {self.target}/{self.draft} {self.dataset} "
-                f"n={self.max_new_tokens} r={self.repeat}")
+        return (
+            f"{self.method}[{params}] {self.target}/{self.draft} {self.dataset} "
+            f"n={self.max_new_tokens} r={self.repeat}"
+        )
 
 
 # The trial's metrics, each stored as a result column: engine.metrics.METRICS, by name.

@@ -22,12 +22,33 @@ from orchestrator.store import Store, StoreError
 
 BASELINE = "autoregressive"
 # --best-by whitelist: metric -> True when larger is better
-BEST_BY = {"throughput": True, "speedup": True, "acceptance_rate": True,
-           "tokens_per_iteration": True, "mean_accepted_length": True, "ttft_s": False,
-           "tpot_s": False, "total_s": False, "peak_memory_bytes": False,
-           "overhead_share": False, "mean_tree_size": False}
-SETTINGS = ["target", "draft", "dataset", "prompts", "category", "prompt_tokens", "chat",
-            "temperature", "top_p", "max_new_tokens", "device", "dtype"]
+BEST_BY = {
+    "throughput": True,
+    "speedup": True,
+    "acceptance_rate": True,
+    "tokens_per_iteration": True,
+    "mean_accepted_length": True,
+    "ttft_s": False,
+    "tpot_s": False,
+    "total_s": False,
+    "peak_memory_bytes": False,
+    "overhead_share": False,
+    "mean_tree_size": False,
+}
+SETTINGS = [
+    "target",
+    "draft",
+    "dataset",
+    "prompts",
+    "category",
+    "prompt_tokens",
+    "chat",
+    "temperature",
+    "top_p",
+    "max_new_tokens",
+    "device",
+    "dtype",
+]
 CONFIG_KEY = SETTINGS + ["method", "params"]
 _WHERE = re.compile(r"^\s*([\w.]+)\s*(==|=|!=|>=|<=|>|<)\s*(.*?)\s*$")
 
@@ -38,27 +59,41 @@ class QueryError(ConfigError):
 
 def load_frame(store: Store, sweep: str | None = None, details: bool = False) -> pd.DataFrame:
     """Every finished trial (of `sweep` when given) with config, placement and metrics."""
-    cols = [Trial.id, Trial.config_hash, Trial.config, Trial.attempts, Trial.worker_host,
-            Trial.gpu_id, Trial.wall_s, Trial.load_s, Trial.code_version,
-            *[getattr(Result, m) for m in METRIC_COLUMNS]]
+    cols = [
+        Trial.id,
+        Trial.config_hash,
+        Trial.config,
+        Trial.attempts,
+        Trial.worker_host,
+        Trial.gpu_id,
+        Trial.wall_s,
+        Trial.load_s,
+        Trial.code_version,
+        *[getattr(Result, m) for m in METRIC_COLUMNS],
+    ]
     if details:
         cols += [Result.per_prompt, Result.per_iteration]
     q = select(*cols).join(Result, Result.trial_id == Trial.id).order_by(Trial.id)
     if sweep:
         store.sweep(sweep)  # StoreError when unknown
-        q = q.where(Trial.id.in_(select(SweepTrial.trial_id).join(Sweep).where(
-            Sweep.name == sweep)))
+        q = q.where(
+            Trial.id.in_(select(SweepTrial.trial_id).join(Sweep).where(Sweep.name == sweep))
+        )
     with store.Session() as s:
         rows = s.execute(q).mappings().all()
     records = []
     for r in rows:
         cfg = dict(r["config"])
         params = cfg.pop("params")
-        rec = {"trial_id": r["id"], "config_hash": r["config_hash"], **cfg,
-               "pair": f"{cfg['target']}/{cfg['draft']}",
-               "params": ",".join(f"{k}={v}" for k, v in sorted(params.items())),
-               **{f"param.{k}": v for k, v in params.items()},
-               **{k: r[k] for k in r.keys() if k not in ("id", "config_hash", "config")}}
+        rec = {
+            "trial_id": r["id"],
+            "config_hash": r["config_hash"],
+            **cfg,
+            "pair": f"{cfg['target']}/{cfg['draft']}",
+            "params": ",".join(f"{k}={v}" for k, v in sorted(params.items())),
+            **{f"param.{k}": v for k, v in params.items()},
+            **{k: r[k] for k in r.keys() if k not in ("id", "config_hash", "config")},
+        }
         records.append(rec)
     df = pd.DataFrame.from_records(records)
     if df.empty:
@@ -79,8 +114,7 @@ def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
 
 def settings_key(df: pd.DataFrame) -> pd.Series:
     """One hashable key per row over SETTINGS (None and NaN alike)."""
-    return df[SETTINGS].apply(lambda r: json.dumps([_plain(v) for v in r], default=str),
-                              axis=1)
+    return df[SETTINGS].apply(lambda r: json.dumps([_plain(v) for v in r], default=str), axis=1)
 
 
 def apply_where(df: pd.DataFrame, where: tuple[str, ...] | list[str]) -> pd.DataFrame:
@@ -88,14 +122,18 @@ def apply_where(df: pd.DataFrame, where: tuple[str, ...] | list[str]) -> pd.Data
     for expr in where:
         m = _WHERE.match(expr)
         if not m:
-            raise QueryError(f"--where expects COLUMN OP VALUE with OP one of = != < <= > >=, "
-                             f"got {expr!r}")
+            raise QueryError(
+                f"--where expects COLUMN OP VALUE with OP one of = != < <= > >=, got {expr!r}"
+            )
         col, op, value = m.groups()
         if col not in df.columns and f"param.{col}" in df.columns:
             col = f"param.{col}"
         if col not in df.columns:
-            known = sorted(c.removeprefix("param.") for c in df.columns
-                           if c not in ("per_prompt", "per_iteration"))
+            known = sorted(
+                c.removeprefix("param.")
+                for c in df.columns
+                if c not in ("per_prompt", "per_iteration")
+            )
             raise QueryError(f"unknown --where column {col!r} (known: {', '.join(known)})")
         series = df[col]
         numeric = pd.to_numeric(series, errors="coerce")
@@ -109,30 +147,58 @@ def apply_where(df: pd.DataFrame, where: tuple[str, ...] | list[str]) -> pd.Data
             lhs, rhs = series.astype(str), value
         else:
             raise QueryError(f"--where {expr!r}: {op} needs a number")
-        mask = {"=": lhs == rhs, "==": lhs == rhs, "!=": lhs != rhs, ">": lhs > rhs,
-                ">=": lhs >= rhs, "<": lhs < rhs, "<=": lhs <= rhs}[op]
+        mask = {
+            "=": lhs == rhs,
+            "==": lhs == rhs,
+            "!=": lhs != rhs,
+            ">": lhs > rhs,
+            ">=": lhs >= rhs,
+            "<": lhs < rhs,
+            "<=": lhs <= rhs,
+        }[op]
         df = df[mask]
     return df
 
 
-def query(df: pd.DataFrame, best_by: str, where: tuple[str, ...] = (),
-          top: int | None = 20) -> pd.DataFrame:
+def query(
+    df: pd.DataFrame, best_by: str, where: tuple[str, ...] = (), top: int | None = 20
+) -> pd.DataFrame:
     """Configs (grouped over repeats) ranked by the mean of `best_by`."""
     if best_by not in BEST_BY:
-        raise QueryError(f"metric {best_by!r} is not allowed for --best-by "
-                         f"(allowed: {', '.join(BEST_BY)})")
+        raise QueryError(
+            f"metric {best_by!r} is not allowed for --best-by (allowed: {', '.join(BEST_BY)})"
+        )
     df = apply_where(df, where)
     if df.empty:
         raise QueryError("no finished trials match the --where filters")
-    extra = [m for m in ("throughput", "speedup", "acceptance_rate", "tokens_per_iteration")
-             if m != best_by]
+    extra = [
+        m
+        for m in ("throughput", "speedup", "acceptance_rate", "tokens_per_iteration")
+        if m != best_by
+    ]
     g = df.groupby(CONFIG_KEY, dropna=False, sort=False)
-    out = g.agg(repeats=(best_by, "size"), **{best_by: (best_by, "mean")},
-                **{f"{best_by}_std": (best_by, "std")}, **{m: (m, "mean") for m in extra})
-    out = out.reset_index().sort_values(best_by, ascending=not BEST_BY[best_by],
-                                        na_position="last", kind="stable")
-    cols = ["method", "params", "target", "draft", "dataset", "temperature", "max_new_tokens",
-            "repeats", best_by, f"{best_by}_std", *extra]
+    out = g.agg(
+        repeats=(best_by, "size"),
+        **{best_by: (best_by, "mean")},
+        **{f"{best_by}_std": (best_by, "std")},
+        **{m: (m, "mean") for m in extra},
+    )
+    out = out.reset_index().sort_values(
+        best_by, ascending=not BEST_BY[best_by], na_position="last", kind="stable"
+    )
+    cols = [
+        "method",
+        "params",
+        "target",
+        "draft",
+        "dataset",
+        "temperature",
+        "max_new_tokens",
+        "repeats",
+        best_by,
+        f"{best_by}_std",
+        *extra,
+    ]
     out = out[cols]
     return out.head(top) if top else out
 
@@ -142,30 +208,57 @@ def compare(df: pd.DataFrame, where: tuple[str, ...] = ()) -> pd.DataFrame:
     df = apply_where(df, where)
     df = df[df["speedup"].notna()]
     if df.empty:
-        raise QueryError("no trial has an autoregressive baseline with the same pair, dataset, "
-                         "sampling and max_new_tokens; add `- name: autoregressive` to the sweep")
-    g = df.groupby(CONFIG_KEY, dropna=False, sort=False).agg(
-        speedup=("speedup", "mean"), throughput=("throughput", "mean"),
-        ar_throughput=("ar_throughput", "mean"),
-        tokens_per_iteration=("tokens_per_iteration", "mean"),
-        acceptance_rate=("acceptance_rate", "mean"), repeats=("speedup", "size")).reset_index()
+        raise QueryError(
+            "no trial has an autoregressive baseline with the same pair, dataset, "
+            "sampling and max_new_tokens; add `- name: autoregressive` to the sweep"
+        )
+    g = (
+        df.groupby(CONFIG_KEY, dropna=False, sort=False)
+        .agg(
+            speedup=("speedup", "mean"),
+            throughput=("throughput", "mean"),
+            ar_throughput=("ar_throughput", "mean"),
+            tokens_per_iteration=("tokens_per_iteration", "mean"),
+            acceptance_rate=("acceptance_rate", "mean"),
+            repeats=("speedup", "size"),
+        )
+        .reset_index()
+    )
     g["pair"] = g["target"] + "/" + g["draft"]
-    best = g.sort_values("speedup", ascending=False, kind="stable").groupby(
-        SETTINGS + ["method"], dropna=False, sort=False).head(1)
+    best = (
+        g.sort_values("speedup", ascending=False, kind="stable")
+        .groupby(SETTINGS + ["method"], dropna=False, sort=False)
+        .head(1)
+    )
     order = {m: i for i, m in enumerate(dict.fromkeys([BASELINE, *df["method"]]))}
     best = best.assign(_o=best["method"].map(order)).sort_values(["_o", "pair"], kind="stable")
-    return best[["method", "pair", "dataset", "temperature", "max_new_tokens", "speedup",
-                 "throughput", "ar_throughput", "tokens_per_iteration", "acceptance_rate",
-                 "params", "repeats"]].reset_index(drop=True)
+    return best[
+        [
+            "method",
+            "pair",
+            "dataset",
+            "temperature",
+            "max_new_tokens",
+            "speedup",
+            "throughput",
+            "ar_throughput",
+            "tokens_per_iteration",
+            "acceptance_rate",
+            "params",
+            "repeats",
+        ]
+    ].reset_index(drop=True)
 
 
 def compare_table(best: pd.DataFrame) -> pd.DataFrame:
     """The methods x pairs pivot of `compare` (cells: speedup), settings that vary as rows."""
-    index = ["method"] + [c for c in ("dataset", "temperature", "max_new_tokens")
-                          if best[c].nunique() > 1]
+    index = ["method"] + [
+        c for c in ("dataset", "temperature", "max_new_tokens") if best[c].nunique() > 1
+    ]
     cells = best.assign(cell=best["speedup"].map(lambda x: f"{x:.2f}x"))
-    pivot = cells.pivot_table(index=index, columns="pair", values="cell", aggfunc="first",
-                              sort=False)
+    pivot = cells.pivot_table(
+        index=index, columns="pair", values="cell", aggfunc="first", sort=False
+    )
     pivot.columns.name = None
     return pivot.reset_index().fillna("-")
 
@@ -176,8 +269,9 @@ def export_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 def write_export(df: pd.DataFrame, fmt: str, out: str | None, stdout) -> None:
     if fmt == "csv":
-        data = df.assign(**{c: df[c].map(json.dumps) for c in ("per_prompt", "per_iteration")
-                            if c in df.columns})
+        data = df.assign(
+            **{c: df[c].map(json.dumps) for c in ("per_prompt", "per_iteration") if c in df.columns}
+        )
         text = data.to_csv(index=False)
     elif fmt == "json":
         text = json.dumps(to_records(df)) + "\n"
@@ -247,5 +341,18 @@ def status_frame(store: Store, sweep: str | None) -> pd.DataFrame:
     rows = store.counts(sweep)
     if not rows and sweep is None:
         raise StoreError(f"no sweeps in {store.display_url}")
-    return pd.DataFrame(rows, columns=["sweep", "status", "trials", "done", "failed",
-                                       "running", "pending", "cancelled", "driver", "updated"])
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "sweep",
+            "status",
+            "trials",
+            "done",
+            "failed",
+            "running",
+            "pending",
+            "cancelled",
+            "driver",
+            "updated",
+        ],
+    )

@@ -33,8 +33,10 @@ class Interrupted(Exception):
     """Ctrl-C: the in-flight trials went back to pending."""
 
     def __init__(self, sweep: str, pending: int) -> None:
-        super().__init__(f"interrupted: {pending} trials of sweep {sweep!r} left pending; "
-                         f"run `orch resume {sweep}`")
+        super().__init__(
+            f"interrupted: {pending} trials of sweep {sweep!r} left pending; "
+            f"run `orch resume {sweep}`"
+        )
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,9 @@ class RunOptions:
 class DriverSink:
     """Writes each outcome as it arrives, keeps the progress bar and the cancel check."""
 
-    def __init__(self, store: Store, sweep_id: int, total: int, name: str,
-                 progress: bool | None) -> None:
+    def __init__(
+        self, store: Store, sweep_id: int, total: int, name: str, progress: bool | None
+    ) -> None:
         from tqdm import tqdm
 
         self.store, self.sweep_id = store, sweep_id
@@ -73,9 +76,14 @@ class DriverSink:
         self.ran = self.done_n = self.failed_n = self.retried = 0
         self.write_s: list[float] = []  # database time per outcome (bench_orch reads it)
         self._last_poll = 0.0
-        self.bar = tqdm(total=total, desc=name, unit="trial", file=sys.stderr,
-                        disable=(not sys.stderr.isatty()) if progress is None else not progress,
-                        dynamic_ncols=True)
+        self.bar = tqdm(
+            total=total,
+            desc=name,
+            unit="trial",
+            file=sys.stderr,
+            disable=(not sys.stderr.isatty()) if progress is None else not progress,
+            dynamic_ncols=True,
+        )
 
     def start(self, job: Job, worker: Worker) -> bool:
         if not self.store.mark_running(job.trial_id, worker.host, worker.gpu_id):
@@ -116,8 +124,9 @@ class DriverSink:
         self.bar.update(1)
 
 
-def submit(path: str | Path, url: str | None, opts: RunOptions,
-           log: Callable[[str], None] = print) -> RunSummary:
+def submit(
+    path: str | Path, url: str | None, opts: RunOptions, log: Callable[[str], None] = print
+) -> RunSummary:
     sweep, trials = load_sweep(path)  # everything validated before the database is touched
     store = Store(url)
     try:
@@ -125,15 +134,18 @@ def submit(path: str | Path, url: str | None, opts: RunOptions,
         info = store.submit(sweep.name, sweep.to_dict(), trials, code_version())
         for d in {d.name for d in sweep.datasets}:
             store.upsert_dataset(dataset_row(d))
-        log(f"sweep {sweep.name!r} in {store.display_url}: {info.total} trials "
-            f"({info.new} new, {info.done} already done)")
+        log(
+            f"sweep {sweep.name!r} in {store.display_url}: {info.total} trials "
+            f"({info.new} new, {info.done} already done)"
+        )
         return run_sweep(store, info.sweep_id, opts, new=info.new, log=log)
     finally:
         store.close()
 
 
-def resume(name: str | None, url: str | None, opts: RunOptions,
-           log: Callable[[str], None] = print) -> RunSummary:
+def resume(
+    name: str | None, url: str | None, opts: RunOptions, log: Callable[[str], None] = print
+) -> RunSummary:
     store = Store(url)
     try:
         sweep = store.sweep(name)
@@ -143,8 +155,9 @@ def resume(name: str | None, url: str | None, opts: RunOptions,
         store.close()
 
 
-def run_sweep(store: Store, sweep_id: int, opts: RunOptions, new: int = 0,
-              log: Callable[[str], None] = print) -> RunSummary:
+def run_sweep(
+    store: Store, sweep_id: int, opts: RunOptions, new: int = 0, log: Callable[[str], None] = print
+) -> RunSummary:
     """Claim the sweep, run its unfinished trials, release it. On any exit path (Ctrl-C, an
     error) the trials in flight go back to pending and the driver claim is dropped."""
     start = time.perf_counter()
@@ -160,10 +173,14 @@ def run_sweep(store: Store, sweep_id: int, opts: RunOptions, new: int = 0,
         log(f"{len(jobs)} to run on the {opts.executor} executor" if jobs else "nothing to run")
         if jobs:
             _attach_prompts(jobs)
-            executor = make_executor(opts.executor, warmup=spec.get("warmup", 0),
-                                     max_attempts=spec.get("max_attempts", 3),
-                                     address=opts.address, actors=opts.actors,
-                                     accelerator=opts.accelerator)
+            executor = make_executor(
+                opts.executor,
+                warmup=spec.get("warmup", 0),
+                max_attempts=spec.get("max_attempts", 3),
+                address=opts.address,
+                actors=opts.actors,
+                accelerator=opts.accelerator,
+            )
             sink = DriverSink(store, sweep_id, len(jobs), sweep["name"], opts.progress)
             threading.Thread(target=_heartbeat, args=(store, sweep_id, stop), daemon=True).start()
             try:
@@ -180,10 +197,17 @@ def run_sweep(store: Store, sweep_id: int, opts: RunOptions, new: int = 0,
     counts = store.counts(sweep["name"])[0]
     if interrupted:
         raise Interrupted(sweep["name"], sum(counts[t.value] for t in OPEN))
-    return RunSummary(sweep=sweep["name"], total=counts["trials"], new=new,
-                      ran=sink.ran if sink else 0, done=sink.done_n if sink else 0,
-                      failed=sink.failed_n if sink else 0, retried=sink.retried if sink else 0,
-                      status=status, wall_s=time.perf_counter() - start)
+    return RunSummary(
+        sweep=sweep["name"],
+        total=counts["trials"],
+        new=new,
+        ran=sink.ran if sink else 0,
+        done=sink.done_n if sink else 0,
+        failed=sink.failed_n if sink else 0,
+        retried=sink.retried if sink else 0,
+        status=status,
+        wall_s=time.perf_counter() - start,
+    )
 
 
 def _heartbeat(store: Store, sweep_id: int, stop: threading.Event) -> None:
@@ -214,5 +238,11 @@ def dataset_row(name: str) -> dict[str, Any]:
     sha = None
     if info["path"]:
         sha = hashlib.sha256(Path(info["path"]).read_bytes()).hexdigest()
-    return {"name": name, "file": info["file"], "items": info["items"],
-            "categories": info["categories"], "chat": info["chat"], "sha256": sha}
+    return {
+        "name": name,
+        "file": info["file"],
+        "items": info["items"],
+        "categories": info["categories"],
+        "chat": info["chat"],
+        "sha256": sha,
+    }

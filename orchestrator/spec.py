@@ -93,15 +93,26 @@ class Sweep:
     def to_dict(self) -> dict[str, Any]:
         """The normalised spec, JSON-ready (stored with the sweep)."""
         return {
-            "name": self.name, "description": self.description,
+            "name": self.name,
+            "description": self.description,
             "pairs": [{"target": t, "draft": d} for t, d in self.pairs],
             "datasets": [vars(d) for d in self.datasets],
             "sampling": {"temperature": list(self.temperatures), "top_p": list(self.top_ps)},
-            "max_new_tokens": list(self.max_new_tokens), "repeats": self.repeats,
-            "seed": self.seed, "warmup": self.warmup, "max_attempts": self.max_attempts,
-            "device": self.device, "dtype": self.dtype,
-            "methods": [{"name": m.name, "params": m.params,
-                         "grid": {k: list(v) for k, v in m.grid.items()}} for m in self.methods],
+            "max_new_tokens": list(self.max_new_tokens),
+            "repeats": self.repeats,
+            "seed": self.seed,
+            "warmup": self.warmup,
+            "max_attempts": self.max_attempts,
+            "device": self.device,
+            "dtype": self.dtype,
+            "methods": [
+                {
+                    "name": m.name,
+                    "params": m.params,
+                    "grid": {k: list(v) for k, v in m.grid.items()},
+                }
+                for m in self.methods
+            ],
         }
 
 
@@ -128,9 +139,24 @@ def load_sweep(path: str | Path) -> tuple[Sweep, list[TrialConfig]]:
 
 def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
     """Structural parse of the YAML document (types, unknown keys, ranges)."""
-    top = _mapping(data, source, required=("name", "pairs", "methods"),
-                   optional=("description", "dataset", "sampling", "max_new_tokens", "repeats",
-                             "seed", "warmup", "max_attempts", "device", "dtype"), root=True)
+    top = _mapping(
+        data,
+        source,
+        required=("name", "pairs", "methods"),
+        optional=(
+            "description",
+            "dataset",
+            "sampling",
+            "max_new_tokens",
+            "repeats",
+            "seed",
+            "warmup",
+            "max_attempts",
+            "device",
+            "dtype",
+        ),
+        root=True,
+    )
     at = lambda key: f"{source}: {key}"  # noqa: E731
     name = _str(top["name"], at("name"))
     if not name.strip():
@@ -138,21 +164,34 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
     pairs = []
     for i, p in enumerate(_list(top["pairs"], at("pairs"))):
         m = _mapping(p, at(f"pairs[{i}]"), required=("target", "draft"))
-        pairs.append((_str(m["target"], at(f"pairs[{i}].target")),
-                      _str(m["draft"], at(f"pairs[{i}].draft"))))
+        pairs.append(
+            (_str(m["target"], at(f"pairs[{i}].target")), _str(m["draft"], at(f"pairs[{i}].draft")))
+        )
     ds = top.get("dataset", {"name": "spec_bench", "prompts": 10})
     ds_list = ds if isinstance(ds, list) else [ds]
-    ds_where = (lambda i: at(f"dataset[{i}]")) if isinstance(ds, list) else (lambda i: at("dataset"))
+    ds_where = (
+        (lambda i: at(f"dataset[{i}]")) if isinstance(ds, list) else (lambda i: at("dataset"))
+    )
     datasets = tuple(_dataset(d, ds_where(i)) for i, d in enumerate(_list(ds_list, at("dataset"))))
     sampling = _mapping(top.get("sampling", {}), at("sampling"), optional=("temperature", "top_p"))
-    temps = _axis(sampling.get("temperature", 0.0), at("sampling.temperature"),
-                  lambda v, w: _number(v, w, lo=0.0))
-    top_ps = _axis(sampling.get("top_p", 1.0), at("sampling.top_p"),
-                   lambda v, w: _number(v, w, lo=0.0, hi=1.0, lo_open=True))
-    mnt = _axis(top.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS), at("max_new_tokens"),
-                lambda v, w: _int(v, w, lo=1))
-    methods = tuple(_method(m, at(f"methods[{i}]"))
-                    for i, m in enumerate(_list(top["methods"], at("methods"))))
+    temps = _axis(
+        sampling.get("temperature", 0.0),
+        at("sampling.temperature"),
+        lambda v, w: _number(v, w, lo=0.0),
+    )
+    top_ps = _axis(
+        sampling.get("top_p", 1.0),
+        at("sampling.top_p"),
+        lambda v, w: _number(v, w, lo=0.0, hi=1.0, lo_open=True),
+    )
+    mnt = _axis(
+        top.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS),
+        at("max_new_tokens"),
+        lambda v, w: _int(v, w, lo=1),
+    )
+    methods = tuple(
+        _method(m, at(f"methods[{i}]")) for i, m in enumerate(_list(top["methods"], at("methods")))
+    )
     device = _str(top.get("device", "auto"), at("device"))
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", device):
         raise SpecError(f"{at('device')}: {device!r} is not one of auto, cpu, cuda, cuda:N, mps")
@@ -160,26 +199,35 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
     if dtype not in ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"):
         raise SpecError(f"{at('dtype')}: {dtype!r} is not one of auto, float32, bfloat16, float16")
     return Sweep(
-        name=name, pairs=tuple(pairs), datasets=datasets, temperatures=temps, top_ps=top_ps,
-        max_new_tokens=mnt, methods=methods,
+        name=name,
+        pairs=tuple(pairs),
+        datasets=datasets,
+        temperatures=temps,
+        top_ps=top_ps,
+        max_new_tokens=mnt,
+        methods=methods,
         repeats=_int(top.get("repeats", 1), at("repeats"), lo=1),
         seed=_int(top.get("seed", 0), at("seed")),
         warmup=_int(top.get("warmup", 0), at("warmup"), lo=0),
         max_attempts=_int(top.get("max_attempts", 3), at("max_attempts"), lo=1),
-        device=device, dtype=dtype,
-        description=_str(top.get("description", ""), at("description")))
+        device=device,
+        dtype=dtype,
+        description=_str(top.get("description", ""), at("description")),
+    )
 
 
 def _dataset(value: Any, where: str) -> DatasetSel:
-    m = _mapping(value, where, required=("name",),
-                 optional=("prompts", "prompt_tokens", "category", "chat"))
+    m = _mapping(
+        value, where, required=("name",), optional=("prompts", "prompt_tokens", "category", "chat")
+    )
     pt, cat, chat = m.get("prompt_tokens"), m.get("category"), m.get("chat")
     return DatasetSel(
         name=_str(m["name"], f"{where}.name"),
         prompts=_int(m.get("prompts", 10), f"{where}.prompts", lo=1),
         prompt_tokens=None if pt is None else _int(pt, f"{where}.prompt_tokens", lo=1),
         category=None if cat is None else _str(cat, f"{where}.category"),
-        chat=None if chat is None else _bool(chat, f"{where}.chat"))
+        chat=None if chat is None else _bool(chat, f"{where}.chat"),
+    )
 
 
 def _method(value: Any, where: str) -> MethodSpec:
@@ -230,27 +278,41 @@ def expand(sweep: Sweep, source: str = "sweep") -> list[TrialConfig]:
         for i, m in enumerate(sweep.methods):
             points[i, t] = _method_points(m, t, sweep.max_new_tokens, f"{source}: methods[{i}]")
     trials: dict[str, TrialConfig] = {}
-    for (target, draft), d, t, p in itertools.product(sweep.pairs, sweep.datasets,
-                                                      sweep.temperatures, sweep.top_ps):
+    for (target, draft), d, t, p in itertools.product(
+        sweep.pairs, sweep.datasets, sweep.temperatures, sweep.top_ps
+    ):
         for i, m in enumerate(sweep.methods):
             for params, mnts in points[i, t]:
                 for mnt, r in itertools.product(mnts, range(sweep.repeats)):
                     cfg = TrialConfig(
-                        target=target, draft=draft, dataset=d.name, prompts=d.prompts,
-                        category=d.category, prompt_tokens=d.prompt_tokens, chat=d.chat,
-                        temperature=t, top_p=p, method=m.name, params=params,
-                        max_new_tokens=mnt, repeat=r, seed=sweep.seed + r,
-                        device=sweep.device, dtype=sweep.dtype)
+                        target=target,
+                        draft=draft,
+                        dataset=d.name,
+                        prompts=d.prompts,
+                        category=d.category,
+                        prompt_tokens=d.prompt_tokens,
+                        chat=d.chat,
+                        temperature=t,
+                        top_p=p,
+                        method=m.name,
+                        params=params,
+                        max_new_tokens=mnt,
+                        repeat=r,
+                        seed=sweep.seed + r,
+                        device=sweep.device,
+                        dtype=sweep.dtype,
+                    )
                     trials.setdefault(cfg.config_hash, cfg)
     return list(trials.values())
 
 
-def _method_points(m: MethodSpec, temperature: float, default_mnt: tuple[int, ...],
-                   where: str) -> list[tuple[dict[str, Any], tuple[int, ...]]]:
+def _method_points(
+    m: MethodSpec, temperature: float, default_mnt: tuple[int, ...], where: str
+) -> list[tuple[dict[str, Any], tuple[int, ...]]]:
     """Every grid point of one method as (resolved params, max_new_tokens values)."""
     from engine.config import config_fields
-    from engine.methods import method_params, resolve_method
     from engine.drafters import DRAFTERS
+    from engine.methods import method_params, resolve_method
 
     if m.name not in DRAFTERS:
         raise SpecError(f"{where}.name: unknown method {m.name!r} (known: {', '.join(DRAFTERS)})")
@@ -259,8 +321,10 @@ def _method_points(m: MethodSpec, temperature: float, default_mnt: tuple[int, ..
         for key, vals in values.items():
             if key not in types_:
                 known = ", ".join(k for k in types_ if k != "max_new_tokens") + ", max_new_tokens"
-                raise SpecError(f"{where}.{section}.{key}: unknown parameter {key!r} for method "
-                                f"{m.name!r} (known: {known})")
+                raise SpecError(
+                    f"{where}.{section}.{key}: unknown parameter {key!r} for method "
+                    f"{m.name!r} (known: {known})"
+                )
             for j, v in enumerate(vals):
                 path = f"{where}.{section}.{key}" + (f"[{j}]" if section == "grid" else "")
                 _check_type(v, types_[key], path)
@@ -314,8 +378,13 @@ def _check_type(value: Any, tp: Any, where: str) -> None:
         _str(value, where)
 
 
-def _mapping(value: Any, where: str, required: tuple[str, ...] = (),
-             optional: tuple[str, ...] | None = None, root: bool = False) -> dict:
+def _mapping(
+    value: Any,
+    where: str,
+    required: tuple[str, ...] = (),
+    optional: tuple[str, ...] | None = None,
+    root: bool = False,
+) -> dict:
     if not isinstance(value, dict):
         raise SpecError(f"{where}: expected a mapping, got {_shown(value)}")
     if optional is not None:
@@ -364,8 +433,9 @@ def _int(value: Any, where: str, lo: int | None = None) -> int:
     return value
 
 
-def _number(value: Any, where: str, lo: float | None = None, hi: float | None = None,
-            lo_open: bool = False) -> float:
+def _number(
+    value: Any, where: str, lo: float | None = None, hi: float | None = None, lo_open: bool = False
+) -> float:
     if isinstance(value, str) and _YAML11_FLOAT.match(value):
         value = float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -82,8 +82,9 @@ def load_trial_prompts(config: TrialConfig) -> list:
     return _PROMPTS[key]
 
 
-def run_trial(config: TrialConfig, pair: Any = None, prompts: list | None = None,
-              warmup: int = 0) -> TrialResult:
+def run_trial(
+    config: TrialConfig, pair: Any = None, prompts: list | None = None, warmup: int = 0
+) -> TrialResult:
     """Run every prompt of `config`; raises on any error (the executor records it)."""
     from engine.datasets import encode_prompt
     from engine.decode import generate
@@ -97,33 +98,61 @@ def run_trial(config: TrialConfig, pair: Any = None, prompts: list | None = None
         pair, load_s = get_pair(config.pair_key)
     prompts = prompts if prompts is not None else load_trial_prompts(config)
     tok = pair.target.tokenizer
-    ids = [encode_prompt(tok, p, prompt_tokens=config.prompt_tokens, chat=config.chat)
-           for p in prompts]
+    ids = [
+        encode_prompt(tok, p, prompt_tokens=config.prompt_tokens, chat=config.chat) for p in prompts
+    ]
     warmup_s = 0.0
     if warmup and config.pair_key not in _WARM:
         t0 = time.perf_counter()
         for i in range(warmup):
-            generate(pair, ids[i % len(ids)], method, min(config.max_new_tokens, 32),
-                     temperature=config.temperature, top_p=config.top_p, seed=config.seed)
+            generate(
+                pair,
+                ids[i % len(ids)],
+                method,
+                min(config.max_new_tokens, 32),
+                temperature=config.temperature,
+                top_p=config.top_p,
+                seed=config.seed,
+            )
         warmup_s = time.perf_counter() - t0
     _WARM.add(config.pair_key)
     per_prompt, per_iteration, stats = [], [], []
     for i, (p, prompt_ids) in enumerate(zip(prompts, ids)):
-        g = generate(pair, prompt_ids, method, config.max_new_tokens,
-                     temperature=config.temperature, top_p=config.top_p,
-                     seed=config.seed * 1_000_003 + i)
+        g = generate(
+            pair,
+            prompt_ids,
+            method,
+            config.max_new_tokens,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            seed=config.seed * 1_000_003 + i,
+        )
         stats.append(g.stats)
         d = g.stats.to_dict()
-        per_iteration.append({k: [_round(x) for x in v]
-                              for k, v in d.pop("per_iteration").items()})
-        per_prompt.append({"id": p.id, "category": p.category, "prompt_tokens": len(prompt_ids),
-                           "tokens": g.tokens, **{k: _round(v) for k, v in d.items()}})
+        per_iteration.append({k: [_round(x) for x in v] for k, v in d.pop("per_iteration").items()})
+        per_prompt.append(
+            {
+                "id": p.id,
+                "category": p.category,
+                "prompt_tokens": len(prompt_ids),
+                "tokens": g.tokens,
+                **{k: _round(v) for k, v in d.items()},
+            }
+        )
     return TrialResult(
-        config_hash=config.config_hash, metrics=pooled_metrics(stats, [len(x) for x in ids]),
-        per_prompt=per_prompt, per_iteration=per_iteration, host=socket.gethostname(),
-        gpu_id=os.environ.get("ORCH_GPU_ID") or _cuda_index(pair), started_at=started, finished_at=time.time(),
-        load_s=load_s, warmup_s=warmup_s, code_version=code_version(),
-        models=[model_info(pair.target), model_info(pair.draft)])
+        config_hash=config.config_hash,
+        metrics=pooled_metrics(stats, [len(x) for x in ids]),
+        per_prompt=per_prompt,
+        per_iteration=per_iteration,
+        host=socket.gethostname(),
+        gpu_id=os.environ.get("ORCH_GPU_ID") or _cuda_index(pair),
+        started_at=started,
+        finished_at=time.time(),
+        load_s=load_s,
+        warmup_s=warmup_s,
+        code_version=code_version(),
+        models=[model_info(pair.target), model_info(pair.draft)],
+    )
 
 
 def _cuda_index(pair: Any) -> str | None:
@@ -133,10 +162,14 @@ def _cuda_index(pair: Any) -> str | None:
 
 def model_info(m: Any) -> dict[str, Any]:
     cfg = m.model.config
-    return {"name": m.name, "architecture": getattr(cfg, "model_type", None),
-            "parameters": int(sum(p.numel() for p in m.model.parameters())),
-            "vocab_size": getattr(cfg, "vocab_size", None), "layers":
-            getattr(cfg, "num_hidden_layers", None), "dtype": str(m.dtype).removeprefix("torch.")}
+    return {
+        "name": m.name,
+        "architecture": getattr(cfg, "model_type", None),
+        "parameters": int(sum(p.numel() for p in m.model.parameters())),
+        "vocab_size": getattr(cfg, "vocab_size", None),
+        "layers": getattr(cfg, "num_hidden_layers", None),
+        "dtype": str(m.dtype).removeprefix("torch."),
+    }
 
 
 @functools.lru_cache(maxsize=1)
@@ -144,11 +177,17 @@ def code_version() -> str:
     """The git commit of this checkout (+dirty), else the installed package version."""
     root = Path(__file__).resolve().parents[1]
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
         if sha:
-            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                   cwd=root, capture_output=True, text=True, timeout=10).stdout
+            dirty = subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=root,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout
             return sha + ("+dirty" if dirty.strip() else "")
     except (OSError, subprocess.SubprocessError):
         pass

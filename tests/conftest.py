@@ -4,7 +4,9 @@ import os
 import pytest
 import torch
 
-os.environ.setdefault("ORCH_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+os.environ.setdefault(
+    "ORCH_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+)
 
 
 @functools.lru_cache(maxsize=None)

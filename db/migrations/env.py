@@ -12,8 +12,11 @@ ADVISORY_LOCK_KEY = 7152024  # serialises concurrent first-time upgrades on Post
 def run(connection) -> None:
     if connection.dialect.name == "postgresql":
         connection.execute(text(f"SELECT pg_advisory_xact_lock({ADVISORY_LOCK_KEY})"))
-    context.configure(connection=connection, target_metadata=Base.metadata,
-                      render_as_batch=connection.dialect.name == "sqlite")
+    context.configure(
+        connection=connection,
+        target_metadata=Base.metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+    )
     with context.begin_transaction():
         context.run_migrations()
 

@@ -14,8 +14,20 @@ from typing import Any
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.drafters import (autoregressive, beam, ddtree, delayed, dynatree, dyspec, fixed_tree,
-                             iid, linear, salf, sequoia, specinfer)
+from engine.drafters import (
+    autoregressive,
+    beam,
+    ddtree,
+    delayed,
+    dynatree,
+    dyspec,
+    fixed_tree,
+    iid,
+    linear,
+    salf,
+    sequoia,
+    specinfer,
+)
 from engine.tree import Tree, TreeSampling
 
 
@@ -29,12 +41,12 @@ class Drafter:
 
 
 DRAFTERS: dict[str, Drafter] = {
-    "autoregressive": Drafter(autoregressive.AutoregressiveConfig, autoregressive.build,
-                              None, "naive"),
+    "autoregressive": Drafter(
+        autoregressive.AutoregressiveConfig, autoregressive.build, None, "naive"
+    ),
     "linear": Drafter(linear.LinearConfig, linear.build, linear.SAMPLING, "naive"),
     # top-k children are deterministic: NSS is the lossless verifier at T > 0
-    "fixed_tree": Drafter(fixed_tree.FixedTreeConfig, fixed_tree.build, fixed_tree.SAMPLING,
-                          "nss"),
+    "fixed_tree": Drafter(fixed_tree.FixedTreeConfig, fixed_tree.build, fixed_tree.SAMPLING, "nss"),
     # best on i.i.d. trees in the delayed-tree paper (Table 2)
     "iid": Drafter(iid.IIDConfig, iid.build, iid.SAMPLING, "traversal"),
     # the delayed-tree paper's best OT-based verifier with delayed expansion
@@ -44,7 +56,8 @@ DRAFTERS: dict[str, Drafter] = {
     "salf": Drafter(salf.SALFConfig, salf.build, salf.SAMPLING, "nss"),
     "beam": Drafter(beam.BeamConfig, beam.build, beam.SAMPLING, "nss"),
     "ddtree": Drafter(ddtree.DDTreeConfig, ddtree.build, ddtree.SAMPLING, "nss"),
-    "specinfer": Drafter(specinfer.SpecInferConfig, specinfer.build, specinfer.SAMPLING,
-                         "specinfer"),
+    "specinfer": Drafter(
+        specinfer.SpecInferConfig, specinfer.build, specinfer.SAMPLING, "specinfer"
+    ),
     "sequoia": Drafter(sequoia.SequoiaConfig, sequoia.build, sequoia.SAMPLING, "specinfer"),
 }

@@ -16,6 +16,7 @@ class AutoregressiveConfig:
     pass
 
 
-def build(draft: TreeBuilder, state: DecodeState, cfg: AutoregressiveConfig,
-          gen: torch.Generator) -> Tree:
+def build(
+    draft: TreeBuilder, state: DecodeState, cfg: AutoregressiveConfig, gen: torch.Generator
+) -> Tree:
     return draft.tree("deterministic")

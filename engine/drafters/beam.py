@@ -21,9 +21,9 @@ import torch
 from engine.draft import DecodeState, TreeBuilder
 from engine.tree import DETERMINISTIC, Tree
 
-
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
 SAMPLING = DETERMINISTIC
+
 
 @dataclass(frozen=True)
 class BeamConfig:
@@ -33,12 +33,12 @@ class BeamConfig:
 
     def __post_init__(self) -> None:
         if self.N < 1 or self.top_k < 1 or self.depth < 1:
-            raise ValueError(f"N, top_k and depth must be >= 1, got {self.N}, {self.top_k}, "
-                             f"{self.depth}")
+            raise ValueError(
+                f"N, top_k and depth must be >= 1, got {self.N}, {self.top_k}, {self.depth}"
+            )
 
 
-def build(draft: TreeBuilder, state: DecodeState, cfg: BeamConfig,
-          gen: torch.Generator) -> Tree:
+def build(draft: TreeBuilder, state: DecodeState, cfg: BeamConfig, gen: torch.Generator) -> Tree:
     # candidate pool, in creation order: V_n, parent builder node, token, builder node or -1
     pool_v: list[torch.Tensor] = []
     pool_parent: list[torch.Tensor] = []

@@ -34,9 +34,9 @@ import torch
 from engine.draft import DecodeState, TreeBuilder
 from engine.tree import DETERMINISTIC, Tree
 
-
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
 SAMPLING = DETERMINISTIC
+
 
 @dataclass(frozen=True)
 class DDTreeConfig:
@@ -107,8 +107,7 @@ def best_first(logq: list[list[float]], budget: int) -> list[tuple[int, int]]:
     return out
 
 
-def build(draft: TreeBuilder, state: DecodeState, cfg: DDTreeConfig,
-          gen: torch.Generator) -> Tree:
+def build(draft: TreeBuilder, state: DecodeState, cfg: DDTreeConfig, gen: torch.Generator) -> Tree:
     block_size = min(cfg.L, state.remaining)
     drafter = BLOCK_DRAFTERS[cfg.drafter](draft)
     marginals = drafter.block_marginals(state, block_size)  # [L, V]
@@ -122,8 +121,12 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DDTreeConfig,
     for parent, rank in best_first(logq, cfg.B):
         parent_node = node_of[parent] if parent >= 0 else 0
         d = draft.depth[parent_node]  # 0-based depth of the new prefix
-        chained = (rank == 0 and (parent < 0 or on_chain[parent]) and d + 1 < len(chain)
-                   and draft.tokens[chain[d + 1]] == tokens[d][0])
+        chained = (
+            rank == 0
+            and (parent < 0 or on_chain[parent])
+            and d + 1 < len(chain)
+            and draft.tokens[chain[d + 1]] == tokens[d][0]
+        )
         node_of.append(chain[d + 1] if chained else draft.add(parent_node, tokens[d][rank]))
         on_chain.append(chained)
     return draft.tree(SAMPLING.at(state.warp.greedy), keep=[0] + node_of)

@@ -15,11 +15,11 @@ import torch
 
 from engine.draft import DecodeState, TreeBuilder
 from engine.drafters.iid import grow_rollouts
-from engine.tree import TreeSampling, Tree
-
+from engine.tree import Tree, TreeSampling
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
 SAMPLING = TreeSampling(greedy="iid", sampled="iid")
+
 
 @dataclass(frozen=True)
 class DelayedConfig:
@@ -29,12 +29,12 @@ class DelayedConfig:
 
     def __post_init__(self) -> None:
         if self.K < 1 or self.L1 < 0 or self.L2 < 0:
-            raise ValueError(f"need K >= 1, L1 >= 0, L2 >= 0, got K={self.K}, L1={self.L1}, "
-                             f"L2={self.L2}")
+            raise ValueError(
+                f"need K >= 1, L1 >= 0, L2 >= 0, got K={self.K}, L1={self.L1}, L2={self.L2}"
+            )
 
 
-def build(draft: TreeBuilder, state: DecodeState, cfg: DelayedConfig,
-          gen: torch.Generator) -> Tree:
+def build(draft: TreeBuilder, state: DecodeState, cfg: DelayedConfig, gen: torch.Generator) -> Tree:
     trunk = min(cfg.L1, state.remaining)
     mult = [1]
     grow_rollouts(draft, 0, 1, trunk, state.warp.greedy, gen, mult)  # the single path

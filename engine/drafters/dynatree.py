@@ -50,9 +50,9 @@ import torch
 from engine.draft import DecodeState, TreeBuilder
 from engine.tree import DETERMINISTIC, Tree
 
-
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
 SAMPLING = DETERMINISTIC
+
 
 @dataclass(frozen=True)
 class DynaTreeConfig:
@@ -93,13 +93,15 @@ class DynaTreeConfig:
         if not 1 <= self.D0 < self.D_max:
             raise ValueError(f"need 1 <= D0 < D_max, got D0={self.D0}, D_max={self.D_max}")
         if not 1 <= self.B_min <= self.B_mid <= self.B_max:
-            raise ValueError(f"need 1 <= B_min <= B_mid <= B_max, got {self.B_min}, "
-                             f"{self.B_mid}, {self.B_max}")
+            raise ValueError(
+                f"need 1 <= B_min <= B_mid <= B_max, got {self.B_min}, {self.B_mid}, {self.B_max}"
+            )
         if not 0.0 < self.tau_l < self.tau_h < 1.0:
             raise ValueError(f"need 0 < tau_l < tau_h < 1, got {self.tau_l}, {self.tau_h}")
         if not 0.0 < self.rho_stop < self.rho_deep < 1.0:
-            raise ValueError(f"need 0 < rho_stop < rho_deep < 1, got {self.rho_stop}, "
-                             f"{self.rho_deep}")
+            raise ValueError(
+                f"need 0 < rho_stop < rho_deep < 1, got {self.rho_stop}, {self.rho_deep}"
+            )
         if not 0.0 <= self.tau < 1.0:
             raise ValueError(f"tau must be in [0, 1), got {self.tau}")
         if self.N_max < 1 or self.W < 1:
@@ -113,7 +115,7 @@ def adapted(cfg: DynaTreeConfig, state: DecodeState) -> tuple[int, float, float]
     a_bar_t = (1/W) sum_{i<W} a_{t-i}); the configured values until W iterations are known."""
     if not cfg.history_adaptation or len(state.history) < cfg.W:
         return cfg.D0, cfg.tau_h, cfg.tau_l
-    recent = zip(state.history[-cfg.W:], state.history_depth[-cfg.W:])
+    recent = zip(state.history[-cfg.W :], state.history_depth[-cfg.W :])
     a_bar = sum(min(1.0, acc / d) if d > 0 else 0.0 for acc, d in recent) / cfg.W
     if a_bar >= cfg.accept_high:
         shift, d0 = -cfg.adjust_step, min(cfg.D0 + 1, cfg.D_max - 1)
@@ -127,8 +129,9 @@ def adapted(cfg: DynaTreeConfig, state: DecodeState) -> tuple[int, float, float]
     return d0, tau_h, tau_l
 
 
-def build(draft: TreeBuilder, state: DecodeState, cfg: DynaTreeConfig,
-          gen: torch.Generator) -> Tree:
+def build(
+    draft: TreeBuilder, state: DecodeState, cfg: DynaTreeConfig, gen: torch.Generator
+) -> Tree:
     d0, tau_h, tau_l = adapted(cfg, state)
     max_depth = min(cfg.D_max if cfg.dynamic_depth else d0, state.remaining)
     log_tau = math.log(cfg.tau) if cfg.tau > 0 else -math.inf
@@ -155,14 +158,19 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DynaTreeConfig,
             top_p, top_t = probs.topk(min(cfg.B_max, probs.shape[-1]), dim=-1)  # [n, B_max]
             if cfg.dynamic_breadth:
                 conf = top_p[:, 0]  # [n] c(u)
-                width = torch.where(conf >= tau_h, cfg.B_min,
-                                    torch.where(conf < tau_l, cfg.B_max, cfg.B_mid))  # [n]
+                width = torch.where(
+                    conf >= tau_h, cfg.B_min, torch.where(conf < tau_l, cfg.B_max, cfg.B_mid)
+                )  # [n]
             else:
                 width = torch.full((len(chunk),), cfg.B_mid)
-            child_lp = torch.log(top_p.clamp(min=1e-30)) + torch.tensor(
-                [logp[u] for u in chunk], device=probs.device)[:, None]  # [n, B_max]
-            keep = (torch.arange(top_p.shape[-1], device=probs.device)[None] < width[:, None].to(
-                probs.device)) & (child_lp >= log_tau)  # [n, B_max]
+            child_lp = (
+                torch.log(top_p.clamp(min=1e-30))
+                + torch.tensor([logp[u] for u in chunk], device=probs.device)[:, None]
+            )  # [n, B_max]
+            keep = (
+                torch.arange(top_p.shape[-1], device=probs.device)[None]
+                < width[:, None].to(probs.device)
+            ) & (child_lp >= log_tau)  # [n, B_max]
             tokens, lps = top_t.tolist(), child_lp.tolist()
             for row, col in keep.nonzero().tolist():  # row-major: FIFO, then rank order
                 if draft.size - 1 >= cfg.N_max:

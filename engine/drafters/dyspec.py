@@ -49,12 +49,12 @@ import torch
 
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import draws_without_replacement
-from engine.tree import TreeSampling, Tree
+from engine.tree import Tree, TreeSampling
 from kernels.reorder import dfs_order
-
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
 SAMPLING = TreeSampling(greedy="deterministic", sampled="without_replacement")
+
 
 @dataclass(frozen=True)
 class DySpecConfig:
@@ -70,8 +70,7 @@ class DySpecConfig:
             raise ValueError(f"threshold must be in (0, 1), got {self.threshold}")
 
 
-def build(draft: TreeBuilder, state: DecodeState, cfg: DySpecConfig,
-          gen: torch.Generator) -> Tree:
+def build(draft: TreeBuilder, state: DecodeState, cfg: DySpecConfig, gen: torch.Generator) -> Tree:
     if cfg.variant == "threshold":
         _grow_threshold(draft, state, cfg, gen)
     else:
@@ -83,8 +82,9 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DySpecConfig,
     return draft.tree(sampling, order=order.tolist())
 
 
-def grow_greedy(draft: TreeBuilder, state: DecodeState, budget: int,
-                gen: torch.Generator) -> list[float]:
+def grow_greedy(
+    draft: TreeBuilder, state: DecodeState, budget: int, gen: torch.Generator
+) -> list[float]:
     """Algorithm 1; returns the value of every filled slot in fill order (node order)."""
     path_p = {0: 1.0}  # node -> P(u), draft path probability
     draws: dict[int, tuple[list[int], list[float]]] = {}  # node -> its draw sequence
@@ -110,8 +110,9 @@ def grow_greedy(draft: TreeBuilder, state: DecodeState, budget: int,
     return filled
 
 
-def _grow_threshold(draft: TreeBuilder, state: DecodeState, cfg: DySpecConfig,
-                    gen: torch.Generator) -> None:
+def _grow_threshold(
+    draft: TreeBuilder, state: DecodeState, cfg: DySpecConfig, gen: torch.Generator
+) -> None:
     """Algorithm A.2: all slots of value >= threshold, one draft forward per layer."""
     level, level_p = [0], [1.0]  # nodes whose first-child slot value P(u) >= threshold
     while level and draft.size - 1 < cfg.budget and draft.depth[level[0]] < state.remaining:
@@ -120,7 +121,8 @@ def _grow_threshold(draft: TreeBuilder, state: DecodeState, cfg: DySpecConfig,
         tokens, q = draws_without_replacement(probs, room, state.warp.greedy, gen)  # [n, k]
         q = q.double()
         value = torch.tensor(level_p, dtype=torch.float64, device=q.device)[:, None] * (
-            1.0 - (q.cumsum(-1) - q))  # [n, k] slot values, decreasing along k
+            1.0 - (q.cumsum(-1) - q)
+        )  # [n, k] slot values, decreasing along k
         ok = (value >= cfg.threshold) & (q > 0)  # a prefix of every row
         rows_k = ok.nonzero()  # [m, 2] row-major: parent order, then draw order
         if rows_k.shape[0] > room:  # keep the most valuable; per node still a prefix in k

@@ -15,9 +15,9 @@ import torch
 from engine.draft import DecodeState, TreeBuilder
 from engine.tree import DETERMINISTIC, Tree
 
-
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
 SAMPLING = DETERMINISTIC
+
 
 @dataclass(frozen=True)
 class FixedTreeConfig:
@@ -30,8 +30,9 @@ class FixedTreeConfig:
             raise ValueError("depth, branch and budget must all be >= 1")
 
 
-def build(draft: TreeBuilder, state: DecodeState, cfg: FixedTreeConfig,
-          gen: torch.Generator) -> Tree:
+def build(
+    draft: TreeBuilder, state: DecodeState, cfg: FixedTreeConfig, gen: torch.Generator
+) -> Tree:
     level = [0]
     logp = {0: 0.0}  # node -> log path probability under the draft
     for _ in range(min(cfg.depth, state.remaining)):
@@ -40,8 +41,10 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: FixedTreeConfig,
             break
         probs = draft.expand(level)  # [len(level), V]
         top_p, top_t = probs.topk(cfg.branch, dim=-1)  # [len(level), branch]
-        cand = torch.log(top_p.clamp(min=1e-30)) + torch.tensor([logp[i] for i in level],
-                                                                 device=probs.device)[:, None]
+        cand = (
+            torch.log(top_p.clamp(min=1e-30))
+            + torch.tensor([logp[i] for i in level], device=probs.device)[:, None]
+        )
         order = cand.flatten().argsort(descending=True)[:room].tolist()
         nxt = []
         for flat in sorted(order, key=lambda f: (f // cfg.branch, f % cfg.branch)):

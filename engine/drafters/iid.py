@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.tree import TreeSampling, Tree
-
+from engine.tree import Tree, TreeSampling
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
 SAMPLING = TreeSampling(greedy="iid", sampled="iid")
+
 
 @dataclass(frozen=True)
 class IIDConfig:
@@ -32,8 +32,15 @@ class IIDConfig:
             raise ValueError(f"need K >= 1 and L >= 0, got K={self.K}, L={self.L}")
 
 
-def grow_rollouts(draft: TreeBuilder, start: int, K: int, L: int, greedy: bool,
-                  gen: torch.Generator, mult: list[int]) -> list[list[int]]:
+def grow_rollouts(
+    draft: TreeBuilder,
+    start: int,
+    K: int,
+    L: int,
+    greedy: bool,
+    gen: torch.Generator,
+    mult: list[int],
+) -> list[list[int]]:
     """Grow K i.i.d. rollouts of L tokens below node `start`, merging equal draws from the same
     node. mult[i] (extended in place for new nodes) counts the draws that produced node i.
     Returns each rollout's node path."""
@@ -43,8 +50,9 @@ def grow_rollouts(draft: TreeBuilder, start: int, K: int, L: int, greedy: bool,
         level = list(dict.fromkeys(at))  # distinct nodes, first-appearance order
         probs = draft.expand(level)  # [len(level), V] drafting distributions
         rows = probs[[level.index(a) for a in at]]  # [K, V] each rollout's distribution
-        tokens = (rows.argmax(-1) if greedy
-                  else torch.multinomial(rows, 1, generator=gen)[:, 0]).tolist()  # [K]
+        tokens = (
+            rows.argmax(-1) if greedy else torch.multinomial(rows, 1, generator=gen)[:, 0]
+        ).tolist()  # [K]
         children: dict[tuple[int, int], int] = {}
         for r, (node, token) in enumerate(zip(at, tokens)):
             child = children.get((node, token))

@@ -12,11 +12,11 @@ import torch
 
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import sample
-from engine.tree import TreeSampling, Tree
-
+from engine.tree import Tree, TreeSampling
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
 SAMPLING = TreeSampling(greedy="deterministic", sampled="iid")
+
 
 @dataclass(frozen=True)
 class LinearConfig:
@@ -27,8 +27,7 @@ class LinearConfig:
             raise ValueError(f"k must be >= 1, got {self.k}")
 
 
-def build(draft: TreeBuilder, state: DecodeState, cfg: LinearConfig,
-          gen: torch.Generator) -> Tree:
+def build(draft: TreeBuilder, state: DecodeState, cfg: LinearConfig, gen: torch.Generator) -> Tree:
     node = 0
     for _ in range(min(cfg.k, state.remaining)):
         probs = draft.expand([node])[0]  # [V]

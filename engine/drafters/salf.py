@@ -28,9 +28,9 @@ import torch
 from engine.draft import DecodeState, TreeBuilder
 from engine.tree import DETERMINISTIC, Tree
 
-
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
 SAMPLING = DETERMINISTIC
+
 
 @dataclass(frozen=True)
 class SALFConfig:
@@ -45,8 +45,7 @@ class SALFConfig:
             raise ValueError(f"th must be in [0, 1), got {self.th}")
 
 
-def build(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig,
-          gen: torch.Generator) -> Tree:
+def build(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig, gen: torch.Generator) -> Tree:
     keep = grow(draft, state, cfg)
     return draft.tree(SAMPLING.at(state.warp.greedy), keep=keep)
 
@@ -72,16 +71,22 @@ def grow(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig) -> list[int]:
             probs = draft.expand(nodes)  # [b, V]
             top_p, top_t = probs.topk(min(cfg.N, probs.shape[-1]), dim=-1)  # [b, k]
             b, k = top_p.shape
-            children = torch.stack([  # [b * k, 3] in insertion order
-                (torch.tensor([p for _, p in kept], dtype=torch.float64)[:, None]
-                 * top_p.double().cpu()).flatten(),
-                torch.tensor(nodes, dtype=torch.float64).repeat_interleave(k),
-                top_t.cpu().flatten().double()], dim=1)
+            children = torch.stack(
+                [  # [b * k, 3] in insertion order
+                    (
+                        torch.tensor([p for _, p in kept], dtype=torch.float64)[:, None]
+                        * top_p.double().cpu()
+                    ).flatten(),
+                    torch.tensor(nodes, dtype=torch.float64).repeat_interleave(k),
+                    top_t.cpu().flatten().double(),
+                ],
+                dim=1,
+            )
             queue = torch.cat([queue, children])
-            queue = queue[torch.sort(queue[:, 0], descending=True, stable=True).indices[:cfg.N]]
+            queue = queue[torch.sort(queue[:, 0], descending=True, stable=True).indices[: cfg.N]]
         if queue.shape[0] == 0:
             break
-        popped, queue = queue[:cfg.B].tolist(), queue[cfg.B:]  # l. 5-9: pop B
+        popped, queue = queue[: cfg.B].tolist(), queue[cfg.B :]  # l. 5-9: pop B
         batch, batch_pr = [], []
         for p, parent, token in popped:
             node = draft.add(int(parent), int(token))

@@ -36,7 +36,7 @@ import torch
 from engine.cache import CachedModel
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import Warp, draws_without_replacement, residual, warp
-from engine.tree import TreeSampling, Tree
+from engine.tree import Tree, TreeSampling
 
 # measure_profile(qwen2.5-coder-1.5b / 0.5b, first 6 Spec-Bench prompts with the chat template,
 # 48 target tokens each, temperature 0, width 8): bench/sequoia_profile.py, 288 positions.
@@ -46,6 +46,7 @@ DEFAULT_PROFILE = (0.6875, 0.1215, 0.066, 0.0278, 0.0174, 0.0104, 0.0069, 0.0069
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
 SAMPLING = TreeSampling(greedy="deterministic", sampled="without_replacement")
 
+
 @dataclass(frozen=True)
 class SequoiaConfig:
     budget: int = 64  # n: drafted nodes (Sequoia's tree sizes 64 / 128 ...)
@@ -54,10 +55,14 @@ class SequoiaConfig:
 
     def __post_init__(self) -> None:
         if self.budget < 1 or self.max_depth < 1:
-            raise ValueError(f"budget and max_depth must be >= 1, got {self.budget}, "
-                             f"{self.max_depth}")
-        if not self.profile or any(not 0.0 <= p <= 1.0 for p in self.profile) \
-                or sum(self.profile) > 1.0 + 1e-6:
+            raise ValueError(
+                f"budget and max_depth must be >= 1, got {self.budget}, {self.max_depth}"
+            )
+        if (
+            not self.profile
+            or any(not 0.0 <= p <= 1.0 for p in self.profile)
+            or sum(self.profile) > 1.0 + 1e-6
+        ):
             raise ValueError("profile must be non-empty probabilities p_k in [0, 1] with sum <= 1")
 
 
@@ -113,8 +118,7 @@ def expected_accepted(profile: tuple[float, ...], shape: tuple[int, ...]) -> flo
     return total
 
 
-def build(draft: TreeBuilder, state: DecodeState, cfg: SequoiaConfig,
-          gen: torch.Generator) -> Tree:
+def build(draft: TreeBuilder, state: DecodeState, cfg: SequoiaConfig, gen: torch.Generator) -> Tree:
     shape = optimal_shape(cfg.profile, cfg.budget, cfg.max_depth)
     first_child = [1]  # BFS index of the first child of every shape node
     for c in shape[:-1]:
@@ -125,8 +129,9 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: SequoiaConfig,
         if not parents:
             break
         probs = draft.expand([u for _, u in parents])  # [n, V]
-        tokens, q = draws_without_replacement(probs, max(shape[s] for s, _ in parents),
-                                              state.warp.greedy, gen)  # [n, k]
+        tokens, q = draws_without_replacement(
+            probs, max(shape[s] for s, _ in parents), state.warp.greedy, gen
+        )  # [n, k]
         tokens, q = tokens.tolist(), q.tolist()
         level = {}
         for row, (s, u) in enumerate(parents):
@@ -137,9 +142,15 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: SequoiaConfig,
 
 
 @torch.inference_mode()
-def measure_profile(pair, prompts: list[list[int]], new_tokens: int = 64, width: int = 8,
-                    temperature: float = 0.0, samples: int = 32,
-                    seed: int = 0) -> tuple[float, ...]:
+def measure_profile(
+    pair,
+    prompts: list[list[int]],
+    new_tokens: int = 64,
+    width: int = 8,
+    temperature: float = 0.0,
+    samples: int = 32,
+    seed: int = 0,
+) -> tuple[float, ...]:
     """p_1..p_width for a model pair: along target continuations of the prompts, the
     probability that the k-th child (rank k) of an accepted node is the accepted one."""
     gen = torch.Generator().manual_seed(seed)
@@ -150,14 +161,17 @@ def measure_profile(pair, prompts: list[list[int]], new_tokens: int = 64, width:
         seq, cached = list(ids), CachedModel(t_model)
         logits = cached.extend(seq)[-1]
         for _ in range(new_tokens):  # the target's own continuation
-            seq.append(int(logits.argmax()) if w.greedy else
-                       int(torch.multinomial(warp(logits, w).cpu(), 1, generator=gen)))
+            seq.append(
+                int(logits.argmax())
+                if w.greedy
+                else int(torch.multinomial(warp(logits, w).cpu(), 1, generator=gen))
+            )
             logits = cached.extend(seq[-1:])[-1]
         x = torch.tensor([seq], device=t_model.device)
-        p = warp(t_model(input_ids=x).logits[0, len(ids) - 1:-1].float().cpu(), w)  # [T, V]
-        qd = d_model(input_ids=x.to(d_model.device)).logits[0, len(ids) - 1:-1].float().cpu()
+        p = warp(t_model(input_ids=x).logits[0, len(ids) - 1 : -1].float().cpu(), w)  # [T, V]
+        qd = d_model(input_ids=x.to(d_model.device)).logits[0, len(ids) - 1 : -1].float().cpu()
         q = torch.softmax(qd, -1) if w.greedy else warp(qd, w)  # [T, V]
-        target_tok = torch.tensor(seq[len(ids):])
+        target_tok = torch.tensor(seq[len(ids) :])
         positions += target_tok.shape[0]
         if w.greedy:  # rank of the target's token among the draft's choices
             rank = (q > q.gather(-1, target_tok[:, None])).sum(-1)  # [T]
@@ -172,8 +186,9 @@ def measure_profile(pair, prompts: list[list[int]], new_tokens: int = 64, width:
     return tuple(round(float(c) / max(positions, 1), 4) for c in counts)
 
 
-def _accepted_rank(p: torch.Tensor, q: torch.Tensor, draws: list[int],
-                   gen: torch.Generator) -> int | None:
+def _accepted_rank(
+    p: torch.Tensor, q: torch.Tensor, draws: list[int], gen: torch.Generator
+) -> int | None:
     """Which draw (without replacement, in draw order) SpecInfer-style rejection accepts:
     draw k is accepted with probability min(1, p_k(x_k) / q_k(x_k)), then p_{k+1} =
     norm((p_k - q_k)_+) and q_{k+1} = q_k without x_k; None if every draw is rejected."""

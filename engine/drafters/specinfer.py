@@ -17,13 +17,14 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.tree import TreeSampling, Tree
+from engine.tree import Tree, TreeSampling
 
 MAX_NODES = 4096  # a configuration above this is a typo, not an experiment
 
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
 SAMPLING = TreeSampling(greedy="deterministic", sampled="iid")
+
 
 @dataclass(frozen=True)
 class SpecInferConfig:
@@ -46,18 +47,20 @@ class SpecInferConfig:
         return self.expansion or (self.k,) * self.depth
 
 
-def build(draft: TreeBuilder, state: DecodeState, cfg: SpecInferConfig,
-          gen: torch.Generator) -> Tree:
+def build(
+    draft: TreeBuilder, state: DecodeState, cfg: SpecInferConfig, gen: torch.Generator
+) -> Tree:
     level, mult = [0], [1]  # mult: per builder node, the parent's draws that produced it
-    for width in cfg.widths[:state.remaining]:
+    for width in cfg.widths[: state.remaining]:
         probs = draft.expand(level)  # [n, V]
         if state.warp.greedy:
             children = probs.topk(min(width, probs.shape[-1]), dim=-1).indices.tolist()
             level = [draft.add(u, t) for u, row in zip(level, children) for t in row]
             continue
         draws = [m * width for m in (mult[u] for u in level)]
-        tokens = torch.multinomial(probs, max(draws), replacement=True,
-                                   generator=gen).tolist()  # [n, max draws], i.i.d. per row
+        tokens = torch.multinomial(
+            probs, max(draws), replacement=True, generator=gen
+        ).tolist()  # [n, max draws], i.i.d. per row
         nxt = []
         for u, row, k in zip(level, tokens, draws):
             counts: dict[int, int] = {}

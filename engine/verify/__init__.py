@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.tree import Tree
-from engine.verify import bv, greedy, khisti, naive, naive_tree, nss, spectr, specinfer, traversal
+from engine.verify import bv, greedy, khisti, naive, naive_tree, nss, specinfer, spectr, traversal
 from engine.verify.common import Accept
 
 

@@ -17,15 +17,23 @@ from __future__ import annotations
 import torch
 
 from engine.tree import Tree
-from engine.verify.common import (Accept, layout, positive_part, random_chain, require,
-                                  sample_index, uniforms)
+from engine.verify.common import (
+    Accept,
+    layout,
+    positive_part,
+    random_chain,
+    require,
+    sample_index,
+    uniforms,
+)
 
 # tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
 MODES = ("iid", "without_replacement")
 
 
-def chain_terms(p: torch.Tensor, q: torch.Tensor, nodes: list[int], tokens: torch.Tensor
-                ) -> tuple[list[float], list[float], torch.Tensor]:
+def chain_terms(
+    p: torch.Tensor, q: torch.Tensor, nodes: list[int], tokens: torch.Tensor
+) -> tuple[list[float], list[float], torch.Tensor]:
     """Weights w_0..w_L, acceptance probabilities h_0..h_L and residuals res_0..res_{L-1}
     [L, V] (float64) of the path root = nodes[0] -> ... -> nodes[L] with tokens [L]."""
     parents = nodes[:-1]
@@ -61,8 +69,9 @@ def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     return Accept(path=chain[:tau], token=sample_index(res[tau], next(us)))
 
 
-def expected_accepted(p: torch.Tensor, q: torch.Tensor, nodes: list[int],
-                      tokens: torch.Tensor) -> float:
+def expected_accepted(
+    p: torch.Tensor, q: torch.Tensor, nodes: list[int], tokens: torch.Tensor
+) -> float:
     """E[tau] for one path: sum_i i * h_i * prod_{j > i} (1 - h_j)."""
     _, h, _ = chain_terms(p, q, nodes, tokens)
     out, none_deeper = 0.0, 1.0

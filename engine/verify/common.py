@@ -36,14 +36,15 @@ def require(tree: Tree, modes: tuple[str, ...], name: str, needs_q: bool = True)
     if tree.size == 1:
         return
     if tree.sampling not in modes:
-        raise ValueError(f"verifier {name!r} supports trees sampled {' or '.join(modes)}, got "
-                         f"{tree.sampling!r} (use 'nss' for deterministic trees)")
+        raise ValueError(
+            f"verifier {name!r} supports trees sampled {' or '.join(modes)}, got "
+            f"{tree.sampling!r} (use 'nss' for deterministic trees)"
+        )
     if needs_q and tree.q is None and tree.size > 1:
         raise ValueError(f"verifier {name!r} needs the draft distributions tree.q")
 
 
-def uniforms(gen: torch.Generator | None, device: torch.device, batch: int = 16
-             ) -> Iterator[float]:
+def uniforms(gen: torch.Generator | None, device: torch.device, batch: int = 16) -> Iterator[float]:
     """An endless stream of U[0, 1) floats drawn `batch` at a time (one device sync each)."""
     while True:
         yield from torch.rand(batch, generator=gen, device=device, dtype=torch.float64).tolist()
@@ -88,8 +89,10 @@ def layout(tree: Tree, distinct: bool = False) -> Layout:
     if distinct:
         for node, children in enumerate(kids):
             if len({tokens[c] for c in children}) != len(children):
-                raise ValueError(f"node {node} has two children with the same token; merge "
-                                 f"i.i.d. duplicates and record their multiplicity instead")
+                raise ValueError(
+                    f"node {node} has two children with the same token; merge "
+                    f"i.i.d. duplicates and record their multiplicity instead"
+                )
     return Layout(tokens=tokens, kids=kids, mult=mult)
 
 
@@ -148,8 +151,9 @@ def random_chain(lay: Layout, us: Iterator[float], iid: bool) -> list[int]:
 Solver = Callable[[int, Iterator[float]], int]
 
 
-def top_down(tree: Tree, p: torch.Tensor, lay: Layout, gen: torch.Generator | None,
-             solve: Solver) -> Accept:
+def top_down(
+    tree: Tree, p: torch.Tensor, lay: Layout, gen: torch.Generator | None, solve: Solver
+) -> Accept:
     """OT-based top-down traversal (Sec. 3.2): at every node with children the OTLP solver
     appends a token; the walk continues into the child holding it, and stops with it as the
     correction token when no child does. At a leaf the bonus token is drawn from p."""

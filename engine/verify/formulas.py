@@ -25,13 +25,14 @@ import torch
 
 from engine.sampling import residual
 from engine.tree import Tree
-from engine.verify import bv, khisti, spectr, specinfer, traversal
+from engine.verify import bv, khisti, specinfer, spectr, traversal
 from engine.verify.common import layout, positive_part
 
 OT_BASED = ("nss", "naive_tree", "spectr", "specinfer", "khisti")
 
 
 # ---- acceptance rates (Appendix C) -----------------------------------------------------------
+
 
 def acceptance(name: str, p: torch.Tensor, q: torch.Tensor, k: int) -> float:
     """alpha for k i.i.d. draws from q at a node with target p (both [V])."""
@@ -40,8 +41,9 @@ def acceptance(name: str, p: torch.Tensor, q: torch.Tensor, k: int) -> float:
         return float((p * (1 - (1 - q) ** k)).sum())
     if name in ("naive_tree", "naive"):  # Algorithm 7 (naive: k = 1)
         k = 1 if name == "naive" else k
-        return float(torch.minimum(p, q).sum()
-                     + (positive_part(p - q) * (1 - (1 - q) ** (k - 1))).sum())
+        return float(
+            torch.minimum(p, q).sum() + (positive_part(p - q) * (1 - (1 - q) ** (k - 1))).sum()
+        )
     if name == "spectr":  # Algorithm 8
         rho, beta, p_acc, res = spectr.kseq(p, q, k)
         if p_acc >= 1 or beta >= 1:
@@ -65,8 +67,10 @@ def acceptance(name: str, p: torch.Tensor, q: torch.Tensor, k: int) -> float:
 
 # ---- branching probabilities (Appendix D) ----------------------------------------------------
 
-def _random_order_average(counts: dict[int, int], accept: Callable[[int, int], float],
-                          final: dict[int, float]) -> dict[int, float]:
+
+def _random_order_average(
+    counts: dict[int, int], accept: Callable[[int, int], float], final: dict[int, float]
+) -> dict[int, float]:
     """Output law of a solver that tries the draws in uniformly random order, accepting draw
     t in round i with probability accept(i, t), and samples `final` when all are rejected
     (restricted to the child tokens). The multiset recursion of Algorithm 14."""
@@ -83,7 +87,7 @@ def _random_order_average(counts: dict[int, int], accept: Callable[[int, int], f
             if m == 0:
                 continue
             a = accept(k - n, tokens[j])
-            rest = law(left[:j] + (m - 1,) + left[j + 1:])
+            rest = law(left[:j] + (m - 1,) + left[j + 1 :])
             for i in range(len(tokens)):
                 out[i] += m / n * ((1 - a) * rest[i] + (a if i == j else 0.0))
         return tuple(out)
@@ -91,16 +95,22 @@ def _random_order_average(counts: dict[int, int], accept: Callable[[int, int], f
     return dict(zip(tokens, law(tuple(counts[t] for t in tokens))))
 
 
-def _naive_branching(p: torch.Tensor, q: torch.Tensor, first: int, tokens: list[int]
-                     ) -> dict[int, float]:
+def _naive_branching(
+    p: torch.Tensor, q: torch.Tensor, first: int, tokens: list[int]
+) -> dict[int, float]:
     """Algorithm 12 for a given first draw."""
     a = min(1.0, float(p[first] / q[first]))
     p_res = residual(p, q)[tokens].tolist()
     return {t: (1 - a) * pr + (a if t == first else 0.0) for t, pr in zip(tokens, p_res)}
 
 
-def branching(name: str, p: torch.Tensor, q: torch.Tensor, counts: dict[int, int],
-              order: list[int] | None = None) -> dict[int, float]:
+def branching(
+    name: str,
+    p: torch.Tensor,
+    q: torch.Tensor,
+    counts: dict[int, int],
+    order: list[int] | None = None,
+) -> dict[int, float]:
     """B(f, ch, t) for every child token t of a node: p, q [V]; counts: token -> multiplicity.
     order: the draw order of a without-replacement node (then the solver follows it)."""
     p, q = p.double(), q.double()
@@ -153,6 +163,7 @@ def branching(name: str, p: torch.Tensor, q: torch.Tensor, counts: dict[int, int
 
 # ---- block efficiency (Eq. 1-3) --------------------------------------------------------------
 
+
 def _chains(tree: Tree) -> list[tuple[float, list[int]]]:
     """The root-to-leaf paths a single-path verifier may verify, with their probabilities."""
     lay = layout(tree)
@@ -194,7 +205,7 @@ def block_efficiency(tree: Tree, p: torch.Tensor, name: str) -> float:
             if name == "bv":
                 out += prob * bv.expected_accepted(p, tree.q, nodes, tokens)
             else:
-                ratio = (p[nodes[:-1], tokens].double() / tree.q[nodes[:-1], tokens].double())
+                ratio = p[nodes[:-1], tokens].double() / tree.q[nodes[:-1], tokens].double()
                 out += prob * float(ratio.clamp(max=1.0).cumprod(0).sum())
         return 1.0 + out
     if name not in OT_BASED:
@@ -216,8 +227,9 @@ def block_efficiency(tree: Tree, p: torch.Tensor, name: str) -> float:
     return 1.0 + sum(reach[1:])
 
 
-def expected_block_efficiency(sample_tree: Callable[[], tuple[Tree, torch.Tensor]], name: str,
-                              s: int = 4) -> float:
+def expected_block_efficiency(
+    sample_tree: Callable[[], tuple[Tree, torch.Tensor]], name: str, s: int = 4
+) -> float:
     """Eq. 1: E_T[E[tau + 1 | T]] estimated by the mean over s sampled trees (the paper uses
     s = 4); sample_tree() returns a fresh (tree, p). Unbiased; removes verification variance."""
     return sum(block_efficiency(*sample_tree(), name) for _ in range(s)) / s

@@ -32,8 +32,15 @@ from functools import lru_cache
 import torch
 
 from engine.tree import Tree
-from engine.verify.common import (Accept, layout, positive_part, require, sample_index,
-                                  shuffled_draws, top_down)
+from engine.verify.common import (
+    Accept,
+    layout,
+    positive_part,
+    require,
+    sample_index,
+    shuffled_draws,
+    top_down,
+)
 
 # tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
 MODES = ("iid",)
@@ -113,7 +120,7 @@ def selection_probs(sel: Selection, counts: dict[int, int]) -> dict[int, float]:
         for j, m in enumerate(left):
             if m == 0:
                 continue
-            rest = left[:j] + (m - 1,) + left[j + 1:]
+            rest = left[:j] + (m - 1,) + left[j + 1 :]
             win = j if ranks[j] < ranks[inc] else inc
             duel, keep = final(win, rest), final(inc, rest)
             for t in range(len(tokens)):
@@ -123,7 +130,7 @@ def selection_probs(sel: Selection, counts: dict[int, int]) -> dict[int, float]:
     start = tuple(counts[t] for t in tokens)
     total = [0.0] * len(tokens)
     for j, m in enumerate(start):
-        rest = start[:j] + (m - 1,) + start[j + 1:]
+        rest = start[:j] + (m - 1,) + start[j + 1 :]
         for t, v in enumerate(final(j, rest)):
             total[t] += m / k * v
     return dict(zip(tokens, total))

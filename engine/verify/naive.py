@@ -14,8 +14,15 @@ from __future__ import annotations
 import torch
 
 from engine.tree import Tree
-from engine.verify.common import (Accept, layout, positive_part, random_chain, require,
-                                  sample_index, uniforms)
+from engine.verify.common import (
+    Accept,
+    layout,
+    positive_part,
+    random_chain,
+    require,
+    sample_index,
+    uniforms,
+)
 
 # tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
 MODES = ("iid", "without_replacement")
@@ -35,6 +42,8 @@ def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     for i, r in enumerate(ratio):
         if next(us) >= r:  # rejected (r >= 1 always accepts)
             parent = nodes[i]
-            return Accept(path=chain[:i],
-                          token=sample_index(positive_part(p[parent] - tree.q[parent]), next(us)))
+            return Accept(
+                path=chain[:i],
+                token=sample_index(positive_part(p[parent] - tree.q[parent]), next(us)),
+            )
     return Accept(path=chain, token=sample_index(p[chain[-1]], next(us)))

@@ -14,8 +14,15 @@ from __future__ import annotations
 import torch
 
 from engine.tree import Tree
-from engine.verify.common import (Accept, layout, pick_child, positive_part, require,
-                                  sample_index, top_down)
+from engine.verify.common import (
+    Accept,
+    layout,
+    pick_child,
+    positive_part,
+    require,
+    sample_index,
+    top_down,
+)
 
 # tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
 MODES = ("iid", "without_replacement")

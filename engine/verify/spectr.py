@@ -19,8 +19,15 @@ from __future__ import annotations
 import torch
 
 from engine.tree import Tree
-from engine.verify.common import (Accept, layout, positive_part, require, sample_index,
-                                  shuffled_draws, top_down)
+from engine.verify.common import (
+    Accept,
+    layout,
+    positive_part,
+    require,
+    sample_index,
+    shuffled_draws,
+    top_down,
+)
 
 # tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
 MODES = ("iid",)
@@ -43,8 +50,14 @@ def rho_star(p: torch.Tensor, q: torch.Tensor, k: int) -> float:
     # the segment (lo, hi) just below it: beta(rho) = a / rho + b there
     hi = torch.where(feasible[j], ratio[j], float(k))
     below = ratio < hi
-    a, b, lo, hi = torch.stack([(ps * below).sum(), (qs * ~below).sum(),
-                                torch.where(below, ratio, 1.0).max().clamp(min=1.0), hi]).tolist()
+    a, b, lo, hi = torch.stack(
+        [
+            (ps * below).sum(),
+            (qs * ~below).sum(),
+            torch.where(below, ratio, 1.0).max().clamp(min=1.0),
+            hi,
+        ]
+    ).tolist()
 
     def g(rho: float) -> float:
         beta = a / rho + b

@@ -35,8 +35,16 @@ import itertools
 import torch
 
 from engine.tree import Tree
-from engine.verify.common import (Accept, Layout, first_appearance_order, layout, positive_part,
-                                  require, sample_index, uniforms)
+from engine.verify.common import (
+    Accept,
+    Layout,
+    first_appearance_order,
+    layout,
+    positive_part,
+    require,
+    sample_index,
+    uniforms,
+)
 
 # tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
 MODES = ("iid", "without_replacement")
@@ -93,8 +101,16 @@ def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     return Accept(path=path, token=sample_index(law, next(us)))
 
 
-def _expected(p: torch.Tensor, q: torch.Tensor, lay: Layout, node: int, depth: int, w: float,
-              P: torch.Tensor, iid: bool) -> tuple[float, float]:
+def _expected(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    lay: Layout,
+    node: int,
+    depth: int,
+    w: float,
+    P: torch.Tensor,
+    iid: bool,
+) -> tuple[float, float]:
     """Given the tree: (P(accept inside node's subtree), E[accepted depth * 1{accepted inside}])
     for entry weight w. (Averaged over the subtree's draws the first is w; given them it is not.)"""
     kids = lay.kids[node]

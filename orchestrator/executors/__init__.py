@@ -49,8 +49,14 @@ def format_error(e: BaseException) -> str:
     return text if len(text) <= MAX_ERROR_CHARS else "...\n" + text[-MAX_ERROR_CHARS:]
 
 
-def make_executor(name: str, warmup: int = 0, max_attempts: int = 3, address: str | None = None,
-                  actors: int | None = None, accelerator: str = "auto") -> Any:
+def make_executor(
+    name: str,
+    warmup: int = 0,
+    max_attempts: int = 3,
+    address: str | None = None,
+    actors: int | None = None,
+    accelerator: str = "auto",
+) -> Any:
     if name == "local":
         from orchestrator.executors.local import LocalExecutor
 
@@ -58,6 +64,11 @@ def make_executor(name: str, warmup: int = 0, max_attempts: int = 3, address: st
     if name == "ray":
         from orchestrator.executors.ray_executor import RayExecutor
 
-        return RayExecutor(address=address, warmup=warmup, max_attempts=max_attempts,
-                           actors=actors, accelerator=accelerator)
+        return RayExecutor(
+            address=address,
+            warmup=warmup,
+            max_attempts=max_attempts,
+            actors=actors,
+            accelerator=accelerator,
+        )
     raise ConfigError(f"unknown executor {name!r} (known: local, ray)")

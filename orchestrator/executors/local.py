@@ -33,7 +33,16 @@ class LocalExecutor:
             try:
                 result = run_trial(job.config, prompts=job.prompts, warmup=self.warmup)
             except Exception as e:  # noqa: BLE001 - recorded as the trial's failure
-                sink.failed(job, TrialFailure(job.config.config_hash, format_error(e),
-                                              worker.host, gpu, started, time.time()))
+                sink.failed(
+                    job,
+                    TrialFailure(
+                        job.config.config_hash,
+                        format_error(e),
+                        worker.host,
+                        gpu,
+                        started,
+                        time.time(),
+                    ),
+                )
             else:
                 sink.done(job, result)

@@ -50,8 +50,12 @@ class TrialActor:
         self.warmup = warmup
 
     def info(self) -> dict[str, Any]:
-        return {"host": self.host, "gpu_id": self.gpu_id, "pid": os.getpid(),
-                "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+        return {
+            "host": self.host,
+            "gpu_id": self.gpu_id,
+            "pid": os.getpid(),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+        }
 
     def run(self, config: TrialConfig, prompts: list | None) -> TrialResult | TrialFailure:
         from orchestrator.trial import run_trial
@@ -61,8 +65,9 @@ class TrialActor:
             return run_trial(config, prompts=prompts, warmup=self.warmup)
         except Exception as e:  # noqa: BLE001 - e.g. out of memory: the trial failed
             _free_cuda()
-            return TrialFailure(config.config_hash, format_error(e), self.host, self.gpu_id,
-                                started, time.time())
+            return TrialFailure(
+                config.config_hash, format_error(e), self.host, self.gpu_id, started, time.time()
+            )
 
     def loads(self) -> dict[str, int]:
         from orchestrator.trial import LOADS
@@ -89,8 +94,15 @@ class Slot:
 class RayExecutor:
     name = "ray"
 
-    def __init__(self, address: str | None = None, warmup: int = 0, max_attempts: int = 3,
-                 actors: int | None = None, pipeline: int = 2, accelerator: str = "auto") -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        warmup: int = 0,
+        max_attempts: int = 3,
+        actors: int | None = None,
+        pipeline: int = 2,
+        accelerator: str = "auto",
+    ) -> None:
         if accelerator not in ("auto", "gpu", "cpu"):
             raise ConfigError(f"unknown accelerator {accelerator!r} (known: auto, gpu, cpu)")
         self.accelerator = accelerator
@@ -115,8 +127,11 @@ class RayExecutor:
                 ray.init(address=self.address, log_to_driver=False)
                 return True
             path = os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p)
-            ray.init(include_dashboard=False, log_to_driver=False,
-                     runtime_env={"env_vars": {"PYTHONPATH": path}})
+            ray.init(
+                include_dashboard=False,
+                log_to_driver=False,
+                runtime_env={"env_vars": {"PYTHONPATH": path}},
+            )
             return True
         finally:
             os.environ.update(hidden)
@@ -128,8 +143,10 @@ class RayExecutor:
         gpus, cpus = int(res.get("GPU", 0)), max(1, int(res.get("CPU", 1)))
         use_gpu = self.accelerator == "gpu" or (self.accelerator == "auto" and gpus > 0)
         if use_gpu and not (self.actors or gpus):
-            raise ConfigError("the Ray cluster has no GPUs yet: pass --actors N with "
-                              "--accelerator gpu so the autoscaler can add GPU nodes")
+            raise ConfigError(
+                "the Ray cluster has no GPUs yet: pass --actors N with "
+                "--accelerator gpu so the autoscaler can add GPU nodes"
+            )
         n = self.actors or (gpus if use_gpu else cpus)
         n = max(1, min(n, n_jobs))
         self._options = {"num_gpus": 1, "num_cpus": 0} if use_gpu else {"num_cpus": 1}
@@ -234,22 +251,40 @@ class RayExecutor:
             out = ray.get(ref)
         except RayActorError as e:
             self._actor_died(slot, e)
-            error = (f"worker {slot.worker.name} on {slot.worker.host} (gpu "
-                     f"{slot.worker.gpu_id}) died: {_first_line(e)}")
+            error = (
+                f"worker {slot.worker.name} on {slot.worker.host} (gpu "
+                f"{slot.worker.gpu_id}) died: {_first_line(e)}"
+            )
             if job.attempts >= self.max_attempts:
                 now = time.time()
-                sink.failed(job, TrialFailure(job.config.config_hash,
-                                              f"{error} (attempt {job.attempts} of "
-                                              f"{self.max_attempts})", slot.worker.host,
-                                              slot.worker.gpu_id, now, now))
+                sink.failed(
+                    job,
+                    TrialFailure(
+                        job.config.config_hash,
+                        f"{error} (attempt {job.attempts} of {self.max_attempts})",
+                        slot.worker.host,
+                        slot.worker.gpu_id,
+                        now,
+                        now,
+                    ),
+                )
             else:
                 sink.retry(job, error)
                 queues.setdefault(job.config.pair_key, deque()).appendleft(job)
             return
         except RayError as e:  # the task itself could not run (e.g. unpicklable input)
             now = time.time()
-            sink.failed(job, TrialFailure(job.config.config_hash, format_error(e),
-                                          slot.worker.host, slot.worker.gpu_id, now, now))
+            sink.failed(
+                job,
+                TrialFailure(
+                    job.config.config_hash,
+                    format_error(e),
+                    slot.worker.host,
+                    slot.worker.gpu_id,
+                    now,
+                    now,
+                ),
+            )
             return
         if isinstance(out, TrialFailure):
             sink.failed(job, out)

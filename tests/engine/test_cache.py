@@ -36,8 +36,9 @@ def test_compaction_equals_sequential_prefill(tiny_pair):
     torch.testing.assert_close(CachedModel(model).extend(seq), ref_logits[-1:])
     assert_same_cache(lm, ref)
     # the tree forward gave every node on the path the logits of the sequential run
-    torch.testing.assert_close(tree_logits[[0] + path], ref_logits[len(PROMPT) - 1:],
-                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        tree_logits[[0] + path], ref_logits[len(PROMPT) - 1 :], atol=1e-4, rtol=1e-4
+    )
     # and decoding continues identically from the compacted cache
     nxt = torch.tensor([99])
     pos = torch.tensor([lm.length])

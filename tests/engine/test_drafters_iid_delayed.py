@@ -8,11 +8,11 @@ import torch
 from scipy.stats import chi2
 
 from engine.config import ConfigError
-from engine.methods import resolve_method
 from engine.draft import DecodeState, DraftModel
 from engine.drafters import DRAFTERS
 from engine.drafters.delayed import DelayedConfig
 from engine.drafters.iid import IIDConfig
+from engine.methods import resolve_method
 from engine.sampling import Warp
 from engine.verify.common import layout
 
@@ -21,8 +21,9 @@ def _build(pair, method, cfg, w=Warp(1.0), seed=0, remaining=100, committed=None
     draft = draft or DraftModel(pair.draft.model, w)
     committed = committed or pair.draft.tokenizer.encode("trees")
     gen = torch.Generator().manual_seed(seed)
-    state = DecodeState(prefix_len=len(committed) - 1, root_token=committed[-1], warp=w,
-                        remaining=remaining)
+    state = DecodeState(
+        prefix_len=len(committed) - 1, root_token=committed[-1], warp=w, remaining=remaining
+    )
     return DRAFTERS[method].build(draft.start(committed), state, cfg, gen), draft, committed
 
 
@@ -101,8 +102,12 @@ def test_configs_and_default_verifiers():
     assert resolve_method("delayed", {}, 0.7).verifier == "specinfer"
     assert resolve_method("iid", {}, 0.0).verifier == "greedy"
     assert resolve_method("delayed", {"verifier": "khisti"}, 1.0).cfg == DelayedConfig()
-    for method, bad in [("iid", {"K": 0}), ("iid", {"L": -1}), ("delayed", {"L2": -2}),
-                        ("iid", {"k": 2})]:
+    for method, bad in [
+        ("iid", {"K": 0}),
+        ("iid", {"L": -1}),
+        ("delayed", {"L2": -2}),
+        ("iid", {"k": 2}),
+    ]:
         with pytest.raises(ConfigError):
             resolve_method(method, bad, 1.0)
 
@@ -114,7 +119,11 @@ def test_tree_multiplicity_is_validated():
     assert tree.multiplicity.tolist() == [1, 2, 1]
     assert make_tree([5, 1], [-1, 0]).multiplicity is None
     with pytest.raises(ValueError, match="multiplicity"):
-        Tree(tokens=tree.tokens, parents=tree.parents, depth=tree.depth,
-             multiplicity=torch.ones(2, dtype=torch.long))
+        Tree(
+            tokens=tree.tokens,
+            parents=tree.parents,
+            depth=tree.depth,
+            multiplicity=torch.ones(2, dtype=torch.long),
+        )
     with pytest.raises(ValueError, match="same token"):  # merged i.i.d. siblings must differ
         layout(make_tree([5, 1, 1], [-1, 0, 0], sampling="iid"), distinct=True)

@@ -43,8 +43,9 @@ def test_greedy_tokens_equal_autoregressive(tiny_pair, method, params):
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 13, 30])
-@pytest.mark.parametrize("method,params", [("linear", {"k": 6}),
-                                           ("fixed_tree", {"depth": 5, "branch": 2})])
+@pytest.mark.parametrize(
+    "method,params", [("linear", {"k": 6}), ("fixed_tree", {"depth": 5, "branch": 2})]
+)
 def test_max_new_tokens_ending_mid_iteration(tiny_pair, method, params, n):
     prompt = PROMPTS[3]
     ids = tiny_pair.target.tokenizer.encode(prompt)
@@ -62,6 +63,6 @@ def test_stops_at_eos_and_emits_it(tiny_pair):
     tok.eos_token_id = eos_tok
     target = dataclasses.replace(tiny_pair.target, tokenizer=tok)
     pair = dataclasses.replace(tiny_pair, target=target)
-    expect = list(ref[:ref.index(eos_tok) + 1])
+    expect = list(ref[: ref.index(eos_tok) + 1])
     for method, params in [("autoregressive", {}), ("linear", {"k": 5}), ("fixed_tree", {})]:
         assert generate(pair, ids, method, NEW, params=params).tokens == expect

@@ -17,10 +17,18 @@ from engine.sampling import Warp
 from engine.verify import VERIFIERS
 
 TEMPERATURES = (0.0, 0.8)
-SMALL = {"fixed_tree": {"depth": 2}, "iid": {"L": 2}, "delayed": {"L1": 1, "L2": 1},
-         "dynatree": {"D0": 2, "N_max": 8, "tau": 0.0}, "dyspec": {"budget": 6}, "salf": {"N": 6, "B": 3},
-         "beam": {"N": 6, "top_k": 2, "depth": 2}, "ddtree": {"B": 6, "L": 3},
-         "specinfer": {"depth": 2}, "sequoia": {"budget": 6, "max_depth": 3}}
+SMALL = {
+    "fixed_tree": {"depth": 2},
+    "iid": {"L": 2},
+    "delayed": {"L1": 1, "L2": 1},
+    "dynatree": {"D0": 2, "N_max": 8, "tau": 0.0},
+    "dyspec": {"budget": 6},
+    "salf": {"N": 6, "B": 3},
+    "beam": {"N": 6, "top_k": 2, "depth": 2},
+    "ddtree": {"B": 6, "L": 3},
+    "specinfer": {"depth": 2},
+    "sequoia": {"budget": 6, "max_depth": 3},
+}
 
 
 def _step(pair, method: str, verifier: str, temperature: float):
@@ -64,5 +72,6 @@ def test_deterministic_trees_at_positive_temperature_take_nss_only():
     assert compatible_verifiers("dynatree", 0.8) == ["nss"]
     assert "greedy" in compatible_verifiers("dynatree", 0.0)
     assert set(compatible_verifiers("autoregressive", 0.8)) == set(VERIFIERS) - {"greedy"}
-    assert compatible_verifiers("iid", 0.8) == [v for v in VERIFIERS
-                                                if "iid" in VERIFIERS[v].modes and v != "greedy"]
+    assert compatible_verifiers("iid", 0.8) == [
+        v for v in VERIFIERS if "iid" in VERIFIERS[v].modes and v != "greedy"
+    ]

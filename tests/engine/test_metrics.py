@@ -13,15 +13,37 @@ import pytest
 from engine.metrics import METRICS, GenerationStats, IterationStats, pooled_metrics
 
 
-def _stats(new_tokens: int, sizes: list[int], accepted: list[int], total_s: float,
-           ttft_s: float = 0.25, peak: int = 1000) -> GenerationStats:
-    its = tuple(IterationStats(tree_size=n, accepted=a, emitted=a + 1, draft_s=0.01,
-                               target_s=0.02, verify_s=0.003, bookkeeping_s=0.004,
-                               draft_forward_s=0.008, target_forward_s=0.015)
-                for n, a in zip(sizes, accepted))
-    return GenerationStats(method="linear", new_tokens=new_tokens, prefill_s=0.1,
-                           ttft_s=ttft_s, total_s=total_s, peak_memory_bytes=peak,
-                           iterations=its)
+def _stats(
+    new_tokens: int,
+    sizes: list[int],
+    accepted: list[int],
+    total_s: float,
+    ttft_s: float = 0.25,
+    peak: int = 1000,
+) -> GenerationStats:
+    its = tuple(
+        IterationStats(
+            tree_size=n,
+            accepted=a,
+            emitted=a + 1,
+            draft_s=0.01,
+            target_s=0.02,
+            verify_s=0.003,
+            bookkeeping_s=0.004,
+            draft_forward_s=0.008,
+            target_forward_s=0.015,
+        )
+        for n, a in zip(sizes, accepted)
+    )
+    return GenerationStats(
+        method="linear",
+        new_tokens=new_tokens,
+        prefill_s=0.1,
+        ttft_s=ttft_s,
+        total_s=total_s,
+        peak_memory_bytes=peak,
+        iterations=its,
+    )
 
 
 def test_summary_is_the_per_generation_metrics():
@@ -47,18 +69,26 @@ def test_a_trial_pools_its_generations():
     assert m["acceptance_rate"] == 6 / 15 and m["tokens_per_iteration"] == 12 / 5
     assert m["ttft_s"] == pytest.approx(0.3) and m["peak_memory_bytes"] == 3000
     assert m["tpot_s"] == pytest.approx((2.0 - 0.6) / (12 - 2))
-    assert (m["prompts"], m["prompt_tokens_mean"], m["new_tokens"], m["iterations"]) == \
-        (2, 24.0, 12, 5)
+    assert (m["prompts"], m["prompt_tokens_mean"], m["new_tokens"], m["iterations"]) == (
+        2,
+        24.0,
+        12,
+        5,
+    )
     one = pooled_metrics([a], [16])
-    assert {k: v for k, v in one.items() if k in a.summary()} == \
-        {k: v for k, v in a.summary().items() if k != "method"}
+    assert {k: v for k, v in one.items() if k in a.summary()} == {
+        k: v for k, v in a.summary().items() if k != "method"
+    }
 
 
 def test_the_metric_list_is_importable_without_torch():
     repo = Path(__file__).resolve().parents[2]
-    code = ("import sys, engine.metrics, orchestrator.records; "
-            "assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, engine.metrics, orchestrator.records; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     env = {**os.environ, "PYTHONPATH": str(repo)}
-    r = subprocess.run([sys.executable, "-c", code], cwd=repo, env=env, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=repo, env=env, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stderr

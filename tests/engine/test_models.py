@@ -5,8 +5,7 @@ import torch
 
 from engine.config import ConfigError
 from engine.decode import generate
-from engine.models import (TINY_MODELS, load_model, load_pair, pick_device, pick_dtype,
-                           resolve)
+from engine.models import TINY_MODELS, load_model, load_pair, pick_device, pick_dtype, resolve
 
 
 @pytest.fixture(scope="module")
@@ -21,10 +20,17 @@ def hf_folder(tmp_path_factory):
     tk.pre_tokenizer = pre_tokenizers.Split(Regex("."), "isolated")
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", eos_token="<eos>")
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(vocab), hidden_size=32,
-                                         intermediate_size=64, num_hidden_layers=2,
-                                         num_attention_heads=2, initializer_range=0.2,
-                                         eos_token_id=1))
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(vocab),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            initializer_range=0.2,
+            eos_token_id=1,
+        )
+    )
     folder = tmp_path_factory.mktemp("hf") / "char-llama"
     model.save_pretrained(folder)
     tok.save_pretrained(folder)

@@ -32,14 +32,22 @@ def real_pair():
 @functools.lru_cache(maxsize=1)
 def prompts_and_reference():
     pair = real_pair()
-    ids = [encode_prompt(pair.target.tokenizer, p, prompt_tokens=64)
-           for p in load_prompts("humaneval", n=2)]
+    ids = [
+        encode_prompt(pair.target.tokenizer, p, prompt_tokens=64)
+        for p in load_prompts("humaneval", n=2)
+    ]
     return ids, [generate(pair, x, "autoregressive", NEW).tokens for x in ids]
 
 
-SMALL_TREES = {"dynatree": {"N_max": 32}, "dyspec": {"budget": 32}, "salf": {"N": 32, "B": 8},
-               "beam": {"N": 32, "top_k": 4, "depth": 5}, "ddtree": {"B": 32, "L": 8},
-               "sequoia": {"budget": 32}, "fixed_tree": {"budget": 24}}
+SMALL_TREES = {
+    "dynatree": {"N_max": 32},
+    "dyspec": {"budget": 32},
+    "salf": {"N": 32, "B": 8},
+    "beam": {"N": 32, "top_k": 4, "depth": 5},
+    "ddtree": {"B": 32, "L": 8},
+    "sequoia": {"budget": 32},
+    "fixed_tree": {"budget": 24},
+}
 
 
 @pytest.mark.parametrize("method", [m for m in DRAFTERS if m != "autoregressive"])

@@ -6,8 +6,15 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from engine.sampling import (Warp, residual, sample, sample_without_replacement, top_p_filter,
-                             warp, without_replacement_residual)
+from engine.sampling import (
+    Warp,
+    residual,
+    sample,
+    sample_without_replacement,
+    top_p_filter,
+    warp,
+    without_replacement_residual,
+)
 
 
 def test_greedy_warp_is_one_hot_argmax():
@@ -19,8 +26,9 @@ def test_temperature_and_top_p():
     logits = torch.log(torch.tensor([0.5, 0.3, 0.15, 0.05]))
     torch.testing.assert_close(warp(logits, Warp(1.0)), torch.tensor([0.5, 0.3, 0.15, 0.05]))
     # nucleus 0.8: smallest prefix with mass >= 0.8 is {0.5, 0.3}
-    torch.testing.assert_close(warp(logits, Warp(1.0, top_p=0.8)),
-                               torch.tensor([0.5, 0.3, 0.0, 0.0]) / 0.8)
+    torch.testing.assert_close(
+        warp(logits, Warp(1.0, top_p=0.8)), torch.tensor([0.5, 0.3, 0.0, 0.0]) / 0.8
+    )
     # 0.81 needs the third token too
     assert (warp(logits, Warp(1.0, top_p=0.81)) > 0).sum() == 3
     hot = warp(logits, Warp(0.5))
@@ -59,8 +67,10 @@ def test_without_replacement_matches_sequential_law():
         counts[pair] = counts.get(pair, 0) + 1
     pairs = [(a, b) for a, b in itertools.permutations(range(4), 2)]
     assert set(counts) <= set(pairs), "zero-probability token drawn"
-    expect = [float(probs[a] * without_replacement_residual(probs, torch.tensor([a]))[b]) * n
-              for a, b in pairs]
+    expect = [
+        float(probs[a] * without_replacement_residual(probs, torch.tensor([a]))[b]) * n
+        for a, b in pairs
+    ]
     observed = [counts.get(pr, 0) for pr in pairs]
     expect = [e * sum(observed) / sum(expect) for e in expect]  # float rounding of the total
     assert chisquare(observed, expect).pvalue > 1e-4

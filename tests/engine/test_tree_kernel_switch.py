@@ -19,9 +19,16 @@ def tiny_d64(attn: str, noise: float, seed: int = 5) -> LoadedModel:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=260, hidden_size=128, intermediate_size=256,
-                      num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                      initializer_range=0.1, max_position_embeddings=1024)
+    cfg = LlamaConfig(
+        vocab_size=260,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        initializer_range=0.1,
+        max_position_embeddings=1024,
+    )
     model = LlamaForCausalLM(cfg)
     if noise:
         gen = torch.Generator().manual_seed(seed + 1)
@@ -38,8 +45,9 @@ def tiny_d64(attn: str, noise: float, seed: int = 5) -> LoadedModel:
     return LoadedModel("d64", model, ByteTokenizer(), torch.device("cpu"), torch.float32)
 
 
-@pytest.mark.parametrize("method,params", [("linear", {"k": 3}),
-                                           ("fixed_tree", {"depth": 3, "branch": 2, "budget": 10})])
+@pytest.mark.parametrize(
+    "method,params", [("linear", {"k": 3}), ("fixed_tree", {"depth": 3, "branch": 2, "budget": 10})]
+)
 def test_tree_kernel_switch_is_lossless(method, params, monkeypatch):
     import kernels
 

@@ -37,11 +37,10 @@ import math
 import pytest
 import torch
 from scipy.stats import chi2, norm
+from verifier_mc import Case, make_world, run_group, sample_trees, target_laws, to_tree
 
-from engine.tree import SAMPLING_MODES
 from engine.verify import VERIFIERS, formulas
 from engine.verify.common import Accept, layout, positive_part, sample_index, uniforms
-from verifier_mc import Case, make_world, run_group, sample_trees, target_laws, to_tree
 
 N = 100_000  # Monte Carlo samples per verifier (issue requirement for (b))
 KEEP = 4_000  # trees kept per verifier for the E[tau | T] check (c)
@@ -52,15 +51,27 @@ N_FIXED, FIXED_TREES = 3_000, 2  # verifications of each of a few fixed trees, p
 # two chi-square tests per stochastic verifier, a z-test of E[tau] for each, a z-test of the
 # root acceptance for the OT-based ones, and on each fixed tree a z-test of E[tau | T] plus
 # (OT-based) a chi-square test of the first step against the branching probabilities
-N_TESTS = (2 * len(STOCHASTIC) + len(STOCHASTIC) + len(ROOT_ACCEPTANCE)
-           + FIXED_TREES * (len(STOCHASTIC) + len(formulas.OT_BASED)))
+N_TESTS = (
+    2 * len(STOCHASTIC)
+    + len(STOCHASTIC)
+    + len(ROOT_ACCEPTANCE)
+    + FIXED_TREES * (len(STOCHASTIC) + len(formulas.OT_BASED))
+)
 FAMILY_ALPHA = 1e-3
 ALPHA = FAMILY_ALPHA / N_TESTS
 Z_CRIT = float(norm.ppf(1 - ALPHA / 2))
 
 SHAPES = {
-    "iid": (("iid", (1, 1)), ("iid", (1, 3)), ("iid", (2, 2)), ("iid", (3, 1)), ("iid", (3, 3)),
-            ("delayed", (1, 2, 2)), ("delayed", (2, 3, 1)), ("delayed", (0, 3, 2))),
+    "iid": (
+        ("iid", (1, 1)),
+        ("iid", (1, 3)),
+        ("iid", (2, 2)),
+        ("iid", (3, 1)),
+        ("iid", (3, 3)),
+        ("delayed", (1, 2, 2)),
+        ("delayed", (2, 3, 1)),
+        ("delayed", (0, 3, 2)),
+    ),
     "without_replacement": (("wor", (2, 2)), ("wor", (3, 1)), ("wor", (1, 3)), ("wor", (3, 2))),
     "deterministic": (("det", (2, 2)), ("det", (3, 1)), ("det", (1, 3))),
 }
@@ -85,8 +96,14 @@ def world_for(V: int, seed: int):
 def _group_outcomes(claims: tuple[str, ...]):
     names = [v for v in STOCHASTIC if CLAIMS[v] == claims]
     case = case_for(names[0])
-    return run_group(world_for(case.V, case.seed), case, {v: VERIFIERS[v].verify for v in names}, N,
-                     seed=7, keep=KEEP)
+    return run_group(
+        world_for(case.V, case.seed),
+        case,
+        {v: VERIFIERS[v].verify for v in names},
+        N,
+        seed=7,
+        keep=KEEP,
+    )
 
 
 def outcome(name: str):
@@ -122,6 +139,7 @@ def lossless_pvalues(name_or_outcome, V: int, seed: int) -> tuple[float, float]:
 
 
 # ---- (b) losslessness -----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", STOCHASTIC)
 def test_first_two_tokens_follow_the_target(name):
@@ -199,6 +217,7 @@ def test_tests_have_power(wrong):
 
 # ---- (c) accepted length --------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ROOT_ACCEPTANCE)
 def test_root_acceptance_matches_formula(name):
     """P(tau >= 1) on i.i.d. trees = alpha(p, q, k) of Algorithms 6-9 (Khisti: >= Alg. 10)."""
@@ -207,8 +226,9 @@ def test_root_acceptance_matches_formula(name):
     iid = out.root_iid
     hit = (out.accepted[iid] >= 1).double()
     k = out.root_draws[iid]
-    alpha = {kk: formulas.acceptance(name, world.p[0], world.q[0], kk)
-             for kk in k.unique().tolist()}
+    alpha = {
+        kk: formulas.acceptance(name, world.p[0], world.q[0], kk) for kk in k.unique().tolist()
+    }
     expected = torch.tensor([alpha[kk] for kk in k.tolist()], dtype=torch.float64)
     se = math.sqrt(float((expected * (1 - expected)).mean()) / hit.numel())
     z = float(hit.mean() - expected.mean()) / se
@@ -222,12 +242,15 @@ def test_root_acceptance_matches_formula(name):
 def test_mean_accepted_length_matches_formula(name):
     """mean tau over the kept samples = mean of E[tau | T] (Eq. 2-3) over the same trees."""
     out = outcome(name)
-    exact = torch.tensor([formulas.block_efficiency(tree, p, name) - 1 for tree, p in out.kept],
-                         dtype=torch.float64)
+    exact = torch.tensor(
+        [formulas.block_efficiency(tree, p, name) - 1 for tree, p in out.kept], dtype=torch.float64
+    )
     diff = out.accepted[:KEEP] - exact
     z = float(diff.mean()) / (float(diff.std()) / math.sqrt(KEEP))
-    assert abs(z) < Z_CRIT, (f"{name}: mean accepted {out.accepted[:KEEP].mean():.4f} vs "
-                             f"formula {exact.mean():.4f} (z = {z:.2f})")
+    assert abs(z) < Z_CRIT, (
+        f"{name}: mean accepted {out.accepted[:KEEP].mean():.4f} vs "
+        f"formula {exact.mean():.4f} (z = {z:.2f})"
+    )
 
 
 def _fixed_trees(name: str):
@@ -270,14 +293,16 @@ def test_conditional_on_fixed_trees(name):
 
 # ---- sampling modes ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", STOCHASTIC)
 def test_sampling_modes(name):
     """A verifier verifies the modes it claims and raises a clear ValueError on the others."""
     world = world_for(5, 0)
     gen = torch.Generator().manual_seed(0)
     for mode, shapes in SHAPES.items():
-        spec = sample_trees(world, Case("m", 5, 0, shapes[:1]), torch.zeros(1, dtype=torch.long),
-                            gen)[0]
+        spec = sample_trees(
+            world, Case("m", 5, 0, shapes[:1]), torch.zeros(1, dtype=torch.long), gen
+        )[0]
         tree, p = to_tree(world, spec, 0, 0)
         if mode in CLAIMS[name]:
             VERIFIERS[name].verify(tree, p, gen)
@@ -288,16 +313,22 @@ def test_sampling_modes(name):
 
 # ---- (a) temperature 0 ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", list(VERIFIERS))
 def test_greedy_rows_reproduce_target_greedy(name):
     """One-hot p and q (temperature 0): the emitted tokens are the target's argmax chain."""
     world = world_for(6, 3)
+
     def onehot(m):
         return torch.zeros_like(m).scatter_(-1, m.argmax(-1, keepdim=True), 1.0)
 
-    greedy = type(world)(V=world.V, depth=world.depth, p=onehot(world.p),
-                         q=torch.cat([onehot(world.q[:-1]), world.q[-1:]]),
-                         q_cdf=onehot(world.q[:-1]).double().cumsum(-1))
+    greedy = type(world)(
+        V=world.V,
+        depth=world.depth,
+        p=onehot(world.p),
+        q=torch.cat([onehot(world.q[:-1]), world.q[-1:]]),
+        q_cdf=onehot(world.q[:-1]).double().cumsum(-1),
+    )
     modes = VERIFIERS[name].modes
     shapes = tuple(s for mode in modes for s in SHAPES[mode])
     gen = torch.Generator().manual_seed(1)

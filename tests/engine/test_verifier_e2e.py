@@ -72,8 +72,19 @@ def _samples(pair: Pair, name: str) -> torch.Tensor:
         seeds, method, params = range(10_000, 10_000 + AR_SEEDS), "autoregressive", {}
     else:
         seeds, method, params = range(SEEDS), "iid", {"K": 2, "L": 2, "verifier": name}
-    out = [generate(pair, PROMPT, method, 2, temperature=WARP.temperature, top_p=WARP.top_p,
-                    seed=s, params=params).tokens for s in seeds]
+    out = [
+        generate(
+            pair,
+            PROMPT,
+            method,
+            2,
+            temperature=WARP.temperature,
+            top_p=WARP.top_p,
+            seed=s,
+            params=params,
+        ).tokens
+        for s in seeds
+    ]
     return torch.tensor([t[0] * V_SMALL + t[1] for t in out])
 
 
@@ -100,16 +111,18 @@ def one_sample(samples: torch.Tensor, law: torch.Tensor, alt: torch.Tensor | Non
     return pvalue, power
 
 
-def two_sample(a: torch.Tensor, b: torch.Tensor, law: torch.Tensor,
-               alt: torch.Tensor | None = None):
+def two_sample(
+    a: torch.Tensor, b: torch.Tensor, law: torch.Tensor, alt: torch.Tensor | None = None
+):
     """Chi-square homogeneity of samples a (n1) and b (n2) on the bins of `law`: (p-value,
     power when a follows `alt` and b follows `law`, noncentral chi-square with
     lambda = n1 n2 / (n1 + n2) sum (alt - law)^2 / law)."""
     n1, n2 = a.numel(), b.numel()
     bins = _cells(law, n1)
     k = int(bins.max()) + 1
-    table = torch.stack([torch.bincount(bins[a], minlength=k),
-                         torch.bincount(bins[b], minlength=k)])
+    table = torch.stack(
+        [torch.bincount(bins[a], minlength=k), torch.bincount(bins[b], minlength=k)]
+    )
     table = table[:, table.sum(0) > 0]
     pvalue = float(chi2_contingency(table.numpy())[1])
     power = None

@@ -143,10 +143,10 @@ def test_bv_and_traversal_agree_on_a_path():
 
 def test_block_efficiency_of_a_known_tree():
     """Eq. 3 by hand: root -> a (and b); a -> c. NSS: 1 + p0(a) + p0(a) pa(c) + p0(b)."""
-    p = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8], [0.3, 0.3, 0.4], [1 / 3] * 3],
-                     dtype=torch.float64)
-    q = torch.tensor([[0.4, 0.4, 0.2], [0.2, 0.2, 0.6], [0.0] * 3, [0.0] * 3],
-                     dtype=torch.float64)
+    p = torch.tensor(
+        [[0.5, 0.3, 0.2], [0.1, 0.1, 0.8], [0.3, 0.3, 0.4], [1 / 3] * 3], dtype=torch.float64
+    )
+    q = torch.tensor([[0.4, 0.4, 0.2], [0.2, 0.2, 0.6], [0.0] * 3, [0.0] * 3], dtype=torch.float64)
     tree = make_tree([9, 0, 2, 1], [-1, 0, 1, 0], q=q, sampling="iid")  # a=0, c=2, b=1
     want = 1 + 0.5 + 0.5 * 0.8 + 0.3
     assert formulas.block_efficiency(tree, p, "nss") == pytest.approx(want)

@@ -40,11 +40,12 @@ class World:
         return ctx * self.V + 1 + tok
 
 
-def make_world(V: int, depth: int, seed: int, alpha: float = 0.8, mix: float = 0.6,
-               zero_frac: float = 0.15) -> World:
+def make_world(
+    V: int, depth: int, seed: int, alpha: float = 0.8, mix: float = 0.6, zero_frac: float = 0.15
+) -> World:
     """q = norm(mix * p + (1 - mix) * noise), then a few entries of p and of q zeroed."""
     g = torch.Generator().manual_seed(seed)
-    n = sum(V ** d for d in range(depth + 1))
+    n = sum(V**d for d in range(depth + 1))
 
     def dirichlet(rows):
         x = -torch.log(torch.rand(rows, V, generator=g, dtype=torch.float64))  # Gamma(1)
@@ -181,8 +182,10 @@ def sample_trees(world: World, case: Case, ctx0: torch.Tensor, gen: torch.Genera
             trunk = shape[1][0] if shape[0] == "delayed" else 0
             trees = [(*_merge(r, trunk), "iid") for r in rows]
         else:
-            trees = [(t, par, None, SAMPLING[shape[0]])
-                     for t, par in _wor_trees(world, ctx0[sel], shape, gen, det=shape[0] == "det")]
+            trees = [
+                (t, par, None, SAMPLING[shape[0]])
+                for t, par in _wor_trees(world, ctx0[sel], shape, gen, det=shape[0] == "det")
+            ]
         for i, tr in zip(sel.tolist(), trees):
             out[i] = tr
     return out
@@ -199,11 +202,23 @@ def to_tree(world: World, spec, ctx0: int, root_token: int) -> tuple[Tree, torch
         depth[i] = depth[par] + 1
         has_kids[par] = True
     zero_row = world.q.shape[0] - 1  # the last q row is all zeros
-    rows = [[root_token] + tokens[1:], parents, depth, mult or parents, ctx,
-            [c if k else zero_row for c, k in zip(ctx, has_kids)]]
+    rows = [
+        [root_token] + tokens[1:],
+        parents,
+        depth,
+        mult or parents,
+        ctx,
+        [c if k else zero_row for c, k in zip(ctx, has_kids)],
+    ]
     t = torch.tensor(rows)  # [6, n], one tensor for everything
-    tree = Tree(tokens=t[0], parents=t[1], depth=t[2], q=world.q[t[5]], sampling=sampling,
-                multiplicity=None if mult is None else t[3])
+    tree = Tree(
+        tokens=t[0],
+        parents=t[1],
+        depth=t[2],
+        q=world.q[t[5]],
+        sampling=sampling,
+        multiplicity=None if mult is None else t[3],
+    )
     return tree, world.p[t[4]]
 
 
@@ -222,8 +237,9 @@ def run(world: World, case: Case, verify, n: int, seed: int, keep: int = 0) -> O
 
 
 @torch.inference_mode()
-def run_group(world: World, case: Case, verifiers: dict, n: int, seed: int, keep: int = 0
-              ) -> dict[str, Outcome]:
+def run_group(
+    world: World, case: Case, verifiers: dict, n: int, seed: int, keep: int = 0
+) -> dict[str, Outcome]:
     """`run` for several verifiers on the same n draft trees (each verifier's samples are
     independent of each other; the tests of different verifiers share the trees)."""
     gen = torch.Generator().manual_seed(seed)
@@ -264,25 +280,32 @@ def run_group(world: World, case: Case, verifiers: dict, n: int, seed: int, keep
         if not again[v]:
             continue
         roots = torch.tensor([1 + first[v][s] for s in again[v]])
-        for s, spec, ctx in zip(again[v], sample_trees(world, first_shape, roots, gen),
-                                roots.tolist()):
+        for s, spec, ctx in zip(
+            again[v], sample_trees(world, first_shape, roots, gen), roots.tolist()
+        ):
             tree, p = tree_of(spec, ctx, first[v][s])
             a = verifiers[v](tree, p, vgen)
             second[v][s] = spec[0][a.path[0]] if a.path else a.token
-    draws = torch.tensor([sum(m for m, par in zip(sp[2] or [1] * len(sp[1]), sp[1]) if par == 0)
-                          for sp in specs])
+    draws = torch.tensor(
+        [sum(m for m, par in zip(sp[2] or [1] * len(sp[1]), sp[1]) if par == 0) for sp in specs]
+    )
     iid = torch.tensor([sp[3] == "iid" for sp in specs])
     out = {}
     for v in names:
         f = torch.tensor(first[v])
-        out[v] = Outcome(first=f, pair=f * world.V + torch.tensor(second[v]),
-                         accepted=torch.tensor(accepted[v], dtype=torch.float64),
-                         root_draws=draws, root_iid=iid, kept=kept)
+        out[v] = Outcome(
+            first=f,
+            pair=f * world.V + torch.tensor(second[v]),
+            accepted=torch.tensor(accepted[v], dtype=torch.float64),
+            root_draws=draws,
+            root_iid=iid,
+            kept=kept,
+        )
     return out
 
 
 def target_laws(world: World) -> tuple[torch.Tensor, torch.Tensor]:
     """The target's law of the first token [V] and of the first two tokens [V * V]."""
     p0 = world.p[0].double()
-    p1 = world.p[1:1 + world.V].double()  # row y1 = context (y1)
+    p1 = world.p[1 : 1 + world.V].double()  # row y1 = context (y1)
     return p0, (p0[:, None] * p1).reshape(-1)

@@ -20,13 +20,23 @@ PREFIX, NODES, VOCAB = 13, 40, 256
 
 def tiny_model(arch: str):
     """2-layer fp32 models with head dim 64 (a size the Triton kernel supports)."""
-    common = dict(vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                  num_attention_heads=2, max_position_embeddings=512)
+    common = dict(
+        vocab_size=VOCAB,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        max_position_embeddings=512,
+    )
     torch.manual_seed(0)
     if arch == "llama":
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(num_key_value_heads=1, **common))
+        model = transformers.LlamaForCausalLM(
+            transformers.LlamaConfig(num_key_value_heads=1, **common)
+        )
     elif arch == "qwen2":
-        model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(num_key_value_heads=1, **common))
+        model = transformers.Qwen2ForCausalLM(
+            transformers.Qwen2Config(num_key_value_heads=1, **common)
+        )
     else:
         model = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**common))
     return model.eval()
@@ -48,9 +58,15 @@ def tree_logits(model, impl, prefix, parents, tokens, mask_parents=None):
     model(input_ids=prefix, past_key_values=cache, use_cache=True)
     position_ids = (PREFIX + node_depths(parents))[None]  # [1, N]
     if impl == "sdpa":
-        mask = tree_attention_mask(parents if mask_parents is None else mask_parents, PREFIX, torch.float32)
-        return model(input_ids=tokens, position_ids=position_ids, attention_mask=mask[None, None],
-                     past_key_values=cache).logits
+        mask = tree_attention_mask(
+            parents if mask_parents is None else mask_parents, PREFIX, torch.float32
+        )
+        return model(
+            input_ids=tokens,
+            position_ids=position_ids,
+            attention_mask=mask[None, None],
+            past_key_values=cache,
+        ).logits
     with tree_parents(parents):
         return model(input_ids=tokens, position_ids=position_ids, past_key_values=cache).logits
 
@@ -71,7 +87,10 @@ def test_tree_forward_matches_sdpa_with_ancestor_mask(arch, monkeypatch):
     expected = tree_logits(model, "sdpa", prefix, parents, tokens)
     got = tree_logits(model, name, prefix, parents, tokens)
     # One call per layer, on the Triton kernel wherever it can run (here: interpreter or CUDA).
-    assert calls == [kernels.uses_triton(torch.zeros(1, 2, NODES, 64))] * model.config.num_hidden_layers
+    assert (
+        calls
+        == [kernels.uses_triton(torch.zeros(1, 2, NODES, 64))] * model.config.num_hidden_layers
+    )
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
     # Sensitivity: the oracle under a different tree (a chain) gives other logits.
     chain = torch.arange(-1, NODES - 1)

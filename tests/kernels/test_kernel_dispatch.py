@@ -28,13 +28,22 @@ assert torch.equal(kernels.tree_attention(q, k, k, parents), tree_attention_refe
 def run(code: str, env_drop: str) -> None:
     env = {key: val for key, val in os.environ.items() if key != env_drop}
     env["PYTHONPATH"] = ROOT
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
 def test_imports_and_falls_back_without_triton():
     # A None entry in sys.modules makes `import triton` raise ImportError.
-    run("import sys; sys.modules['triton'] = None\n" + CHECK.replace("EXPECT_TRITON", "False"), "TRITON_INTERPRET")
+    run(
+        "import sys; sys.modules['triton'] = None\n" + CHECK.replace("EXPECT_TRITON", "False"),
+        "TRITON_INTERPRET",
+    )
 
 
 def test_cpu_tensors_without_interpreter_use_reference():

@@ -40,7 +40,9 @@ def test_ancestor_matrix_matches_parent_walk(parents):
 @given(trees)
 def test_node_depths_is_ancestor_count_minus_one(parents):
     depth = node_depths(torch.tensor(parents))
-    assert depth.tolist() == [len(ancestors_by_walk(list(parents), j)) - 1 for j in range(len(parents))]
+    assert depth.tolist() == [
+        len(ancestors_by_walk(list(parents), j)) - 1 for j in range(len(parents))
+    ]
 
 
 @pytest.mark.parametrize("bad", [[0], [-1, 1], [-1, -2], [-1, 0, 3]])
@@ -72,7 +74,9 @@ def test_reference_matches_per_query_softmax(h, hkv, prefix):
         for head in range(h):
             kv = head // (h // hkv)
             for j in range(n):
-                keys = list(range(prefix)) + [prefix + i for i in sorted(ancestors_by_walk(parents, j))]
+                keys = list(range(prefix)) + [
+                    prefix + i for i in sorted(ancestors_by_walk(parents, j))
+                ]
                 w = torch.softmax(k[b, kv, keys] @ q[b, head, j] * 0.3, dim=0)
                 expected = (w[:, None] * v[b, kv, keys]).sum(0)
                 torch.testing.assert_close(out[b, head, j].double(), expected, rtol=1e-5, atol=1e-5)

@@ -9,7 +9,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.block_mask import BLOCK_M, BLOCK_N, block_visibility, tree_masks, unpack_bits, visible_block_count
+from kernels.block_mask import (
+    BLOCK_M,
+    BLOCK_N,
+    block_visibility,
+    tree_masks,
+    unpack_bits,
+    visible_block_count,
+)
 from kernels.reference import ancestor_matrix, node_depths
 from kernels.reorder import dfs_order, inverse_permutation, permute_tree, subtree_sizes
 from tests.trees import parent_arrays, random_bushy_tree

@@ -56,7 +56,9 @@ for dtype, head_dim, config in [("fp16", 128, largest), ("bf16", 64, smallest), 
 def test_kernel_compiles_for_sm90(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(PYTHONPATH=ROOT, TRITON_CACHE_DIR=str(tmp_path), TRITON_DEFAULT_FP_FUSION="1")
-    proc = subprocess.run([sys.executable, "-c", COMPILE], env=env, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", COMPILE], env=env, cwd=ROOT, capture_output=True, text=True
+    )
     if proc.returncode and ("ptxas" in proc.stderr and "not found" in proc.stderr.lower()):
         pytest.skip("Triton's CUDA toolchain (ptxas) is not available here")
     assert proc.returncode == 0, proc.stderr[-3000:]

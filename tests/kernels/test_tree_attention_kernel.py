@@ -121,7 +121,9 @@ def test_dfs_reorder_round_trip(dtype):
     new_parents = permute_tree(parents, perm)
     assert visible_block_count(new_parents) < visible_block_count(parents)
     tree_perm = torch.cat([torch.arange(prefix), prefix + perm]).to(DEVICE)  # keys: prefix fixed
-    out_new = triton_tree_attention(q[:, :, perm.to(DEVICE)], k[:, :, tree_perm], v[:, :, tree_perm], new_parents)
+    out_new = triton_tree_attention(
+        q[:, :, perm.to(DEVICE)], k[:, :, tree_perm], v[:, :, tree_perm], new_parents
+    )
     out_back = out_new[:, :, inv.to(DEVICE)]
     out = triton_tree_attention(q, k, v, parents)
     torch.testing.assert_close(out_back.float(), out.float(), rtol=TOL[dtype], atol=TOL[dtype])
@@ -147,7 +149,9 @@ def test_strided_batched_inputs_and_custom_scale():
 def test_package_dispatches_to_triton():
     parents, q, k, v = make_inputs(7, 17, 64, 2, 1, torch.float16, seed=2)
     assert kernels.uses_triton(q)
-    assert torch.equal(kernels.tree_attention(q, k, v, parents), triton_tree_attention(q, k, v, parents))
+    assert torch.equal(
+        kernels.tree_attention(q, k, v, parents), triton_tree_attention(q, k, v, parents)
+    )
 
 
 def test_autotuning_configs_leave_the_mask_blocks_alone():
@@ -161,7 +165,11 @@ def test_autotuning_configs_leave_the_mask_blocks_alone():
 
 @pytest.mark.parametrize(
     "d,dtypes,heads",
-    [(32, (torch.float32,) * 3, (2, 2)), (64, (torch.float16, torch.float32, torch.float16), (2, 2)), (64, (torch.float32,) * 3, (3, 2))],
+    [
+        (32, (torch.float32,) * 3, (2, 2)),
+        (64, (torch.float16, torch.float32, torch.float16), (2, 2)),
+        (64, (torch.float32,) * 3, (3, 2)),
+    ],
 )
 def test_rejects_unsupported_inputs(d, dtypes, heads):
     parents = torch.tensor([-1, 0])

@@ -6,7 +6,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
 from orch_helpers import PG_ADMIN, PG_PASSWORD
 
 
@@ -30,8 +29,7 @@ def pg_server_url():
     # The server trusts local connections, so a password is not needed; one is put in the URL
     # anyway so that every Postgres test also checks that it never shows up in output.
     u = make_url(PG_ADMIN)
-    url = u.set(drivername="postgresql+psycopg", password=u.password or PG_PASSWORD,
-                database=name)
+    url = u.set(drivername="postgresql+psycopg", password=u.password or PG_PASSWORD, database=name)
     yield url.render_as_string(hide_password=False)
     admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     admin.close()

@@ -36,23 +36,46 @@ def sweep_24(path: Path, name: str = "tiny24", prompts: int = 1, max_new_tokens:
     return path
 
 
-def orch(*args: str, env: dict | None = None, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+def orch(
+    *args: str, env: dict | None = None, timeout: float = 300, **kw
+) -> subprocess.CompletedProcess:
     """Run `python -m orchestrator.cli ARGS` in a fresh process from the repository root."""
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], cwd=REPO,
-                          env=full_env, capture_output=True, text=True, timeout=timeout, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,
+    )
 
 
-def fake_config(i: int = 0, method: str = "linear", target: str = "tiny-llama",
-                draft: str = "tiny-llama-draft", repeat: int = 0, max_new_tokens: int = 8,
-                **params):
+def fake_config(
+    i: int = 0,
+    method: str = "linear",
+    target: str = "tiny-llama",
+    draft: str = "tiny-llama-draft",
+    repeat: int = 0,
+    max_new_tokens: int = 8,
+    **params,
+):
     """A TrialConfig without touching the engine (writers and report tests)."""
     from orchestrator.records import TrialConfig
 
     params = params or ({"k": i} if method == "linear" else {})
-    return TrialConfig(target=target, draft=draft, dataset="spec_bench", prompts=1,
-                       method=method, params={**params, "verifier": "greedy"},
-                       max_new_tokens=max_new_tokens, repeat=repeat, seed=repeat)
+    return TrialConfig(
+        target=target,
+        draft=draft,
+        dataset="spec_bench",
+        prompts=1,
+        method=method,
+        params={**params, "verifier": "greedy"},
+        max_new_tokens=max_new_tokens,
+        repeat=repeat,
+        seed=repeat,
+    )
 
 
 def fake_result(cfg, throughput: float = 100.0, **metrics):
@@ -62,13 +85,33 @@ def fake_result(cfg, throughput: float = 100.0, **metrics):
     from orchestrator.records import METRICS, TrialResult
 
     values = {m: 1.0 for m in METRICS}
-    values.update(new_tokens=8, iterations=4, prompts=1, peak_memory_bytes=1 << 20,
-                  throughput=throughput, **metrics)
+    values.update(
+        new_tokens=8,
+        iterations=4,
+        prompts=1,
+        peak_memory_bytes=1 << 20,
+        throughput=throughput,
+        **metrics,
+    )
     now = time.time()
-    return TrialResult(config_hash=cfg.config_hash, metrics=values,
-                       per_prompt=[{"id": "p0", "tokens": [1, 2, 3]}],
-                       per_iteration=[{"accepted": [1, 2], "tree_size": [3, 3]}],
-                       host="testhost", gpu_id=None, started_at=now - 0.5, finished_at=now,
-                       code_version="test",
-                       models=[{"name": cfg.target, "architecture": "llama", "parameters": 10,
-                                "vocab_size": 260, "layers": 4, "dtype": "float32"}])
+    return TrialResult(
+        config_hash=cfg.config_hash,
+        metrics=values,
+        per_prompt=[{"id": "p0", "tokens": [1, 2, 3]}],
+        per_iteration=[{"accepted": [1, 2], "tree_size": [3, 3]}],
+        host="testhost",
+        gpu_id=None,
+        started_at=now - 0.5,
+        finished_at=now,
+        code_version="test",
+        models=[
+            {
+                "name": cfg.target,
+                "architecture": "llama",
+                "parameters": 10,
+                "vocab_size": 260,
+                "layers": 4,
+                "dtype": "float32",
+            }
+        ],
+    )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from orch_helpers import PG_PASSWORD, fake_config, orch
 from sqlalchemy import func, select
 
 from db.models import Base
-from orch_helpers import PG_PASSWORD, fake_config, orch
 from orchestrator.cli import main
 from orchestrator.store import Store
 
@@ -20,21 +20,26 @@ methods:
 CASES = {
     "malformed yaml": ("name: e\npairs: [{target: tiny-llama\nmethods: [", "malformed YAML"),
     "unknown method": (GOOD + "  - name: warp_drive\n", "unknown method 'warp_drive'"),
-    "unknown parameter": (GOOD + "  - {name: linear, grid: {kk: [1]}}\n",
-                          "unknown parameter 'kk'"),
-    "wrong type": (GOOD + "  - {name: fixed_tree, grid: {depth: [2, deep]}}\n",
-                   "grid.depth[1]: expected an integer, got 'deep'"),
+    "unknown parameter": (GOOD + "  - {name: linear, grid: {kk: [1]}}\n", "unknown parameter 'kk'"),
+    "wrong type": (
+        GOOD + "  - {name: fixed_tree, grid: {depth: [2, deep]}}\n",
+        "grid.depth[1]: expected an integer, got 'deep'",
+    ),
     "empty grid": (GOOD + "  - {name: linear, grid: {k: []}}\n", "empty grid"),
-    "unknown model": (GOOD.replace("tiny-llama-draft", "no-such-model") +
-                      "  - name: linear\n", "unknown model 'no-such-model'"),
+    "unknown model": (
+        GOOD.replace("tiny-llama-draft", "no-such-model") + "  - name: linear\n",
+        "unknown model 'no-such-model'",
+    ),
 }
 
 
 def _counts(url: str) -> dict[str, int]:
     store = Store(url)
     with store.Session() as s:
-        out = {t.name: s.scalar(select(func.count()).select_from(t))
-               for t in Base.metadata.sorted_tables}
+        out = {
+            t.name: s.scalar(select(func.count()).select_from(t))
+            for t in Base.metadata.sorted_tables
+        }
     store.close()
     return out
 
@@ -80,8 +85,7 @@ def test_bad_sweep_file_creates_no_database(tmp_path):
     assert not (tmp_path / "new.db").exists()
 
 
-def test_bad_verifier_pairing_names_file_and_compatible_verifiers(populated, tmp_path,
-                                                                  monkeypatch):
+def test_bad_verifier_pairing_names_file_and_compatible_verifiers(populated, tmp_path, monkeypatch):
     """DynaTree's deterministic trees with a verifier that needs sampled trees at T > 0: one
     line naming the file path and the verifiers that fit, before any model loads."""
     import engine.models
@@ -91,30 +95,40 @@ def test_bad_verifier_pairing_names_file_and_compatible_verifiers(populated, tmp
 
     monkeypatch.setattr(engine.models, "load_pair", no_loading)
     spec = tmp_path / "pairing.yaml"
-    spec.write_text(GOOD.replace("methods:", "sampling: {temperature: 0.8}\nmethods:")
-                    + "  - {name: dynatree, params: {verifier: specinfer}}\n")
+    spec.write_text(
+        GOOD.replace("methods:", "sampling: {temperature: 0.8}\nmethods:")
+        + "  - {name: dynatree, params: {verifier: specinfer}}\n"
+    )
     before = _counts(populated)
     r = _invoke("submit", str(spec), "--db", populated, "--executor", "local")
-    _one_line_error(r, f"{spec}: methods[0]: verifier 'specinfer' is not lossless for method "
-                       "'dynatree' at temperature 0.8 (its trees are deterministic); compatible "
-                       "verifiers: nss")
+    _one_line_error(
+        r,
+        f"{spec}: methods[0]: verifier 'specinfer' is not lossless for method "
+        "'dynatree' at temperature 0.8 (its trees are deterministic); compatible "
+        "verifiers: nss",
+    )
     assert _counts(populated) == before
 
 
 def test_metric_not_in_whitelist(populated):
     before = _counts(populated)
-    _one_line_error(_invoke("query", "--best-by", "vibes", "--db", populated),
-                    "metric 'vibes' is not allowed for --best-by (allowed: throughput")
+    _one_line_error(
+        _invoke("query", "--best-by", "vibes", "--db", populated),
+        "metric 'vibes' is not allowed for --best-by (allowed: throughput",
+    )
     assert _counts(populated) == before
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["resume", "nope"], "no sweep named 'nope'"),
-    (["cancel", "nope"], "no sweep named 'nope'"),
-    (["status", "nope"], "no sweep named 'nope'"),
-    (["query", "--best-by", "throughput"], "no finished trials"),
-    (["compare", "--sweep", "existing"], "no finished trials of sweep 'existing'"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["resume", "nope"], "no sweep named 'nope'"),
+        (["cancel", "nope"], "no sweep named 'nope'"),
+        (["status", "nope"], "no sweep named 'nope'"),
+        (["query", "--best-by", "throughput"], "no finished trials"),
+        (["compare", "--sweep", "existing"], "no finished trials of sweep 'existing'"),
+    ],
+)
 def test_bad_requests(args, needle, populated):
     before = _counts(populated)
     _one_line_error(_invoke(*args, "--db", populated), needle)
@@ -127,15 +141,18 @@ def test_unreachable_database_in_a_real_process(tmp_path):
     spec = tmp_path / "ok.yaml"
     spec.write_text(GOOD + "  - name: linear\n")
     url = f"postgresql+psycopg://alice:{PG_PASSWORD}@127.0.0.1:1/lab"
-    for args, env in [(["submit", str(spec), "--db", url], {}),
-                      (["status"], {"ORCH_DB_URL": url}),
-                      (["query", "--best-by", "throughput", "--db", url], {})]:
+    for args, env in [
+        (["submit", str(spec), "--db", url], {}),
+        (["status"], {"ORCH_DB_URL": url}),
+        (["query", "--best-by", "throughput", "--db", url], {}),
+    ]:
         r = orch(*args, env=env, timeout=120)
         assert r.returncode == 2, r.stderr
         assert r.stdout == ""
         lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: cannot connect to database "
-                                                       "postgresql+psycopg://alice:***@"), lines
+        assert len(lines) == 1 and lines[0].startswith(
+            "error: cannot connect to database postgresql+psycopg://alice:***@"
+        ), lines
         assert PG_PASSWORD not in r.stderr
 
 

@@ -13,8 +13,20 @@ def run(args):
 
 
 def test_generate_json_has_tokens_text_and_stats():
-    r = run(["generate", "--method", "linear", "--param", "k=4", "--prompt", "Hello",
-             "--max-new-tokens", "12", "--json"])
+    r = run(
+        [
+            "generate",
+            "--method",
+            "linear",
+            "--param",
+            "k=4",
+            "--prompt",
+            "Hello",
+            "--max-new-tokens",
+            "12",
+            "--json",
+        ]
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert len(out["tokens"]) == 12 and isinstance(out["text"], str)
@@ -24,30 +36,56 @@ def test_generate_json_has_tokens_text_and_stats():
     assert 0.0 <= stats["acceptance_rate"] <= 1.0
     assert stats["tokens_per_iteration"] >= 1.0
     assert len(stats["per_iteration"]["accepted"]) == stats["iterations"]
-    ar = json.loads(run(["generate", "--method", "autoregressive", "--prompt", "Hello",
-                         "--max-new-tokens", "12", "--json"]).stdout)
+    ar = json.loads(
+        run(
+            [
+                "generate",
+                "--method",
+                "autoregressive",
+                "--prompt",
+                "Hello",
+                "--max-new-tokens",
+                "12",
+                "--json",
+            ]
+        ).stdout
+    )
     assert ar["tokens"] == out["tokens"]
 
 
 def test_prompt_ids_and_plain_output():
-    r = run(["generate", "--method", "fixed_tree", "--param", "depth=3", "--prompt-ids",
-             "256,72,105", "--max-new-tokens", "5"])
+    r = run(
+        [
+            "generate",
+            "--method",
+            "fixed_tree",
+            "--param",
+            "depth=3",
+            "--prompt-ids",
+            "256,72,105",
+            "--max-new-tokens",
+            "5",
+        ]
+    )
     assert r.exit_code == 0, r.output
     assert "[fixed_tree] 5 tokens" in r.stderr
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--method", "nope"], "unknown method 'nope'"),
-    (["--method", "linear", "--param", "kk=3"], "unknown parameter 'kk'"),
-    (["--method", "linear", "--param", "k=abc"], "expected an integer"),
-    (["--method", "linear", "--param", "k=0"], "k must be >= 1"),
-    (["--method", "linear", "--param", "k"], "key=value"),
-    (["--method", "linear", "--param", "verifier=magic"], "unknown verifier"),
-    (["--temperature", "0.7", "--param", "verifier=greedy"], "not lossless for method"),
-    (["--target", "no-such-model"], "unknown model 'no-such-model'"),
-    (["--max-new-tokens", "0"], "--max-new-tokens"),
-    (["--prompt-ids", "1,x"], "comma-separated integers"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--method", "nope"], "unknown method 'nope'"),
+        (["--method", "linear", "--param", "kk=3"], "unknown parameter 'kk'"),
+        (["--method", "linear", "--param", "k=abc"], "expected an integer"),
+        (["--method", "linear", "--param", "k=0"], "k must be >= 1"),
+        (["--method", "linear", "--param", "k"], "key=value"),
+        (["--method", "linear", "--param", "verifier=magic"], "unknown verifier"),
+        (["--temperature", "0.7", "--param", "verifier=greedy"], "not lossless for method"),
+        (["--target", "no-such-model"], "unknown model 'no-such-model'"),
+        (["--max-new-tokens", "0"], "--max-new-tokens"),
+        (["--prompt-ids", "1,x"], "comma-separated integers"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(args, needle, monkeypatch):
     import engine.models
 

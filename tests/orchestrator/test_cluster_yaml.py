@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
 from orch_helpers import REPO
 
 
@@ -16,8 +15,10 @@ def test_cluster_yaml_validates_with_ray():
     validate_config(prepare_config(raw))
     nodes = raw["available_node_types"]
     assert nodes[raw["head_node_type"]]["resources"] == {"CPU": 0}  # driver only
-    assert any(n.get("min_workers", 0) >= 1 and n["node_config"]["InstanceType"].startswith("g")
-               for n in nodes.values())
+    assert any(
+        n.get("min_workers", 0) >= 1 and n["node_config"]["InstanceType"].startswith("g")
+        for n in nodes.values()
+    )
     assert any("pip install" in c and "[gpu" in c for c in raw["setup_commands"])
     head = " ".join(raw["head_setup_commands"])
     assert "ORCH_DB_URL=postgresql+psycopg://" in head

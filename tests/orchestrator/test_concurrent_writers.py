@@ -9,24 +9,35 @@ import sys
 from pathlib import Path
 
 import pytest
+from orch_helpers import PG_PASSWORD, REPO
 from sqlalchemy import func, select
+from writer_proc import OWN, SHARED
 
 from db.models import Result, Sweep, SweepTrial, Trial
-from orch_helpers import PG_PASSWORD, REPO
 from orchestrator.store import Store
-from writer_proc import OWN, SHARED
 
 HERE = Path(__file__).resolve().parent
 
 
 @pytest.mark.parametrize("backend, writers", [("sqlite", 16), ("postgres", 32)])
 def test_concurrent_writers(backend, writers, tmp_path, request):
-    url = (f"sqlite:///{tmp_path / 'orch.db'}" if backend == "sqlite"
-           else request.getfixturevalue("pg_url"))
+    url = (
+        f"sqlite:///{tmp_path / 'orch.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)])}
-    procs = [subprocess.Popen([sys.executable, str(HERE / "writer_proc.py"), url, str(i)],
-                              env=env, cwd=REPO, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for i in range(writers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "writer_proc.py"), url, str(i)],
+            env=env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(writers)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0 and err == "", err[-2000:]

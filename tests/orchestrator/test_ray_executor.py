@@ -4,14 +4,13 @@ recorded as failed, results equal to the local executor's; and `orch submit` on 
 
 from __future__ import annotations
 
-import copy
 import os
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from orch_helpers import PG_PASSWORD, REPO, sweep_24
+
 from orchestrator.executors import Job
 from orchestrator.records import TrialConfig
 
@@ -22,9 +21,15 @@ ray = pytest.importorskip("ray")
 def ray_session():
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_gpus=2, num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(REPO),
-                                       "ORCH_DATA_DIR": os.environ["ORCH_DATA_DIR"]}})
+    ray.init(
+        num_gpus=2,
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={
+            "env_vars": {"PYTHONPATH": str(REPO), "ORCH_DATA_DIR": os.environ["ORCH_DATA_DIR"]}
+        },
+    )
     yield ray
     ray.shutdown()
 
@@ -57,23 +62,44 @@ def _jobs() -> list[Job]:
     prompts = load_prompts("spec_bench", 1)
     out = []
     for family in ("llama", "neox"):
-        for method, params in [("autoregressive", {}), ("linear", {"k": 3}),
-                               ("fixed_tree", {"depth": 3, "branch": 2, "budget": 8})]:
-            cfg = TrialConfig(target=f"tiny-{family}", draft=f"tiny-{family}-draft",
-                              dataset="spec_bench", prompts=1, prompt_tokens=16,
-                              method=method, params={**params, "verifier": "greedy"},
-                              max_new_tokens=10)
+        for method, params in [
+            ("autoregressive", {}),
+            ("linear", {"k": 3}),
+            ("fixed_tree", {"depth": 3, "branch": 2, "budget": 8}),
+        ]:
+            cfg = TrialConfig(
+                target=f"tiny-{family}",
+                draft=f"tiny-{family}-draft",
+                dataset="spec_bench",
+                prompts=1,
+                prompt_tokens=16,
+                method=method,
+                params={**params, "verifier": "greedy"},
+                max_new_tokens=10,
+            )
             out.append(Job(trial_id=len(out), config=cfg, prompts=prompts))
-    bad = TrialConfig(target="tiny-llama", draft="tiny-llama-draft", dataset="spec_bench",
-                      prompts=1, method="linear", params={"k": 0}, max_new_tokens=10)
+    bad = TrialConfig(
+        target="tiny-llama",
+        draft="tiny-llama-draft",
+        dataset="spec_bench",
+        prompts=1,
+        method="linear",
+        params={"k": 0},
+        max_new_tokens=10,
+    )
     out.append(Job(trial_id=len(out), config=bad, prompts=prompts))
     return out
 
 
 def _signature(result) -> tuple:
     m = result.metrics
-    return ([p["tokens"] for p in result.per_prompt], m["new_tokens"], m["iterations"],
-            m["acceptance_rate"], m["tokens_per_iteration"])
+    return (
+        [p["tokens"] for p in result.per_prompt],
+        m["new_tokens"],
+        m["iterations"],
+        m["acceptance_rate"],
+        m["tokens_per_iteration"],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +123,10 @@ def test_gpu_pinning_loads_failures_and_equality(ray_session, local_results):
     assert {w.gpu_id for _, w in sink.started} == {"0", "1"}
     # each actor loaded each pair it used exactly once
     assert ex.load_counts and all(n == 1 for c in ex.load_counts.values() for n in c.values())
-    assert set().union(*ex.load_counts.values()) == {"tiny-llama/tiny-llama-draft",
-                                                     "tiny-neox/tiny-neox-draft"}
+    assert set().union(*ex.load_counts.values()) == {
+        "tiny-llama/tiny-llama-draft",
+        "tiny-neox/tiny-neox-draft",
+    }
     # the raising trial failed, the rest went on
     assert set(sink.failures) == {6} and "k must be >= 1" in sink.failures[6][1].error
     assert set(sink.results) == set(range(6)) and not sink.retried
@@ -141,9 +169,12 @@ def test_orch_submit_on_ray(ray_session, pg_url, tmp_path):
     from orchestrator.store import Store, Trial
 
     spec = tmp_path / "r.yaml"
-    spec.write_text(sweep_24(tmp_path / "x.yaml").read_text().replace(
-        "grid: {k: [1, 2, 3, 4, 5]}", "grid: {k: [2]}").replace(
-        "grid: {depth: [2, 3, 4], branch: [1, 2]}", "grid: {depth: [2], branch: [2]}"))
+    spec.write_text(
+        sweep_24(tmp_path / "x.yaml")
+        .read_text()
+        .replace("grid: {k: [1, 2, 3, 4, 5]}", "grid: {k: [2]}")
+        .replace("grid: {depth: [2, 3, 4], branch: [1, 2]}", "grid: {depth: [2], branch: [2]}")
+    )
     r = CliRunner().invoke(main, ["submit", str(spec), "--db", pg_url])  # ray is the default
     assert r.exit_code == 0, r.output
     assert "6 trials; ran 6 (6 done, 0 failed, 0 retried)" in r.output

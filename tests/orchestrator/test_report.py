@@ -8,8 +8,8 @@ import json
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-
 from orch_helpers import fake_config, fake_result
+
 from orchestrator.cli import main
 from orchestrator.store import Store
 
@@ -34,10 +34,12 @@ def filled(sqlite_url):
     trials = []
     for pair, method, params, mnt, tps, acc in ROWS:
         for r, tp in enumerate(tps):
-            cfg = fake_config(method=method, target=pair[0], draft=pair[1], repeat=r,
-                              max_new_tokens=mnt, **params)
-            trials.append((cfg, fake_result(cfg, throughput=tp, acceptance_rate=acc,
-                                            ttft_s=1000.0 / tp)))
+            cfg = fake_config(
+                method=method, target=pair[0], draft=pair[1], repeat=r, max_new_tokens=mnt, **params
+            )
+            trials.append(
+                (cfg, fake_result(cfg, throughput=tp, acceptance_rate=acc, ttft_s=1000.0 / tp))
+            )
     sid = store.submit("rep", {"name": "rep"}, [c for c, _ in trials], "v").sweep_id
     store.claim_driver(sid)
     ids = {c.config_hash: i for i, c, _ in store.runnable(sid)}
@@ -56,19 +58,32 @@ def _run(*args):
 
 
 def test_query_best_by_groups_repeats_and_filters(filled):
-    rows = json.loads(_run("query", "--best-by", "throughput", "--db", filled,
-                           "--format", "json"))
+    rows = json.loads(_run("query", "--best-by", "throughput", "--db", filled, "--format", "json"))
     assert rows[0]["method"] == "linear" and rows[0]["params"] == "k=2,verifier=greedy"
     assert rows[0]["max_new_tokens"] == 16 and rows[0]["repeats"] == 1
     assert rows[1]["throughput"] == 200.0 and rows[1]["repeats"] == 2
     assert rows[1]["speedup"] == pytest.approx(2.0)
     ll_ar = next(r for r in rows if r["method"] == "autoregressive" and r["target"] == LL[0])
     assert ll_ar["throughput"] == 100.0 and ll_ar["throughput_std"] == pytest.approx(14.1421, 1e-4)
-    rows = json.loads(_run("query", "--best-by", "speedup", "--where", "method=linear",
-                           "--where", "k>=3", "--db", filled, "--format", "json"))
+    rows = json.loads(
+        _run(
+            "query",
+            "--best-by",
+            "speedup",
+            "--where",
+            "method=linear",
+            "--where",
+            "k>=3",
+            "--db",
+            filled,
+            "--format",
+            "json",
+        )
+    )
     assert [(r["target"], r["speedup"]) for r in rows] == [(LL[0], 2.0), (NX[0], 1.2)]
-    fastest = json.loads(_run("query", "--best-by", "ttft_s", "--top", "1", "--db", filled,
-                              "--format", "json"))
+    fastest = json.loads(
+        _run("query", "--best-by", "ttft_s", "--top", "1", "--db", filled, "--format", "json")
+    )
     assert fastest[0]["ttft_s"] == pytest.approx(1000.0 / 300.0)  # smaller is better
     csv = _run("query", "--best-by", "acceptance_rate", "--db", filled, "--format", "csv")
     assert pd.read_csv(io.StringIO(csv))["acceptance_rate"].iloc[0] == 0.7
@@ -92,8 +107,20 @@ def test_export_formats(filled, tmp_path):
     rows = json.loads(_run("export", "--format", "json", "--db", filled))
     assert len(rows) == 17
     r = rows[0]
-    for key in ("config_hash", "method", "target", "draft", "params", "max_new_tokens",
-                "repeat", "seed", "throughput", "acceptance_rate", "worker_host", "speedup"):
+    for key in (
+        "config_hash",
+        "method",
+        "target",
+        "draft",
+        "params",
+        "max_new_tokens",
+        "repeat",
+        "seed",
+        "throughput",
+        "acceptance_rate",
+        "worker_host",
+        "speedup",
+    ):
         assert key in r
     csv = pd.read_csv(io.StringIO(_run("export", "--db", filled, "--where", "method=linear")))
     assert len(csv) == 9 and set(csv["param.k"]) == {2, 4}
@@ -108,17 +135,23 @@ def test_export_formats(filled, tmp_path):
 def test_plots(filled, tmp_path):
     out = _run("plot", "-o", str(tmp_path / "p"), "--db", filled).split()
     names = sorted(p.rsplit("/", 1)[-1] for p in out)
-    assert names == ["acceptance_fixed_tree_depth.png", "speedup_by_method.png",
-                     "speedup_fixed_tree_depth.png", "speedup_linear_k.png"]
+    assert names == [
+        "acceptance_fixed_tree_depth.png",
+        "speedup_by_method.png",
+        "speedup_fixed_tree_depth.png",
+        "speedup_linear_k.png",
+    ]
     for p in out:
         with open(p, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_bad_where(filled):
-    r = CliRunner().invoke(main, ["query", "--best-by", "throughput", "--where", "colour=red",
-                                  "--db", filled])
+    r = CliRunner().invoke(
+        main, ["query", "--best-by", "throughput", "--where", "colour=red", "--db", filled]
+    )
     assert r.exit_code == 2 and "unknown --where column 'colour'" in r.stderr
-    r = CliRunner().invoke(main, ["query", "--best-by", "throughput", "--where", "k~2",
-                                  "--db", filled])
+    r = CliRunner().invoke(
+        main, ["query", "--best-by", "throughput", "--where", "k~2", "--db", filled]
+    )
     assert r.exit_code == 2 and "--where expects" in r.stderr

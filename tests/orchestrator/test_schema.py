@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+from orch_helpers import fake_config
 from sqlalchemy import inspect, text
 from sqlalchemy.exc import IntegrityError
 
@@ -15,12 +16,17 @@ from db import DatabaseError, create_db_engine, current_revision, head_revision,
 from db.migrate import downgrade
 from db.models import METRIC_COLUMNS, Base, SweepStatus, TrialStatus
 from engine.metrics import METRICS
-from orch_helpers import fake_config
 from orchestrator.store import Store
 
 NOT_METRICS = {"id", "trial_id", "config_hash", "per_prompt", "per_iteration", "created_at"}
-ROWS = {"sweeps": 2, "trials": len(TrialStatus), "sweep_trials": len(TrialStatus),
-        "results": 1, "models": 1, "datasets": 1}
+ROWS = {
+    "sweeps": 2,
+    "trials": len(TrialStatus),
+    "sweep_trials": len(TrialStatus),
+    "results": 1,
+    "models": 1,
+    "datasets": 1,
+}
 
 
 @pytest.fixture
@@ -33,8 +39,7 @@ def engine(db_url):
 def test_result_columns_are_the_engine_metrics(engine):
     upgrade(engine)
     columns = {c["name"]: c for c in inspect(engine).get_columns("results")}
-    metric_columns = {n: c["type"].python_type for n, c in columns.items()
-                      if n not in NOT_METRICS}
+    metric_columns = {n: c["type"].python_type for n, c in columns.items() if n not in NOT_METRICS}
     assert metric_columns == {m.name: m.type for m in METRICS}
     assert not any(columns[m.name]["nullable"] for m in METRICS)
     assert set(METRIC_COLUMNS) == {m.name for m in METRICS}
@@ -46,23 +51,40 @@ def test_check_constraints_match_models(engine):
     upgrade(engine)
     insp = inspect(engine)
     for table in Base.metadata.sorted_tables:
-        reflected = {c["name"]: set(re.findall(r"'(\w+)'", c["sqltext"]))
-                     for c in insp.get_check_constraints(table.name)}
-        declared = {c.name: set(re.findall(r"'(\w+)'", str(c.sqltext.compile(
-            engine, compile_kwargs={"literal_binds": True}))))
-            for c in table.constraints if c.__class__.__name__ == "CheckConstraint"}
+        reflected = {
+            c["name"]: set(re.findall(r"'(\w+)'", c["sqltext"]))
+            for c in insp.get_check_constraints(table.name)
+        }
+        declared = {
+            c.name: set(
+                re.findall(
+                    r"'(\w+)'",
+                    str(c.sqltext.compile(engine, compile_kwargs={"literal_binds": True})),
+                )
+            )
+            for c in table.constraints
+            if c.__class__.__name__ == "CheckConstraint"
+        }
         assert reflected == declared, table.name
     names = {c["name"] for t in ("trials", "sweeps") for c in insp.get_check_constraints(t)}
     assert names == {"ck_trials_status", "ck_sweeps_status"}
 
 
-@pytest.mark.parametrize("table, row", [
-    ("trials", "(config_hash, config, method, target, draft, dataset, temperature, "
-               "max_new_tokens, repeat, status, attempts) VALUES ('h', '{}', 'm', 't', 'd', "
-               "'ds', 0, 8, 0, :status, 0)"),
-    ("sweeps", "(name, description, spec, status, code_version) "
-               "VALUES ('s', '', '{}', :status, 'v')"),
-])
+@pytest.mark.parametrize(
+    "table, row",
+    [
+        (
+            "trials",
+            "(config_hash, config, method, target, draft, dataset, temperature, "
+            "max_new_tokens, repeat, status, attempts) VALUES ('h', '{}', 'm', 't', 'd', "
+            "'ds', 0, 8, 0, :status, 0)",
+        ),
+        (
+            "sweeps",
+            "(name, description, spec, status, code_version) VALUES ('s', '', '{}', :status, 'v')",
+        ),
+    ],
+)
 def test_a_bad_status_is_refused_by_the_database(engine, table, row):
     upgrade(engine)
     for status in ("bogus", "DONE", ""):
@@ -83,20 +105,35 @@ def _fill_0001(engine) -> None:
     models describe the newest schema)."""
     metrics = [m.name for m in METRICS]
     with engine.begin() as c:
-        c.execute(text("INSERT INTO sweeps (id, name, description, spec, status, code_version) "
-                       "VALUES (1, 'a', '', '{}', 'finished', 'v'), "
-                       "(2, 'b', '', '{}', 'interrupted', 'v')"))
+        c.execute(
+            text(
+                "INSERT INTO sweeps (id, name, description, spec, status, code_version) "
+                "VALUES (1, 'a', '', '{}', 'finished', 'v'), "
+                "(2, 'b', '', '{}', 'interrupted', 'v')"
+            )
+        )
         for i, status in enumerate(TrialStatus, start=1):
-            c.execute(text(
-                "INSERT INTO trials (id, config_hash, config, method, target, draft, dataset, "
-                "temperature, max_new_tokens, repeat, status, attempts) VALUES (:i, :h, :config, "
-                "'linear', 't', 'd', 'ds', 0, 8, 0, :status, 1)"),
-                {"i": i, "h": f"h{i}", "config": json.dumps(fake_config(i).to_dict()),
-                 "status": status.value})
+            c.execute(
+                text(
+                    "INSERT INTO trials (id, config_hash, config, method, target, draft, dataset, "
+                    "temperature, max_new_tokens, repeat, status, attempts) VALUES (:i, :h, :config, "
+                    "'linear', 't', 'd', 'ds', 0, 8, 0, :status, 1)"
+                ),
+                {
+                    "i": i,
+                    "h": f"h{i}",
+                    "config": json.dumps(fake_config(i).to_dict()),
+                    "status": status.value,
+                },
+            )
             c.execute(text("INSERT INTO sweep_trials VALUES (:s, :i)"), {"s": 1 + i % 2, "i": i})
-        c.execute(text(f"INSERT INTO results (trial_id, config_hash, {', '.join(metrics)}, "
-                       f"per_prompt, per_iteration) VALUES (3, 'h3', "
-                       f"{', '.join(['2'] * len(metrics))}, '[]', '[]')"))
+        c.execute(
+            text(
+                f"INSERT INTO results (trial_id, config_hash, {', '.join(metrics)}, "
+                f"per_prompt, per_iteration) VALUES (3, 'h3', "
+                f"{', '.join(['2'] * len(metrics))}, '[]', '[]')"
+            )
+        )
         c.execute(text("INSERT INTO models (name) VALUES ('tiny-llama')"))
         c.execute(text("INSERT INTO datasets (name) VALUES ('spec_bench')"))
 
@@ -119,11 +156,23 @@ def test_upgrading_a_0001_database_with_rows_keeps_them(engine, db_url):
     assert (counts["a"]["status"], counts["b"]["status"]) == ("finished", "interrupted")
     assert counts["b"]["status"] is SweepStatus.INTERRUPTED  # read back as the enum
     assert {t: counts["a"][t] for t in TrialStatus} == {
-        "pending": 0, "running": 1, "done": 0, "failed": 1, "cancelled": 0}
+        "pending": 0,
+        "running": 1,
+        "done": 0,
+        "failed": 1,
+        "cancelled": 0,
+    }
     assert {t: counts["b"][t] for t in TrialStatus} == {
-        "pending": 1, "running": 0, "done": 1, "failed": 0, "cancelled": 1}
-    assert [t["status"] for t in store.trials(1, (TrialStatus.RUNNING, TrialStatus.FAILED))] \
-        == [TrialStatus.RUNNING, TrialStatus.FAILED]
+        "pending": 1,
+        "running": 0,
+        "done": 1,
+        "failed": 0,
+        "cancelled": 1,
+    }
+    assert [t["status"] for t in store.trials(1, (TrialStatus.RUNNING, TrialStatus.FAILED))] == [
+        TrialStatus.RUNNING,
+        TrialStatus.FAILED,
+    ]
     store.close()
     if engine.dialect.name == "sqlite":
         with engine.connect() as c:

@@ -10,11 +10,11 @@ import sys
 import time
 
 import pytest
+from orch_helpers import fake_config, fake_result
 from sqlalchemy import func, select, text
 
 from db import create_db_engine, current_revision, head_revision, upgrade
 from db.models import Base, ModelInfo, Result, Trial
-from orch_helpers import fake_config, fake_result
 from orchestrator.records import TrialFailure
 from orchestrator.store import Store, StoreError
 
@@ -107,8 +107,12 @@ def test_claims_results_failures_and_cancel(db_url):
     assert _count(store, Trial, Trial.worker_host == "testhost", Trial.status == "done") == 1
     assert _count(store, ModelInfo) == 1
     assert store.mark_running(i2, "h", "0")
-    store.record_failure(i2, TrialFailure(c2.config_hash, "OutOfMemoryError: boom", "h", "0",
-                                          time.time() - 1, time.time()))
+    store.record_failure(
+        i2,
+        TrialFailure(
+            c2.config_hash, "OutOfMemoryError: boom", "h", "0", time.time() - 1, time.time()
+        ),
+    )
     assert store.mark_running(i3, "h", "1")
     store.requeue(i3, "worker died")
     assert store.cancel("s") == 2  # i3 (requeued) and i4 were pending
@@ -134,8 +138,11 @@ def test_a_live_driver_blocks_a_second_one(sqlite_url):
 
         with store.Session.begin() as s:
             row = s.get(Sweep, sid)
-            row.driver, row.status, row.heartbeat_at = (f"{os.uname().nodename}:{other.pid}",
-                                                        "running", time.time())
+            row.driver, row.status, row.heartbeat_at = (
+                f"{os.uname().nodename}:{other.pid}",
+                "running",
+                time.time(),
+            )
         with pytest.raises(StoreError, match="is being run by driver"):
             store.claim_driver(sid)
         with pytest.raises(StoreError, match="is being run by driver"):
@@ -165,8 +172,8 @@ def test_unreachable_and_bad_urls_are_one_line_without_password(tmp_path):
 
 def test_orch_db_upgrade_and_current(db_url):
     from click.testing import CliRunner
-
     from orch_helpers import PG_PASSWORD
+
     from orchestrator.cli import main
 
     r = CliRunner().invoke(main, ["db", "current", "--db", db_url])

@@ -13,10 +13,10 @@ import threading
 import time
 
 from click.testing import CliRunner
+from orch_helpers import PG_PASSWORD, REPO, sweep_24
 from sqlalchemy import func, select
 
 from db.models import Result, Sweep, SweepTrial, Trial
-from orch_helpers import PG_PASSWORD, REPO, sweep_24
 from orchestrator.cli import main
 from orchestrator.records import TrialConfig
 from orchestrator.store import Store
@@ -34,17 +34,29 @@ def _results(url, sweep):
     with store.Session() as s:
         members = select(SweepTrial.trial_id).join(Sweep).where(Sweep.name == sweep)
         res = s.scalar(select(func.count()).select_from(Result).where(Result.trial_id.in_(members)))
-        hashes = s.scalar(select(func.count(func.distinct(Result.config_hash)))
-                          .where(Result.trial_id.in_(members)))
+        hashes = s.scalar(
+            select(func.count(func.distinct(Result.config_hash))).where(
+                Result.trial_id.in_(members)
+            )
+        )
         trials = s.scalar(select(func.count()).select_from(Trial).where(Trial.id.in_(members)))
-        done = s.scalar(select(func.count()).select_from(Trial).where(
-            Trial.id.in_(members), Trial.status == "done"))
-        for cfg, h, rh in s.execute(select(Trial.config, Trial.config_hash, Result.config_hash)
-                                    .join(Result).where(Trial.id.in_(members))):
+        done = s.scalar(
+            select(func.count())
+            .select_from(Trial)
+            .where(Trial.id.in_(members), Trial.status == "done")
+        )
+        for cfg, h, rh in s.execute(
+            select(Trial.config, Trial.config_hash, Result.config_hash)
+            .join(Result)
+            .where(Trial.id.in_(members))
+        ):
             assert h == rh == TrialConfig.from_dict(cfg).config_hash  # stable through JSON
-        per_trial = s.execute(select(Trial.id, func.count(Result.id)).outerjoin(
-            Result, Result.trial_id == Trial.id).where(Trial.id.in_(members))
-            .group_by(Trial.id)).all()
+        per_trial = s.execute(
+            select(Trial.id, func.count(Result.id))
+            .outerjoin(Result, Result.trial_id == Trial.id)
+            .where(Trial.id.in_(members))
+            .group_by(Trial.id)
+        ).all()
     store.close()
     return res, hashes, trials, done, sorted({n for _, n in per_trial})
 
@@ -65,9 +77,14 @@ def test_sweep_24_completes_and_resubmit_runs_nothing(db_url, tmp_path):
 
 def _start_driver(url, *args):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", *args, "--db", url,
-                             "--executor", "local"], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", *args, "--db", url, "--executor", "local"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_results(proc, url, sweep, n, timeout=180):
@@ -133,8 +150,11 @@ def test_cancel_stops_a_running_driver(sqlite_url, tmp_path):
 
     spec = sweep_24(tmp_path / "c.yaml", name="cc24", max_new_tokens=12)
     outcome = {}
-    driver = threading.Thread(target=lambda: outcome.update(s=submit(
-        spec, sqlite_url, RunOptions(executor="local"), log=lambda _: None)))
+    driver = threading.Thread(
+        target=lambda: outcome.update(
+            s=submit(spec, sqlite_url, RunOptions(executor="local"), log=lambda _: None)
+        )
+    )
     driver.start()
     _wait_results(None, sqlite_url, "cc24", 2)
     r = _cli("cancel", "cc24", "--db", sqlite_url)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-
 from orch_helpers import REPO, sweep_24
+
 from orchestrator.records import TrialConfig
 from orchestrator.spec import SpecError, load_sweep
 
@@ -21,8 +19,11 @@ def real_models_resolve(monkeypatch):
     import engine.models
 
     real = engine.models.resolve
-    monkeypatch.setattr(engine.models, "resolve",
-                        lambda name: "real" if name.startswith("qwen2.5-coder") else real(name))
+    monkeypatch.setattr(
+        engine.models,
+        "resolve",
+        lambda name: "real" if name.startswith("qwen2.5-coder") else real(name),
+    )
 
 
 def test_dynatree_450_expands_to_450_per_pair_and_repeat(real_models_resolve):
@@ -54,16 +55,21 @@ def test_sweep_24_and_stable_hash(tmp_path):
     assert [t.config_hash for t in trials] == [t.config_hash for t in again]
     # The hash depends on the resolved config only (param order, int vs float do not matter).
     t = trials[3]
-    swapped = TrialConfig.from_dict({**t.to_dict(),
-                                     "params": dict(reversed(list(t.params.items()))),
-                                     "temperature": 0})
+    swapped = TrialConfig.from_dict(
+        {**t.to_dict(), "params": dict(reversed(list(t.params.items()))), "temperature": 0}
+    )
     assert swapped.config_hash == t.config_hash
-    golden = TrialConfig(target="tiny-llama", draft="tiny-llama-draft", dataset="spec_bench",
-                         prompts=1, method="linear", params={"k": 2, "verifier": "greedy"},
-                         max_new_tokens=8)
+    golden = TrialConfig(
+        target="tiny-llama",
+        draft="tiny-llama-draft",
+        dataset="spec_bench",
+        prompts=1,
+        method="linear",
+        params={"k": 2, "verifier": "greedy"},
+        max_new_tokens=8,
+    )
     # Golden value: changing it re-runs every stored config; bump records.CONFIG_VERSION then.
-    assert golden.config_hash == \
-        "66d81396c209b5062a42b3eb6f8e06c9a04b1f8d6c44d0af2988e4297afffe68"
+    assert golden.config_hash == "66d81396c209b5062a42b3eb6f8e06c9a04b1f8d6c44d0af2988e4297afffe68"
     assert golden.config_hash == TrialConfig.from_dict(golden.to_dict()).config_hash
 
 
@@ -83,8 +89,12 @@ methods:
 """)
     _, trials = load_sweep(p)
     got = Counter((t.method, t.max_new_tokens) for t in trials)
-    assert got == {("autoregressive", 16): 1, ("autoregressive", 32): 1, ("linear", 8): 1,
-                   ("fixed_tree", 4): 2}
+    assert got == {
+        ("autoregressive", 16): 1,
+        ("autoregressive", 32): 1,
+        ("linear", 8): 1,
+        ("fixed_tree", 4): 2,
+    }
 
 
 def test_defaults_resolved_into_params(tmp_path):
@@ -106,29 +116,48 @@ dataset: {name: spec_bench, prompts: 2}
 """
 
 
-@pytest.mark.parametrize("body, message", [
-    ("methods: [{name: nope}]", "methods[0].name: unknown method 'nope'"),
-    ("methods: [{name: linear, grid: {kk: [1]}}]",
-     "methods[0].grid.kk: unknown parameter 'kk' for method 'linear'"),
-    ("methods: [{name: linear, params: {kk: 1}}]", "methods[0].params.kk: unknown parameter"),
-    ("methods: [{name: linear, grid: {k: [1, two]}}]",
-     "methods[0].grid.k[1]: expected an integer, got 'two'"),
-    ("methods: [{name: linear, grid: {k: ['3']}}]", "methods[0].grid.k[0]: expected an integer"),
-    ("methods: [{name: linear, grid: {k: [1.5]}}]", "expected an integer, got 1.5"),
-    ("methods: [{name: linear, grid: {k: []}}]", "methods[0].grid.k: empty grid axis"),
-    ("methods: [{name: linear, grid: {}}]", "methods[0].grid: empty grid"),
-    ("methods: [{name: linear, grid: {k: 3}}]", "methods[0].grid.k: expected a list"),
-    ("methods: [{name: linear, grid: {k: [0]}}]", "(grid point k=0): method 'linear': k must be"),
-    ("methods: [{name: linear, params: {verifier: nope}}]", "unknown verifier 'nope'"),
-    ("methods: []", "methods: empty list"),
-    ("methods: [{name: linear, gird: {k: [1]}}]", "methods[0].gird: unknown key"),
-    ("methods: [{name: linear}]\nrepeat: 2", "bad.yaml: repeat: unknown key"),
-    ("methods: [{name: linear}]\nsampling: {temp: 1}", "sampling.temp: unknown key"),
-    ("methods: [{name: linear}]\nsampling: {temperature: hot}", "sampling.temperature: expected"),
-    ("methods: [{name: linear}]\nrepeats: 0", "repeats: must be >= 1"),
-    ("methods: [{name: linear}]\nmax_new_tokens: [8, x]", "max_new_tokens[1]: expected an integ"),
-    ("methods: [{name: linear}]\ndevice: gpu", "device: 'gpu' is not one of"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("methods: [{name: nope}]", "methods[0].name: unknown method 'nope'"),
+        (
+            "methods: [{name: linear, grid: {kk: [1]}}]",
+            "methods[0].grid.kk: unknown parameter 'kk' for method 'linear'",
+        ),
+        ("methods: [{name: linear, params: {kk: 1}}]", "methods[0].params.kk: unknown parameter"),
+        (
+            "methods: [{name: linear, grid: {k: [1, two]}}]",
+            "methods[0].grid.k[1]: expected an integer, got 'two'",
+        ),
+        (
+            "methods: [{name: linear, grid: {k: ['3']}}]",
+            "methods[0].grid.k[0]: expected an integer",
+        ),
+        ("methods: [{name: linear, grid: {k: [1.5]}}]", "expected an integer, got 1.5"),
+        ("methods: [{name: linear, grid: {k: []}}]", "methods[0].grid.k: empty grid axis"),
+        ("methods: [{name: linear, grid: {}}]", "methods[0].grid: empty grid"),
+        ("methods: [{name: linear, grid: {k: 3}}]", "methods[0].grid.k: expected a list"),
+        (
+            "methods: [{name: linear, grid: {k: [0]}}]",
+            "(grid point k=0): method 'linear': k must be",
+        ),
+        ("methods: [{name: linear, params: {verifier: nope}}]", "unknown verifier 'nope'"),
+        ("methods: []", "methods: empty list"),
+        ("methods: [{name: linear, gird: {k: [1]}}]", "methods[0].gird: unknown key"),
+        ("methods: [{name: linear}]\nrepeat: 2", "bad.yaml: repeat: unknown key"),
+        ("methods: [{name: linear}]\nsampling: {temp: 1}", "sampling.temp: unknown key"),
+        (
+            "methods: [{name: linear}]\nsampling: {temperature: hot}",
+            "sampling.temperature: expected",
+        ),
+        ("methods: [{name: linear}]\nrepeats: 0", "repeats: must be >= 1"),
+        (
+            "methods: [{name: linear}]\nmax_new_tokens: [8, x]",
+            "max_new_tokens[1]: expected an integ",
+        ),
+        ("methods: [{name: linear}]\ndevice: gpu", "device: 'gpu' is not one of"),
+    ],
+)
 def test_bad_specs_name_the_path(tmp_path, body, message):
     p = tmp_path / "bad.yaml"
     p.write_text(BASE + body + "\n")
@@ -138,20 +167,32 @@ def test_bad_specs_name_the_path(tmp_path, body, message):
     assert "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("name: x\npairs: [{target: nope, draft: tiny-llama-draft}]\nmethods: [{name: linear}]\n",
-     "pairs[0].target: unknown model 'nope'"),
-    ("name: x\npairs: [{target: tiny-llama}]\nmethods: [{name: linear}]\n",
-     "pairs[0]: missing required key 'draft'"),
-    ("name: x\npairs: [{target: tiny-llama, draft: tiny-llama-draft}]\n"
-     "dataset: {name: nope}\nmethods: [{name: linear}]\n", "dataset: unknown dataset 'nope'"),
-    ("name: x\npairs: [{target: tiny-llama, draft: tiny-llama-draft}]\n"
-     "dataset: {name: humaneval, prompts: 100000}\nmethods: [{name: linear}]\n",
-     "asked for 100000 prompts"),
-    ("name: x\npairs: [{target: a, draft: b}\nmethods: [", "malformed YAML at line"),
-    ("- just\n- a list\n", "expected a mapping"),
-    ("", "expected a mapping, got None"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "name: x\npairs: [{target: nope, draft: tiny-llama-draft}]\nmethods: [{name: linear}]\n",
+            "pairs[0].target: unknown model 'nope'",
+        ),
+        (
+            "name: x\npairs: [{target: tiny-llama}]\nmethods: [{name: linear}]\n",
+            "pairs[0]: missing required key 'draft'",
+        ),
+        (
+            "name: x\npairs: [{target: tiny-llama, draft: tiny-llama-draft}]\n"
+            "dataset: {name: nope}\nmethods: [{name: linear}]\n",
+            "dataset: unknown dataset 'nope'",
+        ),
+        (
+            "name: x\npairs: [{target: tiny-llama, draft: tiny-llama-draft}]\n"
+            "dataset: {name: humaneval, prompts: 100000}\nmethods: [{name: linear}]\n",
+            "asked for 100000 prompts",
+        ),
+        ("name: x\npairs: [{target: a, draft: b}\nmethods: [", "malformed YAML at line"),
+        ("- just\n- a list\n", "expected a mapping"),
+        ("", "expected a mapping, got None"),
+    ],
+)
 def test_bad_files(tmp_path, text, message):
     p = tmp_path / "f.yaml"
     p.write_text(text)
@@ -176,5 +217,7 @@ def test_temperature_axis_picks_verifier(tmp_path):
     p = tmp_path / "t.yaml"
     p.write_text(BASE + "sampling: {temperature: [0.0, 1.0]}\nmethods: [{name: autoregressive}]\n")
     _, trials = load_sweep(p)
-    assert {(t.temperature, t.params["verifier"]) for t in trials} == {(0.0, "greedy"),
-                                                                      (1.0, "naive")}
+    assert {(t.temperature, t.params["verifier"]) for t in trials} == {
+        (0.0, "greedy"),
+        (1.0, "naive"),
+    }

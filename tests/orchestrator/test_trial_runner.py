@@ -9,9 +9,16 @@ from orchestrator.records import METRICS, TrialConfig
 
 
 def _cfg(**kw) -> TrialConfig:
-    base = dict(target="tiny-llama", draft="tiny-llama-draft", dataset="spec_bench", prompts=2,
-                prompt_tokens=16, method="linear", params={"k": 3, "verifier": "greedy"},
-                max_new_tokens=12)
+    base = dict(
+        target="tiny-llama",
+        draft="tiny-llama-draft",
+        dataset="spec_bench",
+        prompts=2,
+        prompt_tokens=16,
+        method="linear",
+        params={"k": 3, "verifier": "greedy"},
+        max_new_tokens=12,
+    )
     return TrialConfig(**{**base, **kw})
 
 
@@ -28,14 +35,16 @@ def test_run_trial_matches_engine_and_aggregates_by_tokens():
     pair, _ = trial.get_pair(cfg.pair_key)
     for i, p in enumerate(load_prompts("spec_bench", 2)):
         ids = encode_prompt(pair.target.tokenizer, p, prompt_tokens=16)
-        g = generate(pair, ids, resolve_method("linear", {"k": 3}), 12,
-                     seed=cfg.seed * 1_000_003 + i)
+        g = generate(
+            pair, ids, resolve_method("linear", {"k": 3}), 12, seed=cfg.seed * 1_000_003 + i
+        )
         assert r.per_prompt[i]["tokens"] == g.tokens
         assert r.per_prompt[i]["prompt_tokens"] == len(ids) == 16
     m, pp = r.metrics, r.per_prompt
     assert m["new_tokens"] == sum(p["new_tokens"] for p in pp) == 24
-    assert m["throughput"] == pytest.approx(m["new_tokens"] / sum(p["total_s"] for p in pp),
-                                            rel=1e-4)
+    assert m["throughput"] == pytest.approx(
+        m["new_tokens"] / sum(p["total_s"] for p in pp), rel=1e-4
+    )
     iters = sum(p["iterations"] for p in pp)
     assert m["tokens_per_iteration"] == pytest.approx(24 / iters)
     drafted = sum(sum(t - 1 for t in it["tree_size"]) for it in r.per_iteration)
@@ -50,9 +59,12 @@ def test_pair_cache_loads_once_and_warmup_does_not_change_tokens():
     key = _cfg().pair_key
     before = trial.LOADS[key]
     a = trial.run_trial(_cfg(method="autoregressive", params={"verifier": "greedy"}))
-    b = trial.run_trial(_cfg(method="fixed_tree", params={"depth": 2, "branch": 2,
-                                                          "budget": 8, "verifier": "greedy"}),
-                        warmup=2)
+    b = trial.run_trial(
+        _cfg(
+            method="fixed_tree", params={"depth": 2, "branch": 2, "budget": 8, "verifier": "greedy"}
+        ),
+        warmup=2,
+    )
     assert trial.LOADS[key] == before + 1
     assert a.load_s > 0 and b.load_s == 0
     assert [p["tokens"] for p in a.per_prompt] == [p["tokens"] for p in b.per_prompt]  # lossless

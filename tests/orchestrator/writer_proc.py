@@ -8,9 +8,9 @@ results for finished shared trials (they must be ignored). Prints how many share
 
 import sys
 
+from orch_helpers import fake_config, fake_result
 from sqlalchemy import select
 
-from orch_helpers import fake_config, fake_result
 from orchestrator.store import Store, SweepTrial, Trial
 
 SHARED = 40
@@ -29,9 +29,13 @@ def main(url: str, index: int) -> None:
         store.record_result(tid, fake_result(cfg, throughput=float(index)))
     store.release_driver(mine)
     with store.Session() as s:
-        rows = s.execute(select(Trial.id, Trial.config).join(SweepTrial).where(
-            SweepTrial.sweep_id == sid).order_by(Trial.id)).all()
-    rows = rows[index % SHARED:] + rows[:index % SHARED]  # spread the starting points
+        rows = s.execute(
+            select(Trial.id, Trial.config)
+            .join(SweepTrial)
+            .where(SweepTrial.sweep_id == sid)
+            .order_by(Trial.id)
+        ).all()
+    rows = rows[index % SHARED :] + rows[: index % SHARED]  # spread the starting points
     won = 0
     for tid, config in rows:
         if store.mark_running(tid, f"writer-{index}", None):
@@ -42,8 +46,12 @@ def main(url: str, index: int) -> None:
     # already done: a trial another writer has claimed but not yet recorded would take this
     # result as its first (the claim and the record are two transactions).
     with store.Session() as s:
-        done = s.execute(select(Trial.id, Trial.config).join(SweepTrial).where(
-            SweepTrial.sweep_id == sid, Trial.status == "done").order_by(Trial.id)).all()
+        done = s.execute(
+            select(Trial.id, Trial.config)
+            .join(SweepTrial)
+            .where(SweepTrial.sweep_id == sid, Trial.status == "done")
+            .order_by(Trial.id)
+        ).all()
     for tid, config in done[:3]:
         cfg = next(c for c in shared if c.config_hash == _hash(config))
         store.record_result(tid, fake_result(cfg, throughput=-1.0))

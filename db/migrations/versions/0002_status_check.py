@@ -13,8 +13,8 @@ Create Date: 2026-11-24
 
 from alembic import op
 
-revision = '0002'
-down_revision = '0001'
+revision = "0002"
+down_revision = "0001"
 branch_labels = None
 depends_on = None
 
@@ -27,14 +27,14 @@ def _status_in(values: tuple[str, ...]) -> str:
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('trials') as batch:
-        batch.create_check_constraint('ck_trials_status', _status_in(TRIAL_STATUSES))
-    with op.batch_alter_table('sweeps') as batch:
-        batch.create_check_constraint('ck_sweeps_status', _status_in(SWEEP_STATUSES))
+    with op.batch_alter_table("trials") as batch:
+        batch.create_check_constraint("ck_trials_status", _status_in(TRIAL_STATUSES))
+    with op.batch_alter_table("sweeps") as batch:
+        batch.create_check_constraint("ck_sweeps_status", _status_in(SWEEP_STATUSES))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('sweeps') as batch:
-        batch.drop_constraint('ck_sweeps_status', type_='check')
-    with op.batch_alter_table('trials') as batch:
-        batch.drop_constraint('ck_trials_status', type_='check')
+    with op.batch_alter_table("sweeps") as batch:
+        batch.drop_constraint("ck_sweeps_status", type_="check")
+    with op.batch_alter_table("trials") as batch:
+        batch.drop_constraint("ck_trials_status", type_="check")

@@ -37,16 +37,22 @@ class Restricted(torch.nn.Module):
 
     def forward(self, **kwargs):
         out = self.inner(**kwargs)
-        return SimpleNamespace(logits=out.logits[..., :self.vocab] * self.scale + self.bias)
+        return SimpleNamespace(logits=out.logits[..., : self.vocab] * self.scale + self.bias)
 
 
-def restricted_pair(pair: Pair, vocab: int = 8, scale: float = 3.0, bias_std: float = 0.8,
-                    seed: int = 5) -> Pair:
+def restricted_pair(
+    pair: Pair, vocab: int = 8, scale: float = 3.0, bias_std: float = 0.8, seed: int = 5
+) -> Pair:
     bias = torch.randn(vocab, generator=torch.Generator().manual_seed(seed)) * bias_std
 
     def wrap(m: LoadedModel, b: torch.Tensor) -> LoadedModel:
-        return LoadedModel(name=m.name + f"-v{vocab}", model=Restricted(m.model, vocab, scale, b),
-                           tokenizer=m.tokenizer, device=m.device, dtype=m.dtype)
+        return LoadedModel(
+            name=m.name + f"-v{vocab}",
+            model=Restricted(m.model, vocab, scale, b),
+            tokenizer=m.tokenizer,
+            device=m.device,
+            dtype=m.dtype,
+        )
 
     return Pair(target=wrap(pair.target, torch.zeros(vocab)), draft=wrap(pair.draft, bias))
 
@@ -69,8 +75,9 @@ def pooled(expected: torch.Tensor, min_expected: float = 5.0) -> torch.Tensor:
     return torch.where(small, int((~small).sum()), bins)
 
 
-def chi_square(counts: torch.Tensor, law: torch.Tensor, alt: torch.Tensor | None = None,
-               alpha: float = 1e-3) -> tuple[float, float | None]:
+def chi_square(
+    counts: torch.Tensor, law: torch.Tensor, alt: torch.Tensor | None = None, alpha: float = 1e-3
+) -> tuple[float, float | None]:
     """Goodness of fit of `counts` (flat, n samples) to `law` (flat probabilities): p-value, and
     the test's power at level alpha against the alternative law `alt` (noncentral chi-square,
     lambda = n * sum (alt - law)^2 / law over the pooled bins)."""

@@ -23,8 +23,9 @@ def random_next_probs(vocab: int, seed: int = 0, sharpness: float = 2.0) -> Next
     def next_probs(path: tuple[int, ...]) -> torch.Tensor:
         key = zlib.crc32(repr((seed, path)).encode())
         g = torch.Generator().manual_seed(key)
-        return torch.softmax(sharpness * torch.randn(vocab, generator=g, dtype=torch.float64),
-                             -1).float()
+        return torch.softmax(
+            sharpness * torch.randn(vocab, generator=g, dtype=torch.float64), -1
+        ).float()
 
     return next_probs
 
@@ -47,8 +48,14 @@ def fake_builder(next_probs: NextProbs, root_token: int = 0) -> TreeBuilder:
 
 
 def state(remaining: int = 1000, temperature: float = 0.0, history=(), history_depth=()):
-    return DecodeState(prefix_len=0, root_token=0, warp=Warp(temperature), remaining=remaining,
-                       history=tuple(history), history_depth=tuple(history_depth))
+    return DecodeState(
+        prefix_len=0,
+        root_token=0,
+        warp=Warp(temperature),
+        remaining=remaining,
+        history=tuple(history),
+        history_depth=tuple(history_depth),
+    )
 
 
 def path_prob(next_probs: NextProbs, path: tuple[int, ...]) -> float:

@@ -56,16 +56,16 @@ def world():
 
 
 def frequencies(pair, method: str, params: dict, n: int) -> torch.Tensor:
-    counts = torch.zeros(V ** TOKENS, dtype=torch.long)
+    counts = torch.zeros(V**TOKENS, dtype=torch.long)
     for seed in range(n):
-        y = generate(pair, PROMPT, method, TOKENS, temperature=1.0, seed=seed,
-                     params=params).tokens
+        y = generate(pair, PROMPT, method, TOKENS, temperature=1.0, seed=seed, params=params).tokens
         counts[(y[0] * V + y[1]) * V + y[2]] += 1
     return counts
 
 
-@pytest.mark.parametrize("method,params,verifier", CASES,
-                         ids=[f"{m}-{v}-{i}" for i, (m, _, v) in enumerate(CASES)])
+@pytest.mark.parametrize(
+    "method,params,verifier", CASES, ids=[f"{m}-{v}-{i}" for i, (m, _, v) in enumerate(CASES)]
+)
 def test_emitted_tokens_follow_the_target(method, params, verifier):
     pair, law, alt = world()
     counts = frequencies(pair, method, {**params, "verifier": verifier}, N)
@@ -83,8 +83,11 @@ def test_a_broken_builder_is_caught(monkeypatch):
         dyspec.grow_greedy(draft, dataclasses.replace(state, warp=Warp(0.0)), cfg.budget, gen)
         return draft.tree("without_replacement")
 
-    monkeypatch.setitem(DRAFTERS, "broken_dyspec", Drafter(dyspec.DySpecConfig, broken, dyspec.SAMPLING,
-                                                          "specinfer"))
+    monkeypatch.setitem(
+        DRAFTERS,
+        "broken_dyspec",
+        Drafter(dyspec.DySpecConfig, broken, dyspec.SAMPLING, "specinfer"),
+    )
     counts = frequencies(pair, "broken_dyspec", {"budget": 4, "verifier": "specinfer"}, 150)
     pvalue, _ = chi_square(counts, law)
     assert pvalue < 1e-30

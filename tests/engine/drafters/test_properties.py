@@ -4,7 +4,6 @@ force on a tiny vocabulary."""
 
 from __future__ import annotations
 
-import heapq
 import math
 
 import pytest
@@ -13,40 +12,73 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.config import ConfigError, parse_config
-from engine.drafters import DRAFTERS, beam, ddtree, dynatree, dyspec, salf, sequoia, specinfer
 from engine.draft import TreeBuilder
-from tests.engine.drafters.fakes import (PathFeed, all_prefixes, check_tree, fake_builder,
-                                         path_prob, random_next_probs, state, tree_paths)
+from engine.drafters import DRAFTERS, beam, ddtree, dynatree, dyspec, salf, sequoia, specinfer
+from tests.engine.drafters.fakes import (
+    PathFeed,
+    all_prefixes,
+    check_tree,
+    fake_builder,
+    path_prob,
+    random_next_probs,
+    state,
+    tree_paths,
+)
 
 FAST = settings(max_examples=25, deadline=None)
 GEN = torch.Generator().manual_seed(0)
 
 # method -> strategy of (small) parameter dicts
 PARAMS = {
-    "dynatree": st.fixed_dictionaries({
-        "D0": st.integers(1, 4), "B_mid": st.integers(1, 3), "N_max": st.integers(1, 30),
-        "tau": st.sampled_from([0.0, 0.01, 0.05]), "rho_stop": st.sampled_from([0.001, 0.05]),
-        "dynamic_breadth": st.booleans(), "dynamic_depth": st.booleans()}),
-    "dyspec": st.fixed_dictionaries({"budget": st.integers(1, 30),
-                                     "variant": st.sampled_from(["fixed_size", "threshold"]),
-                                     "threshold": st.sampled_from([0.001, 0.02, 0.2])}),
-    "salf": st.integers(1, 20).flatmap(lambda n: st.fixed_dictionaries(
-        {"N": st.just(n), "B": st.integers(1, n), "th": st.sampled_from([0.0, 0.1, 0.6])})),
-    "beam": st.fixed_dictionaries({"N": st.integers(1, 30), "top_k": st.integers(1, 4),
-                                   "depth": st.integers(1, 5)}),
+    "dynatree": st.fixed_dictionaries(
+        {
+            "D0": st.integers(1, 4),
+            "B_mid": st.integers(1, 3),
+            "N_max": st.integers(1, 30),
+            "tau": st.sampled_from([0.0, 0.01, 0.05]),
+            "rho_stop": st.sampled_from([0.001, 0.05]),
+            "dynamic_breadth": st.booleans(),
+            "dynamic_depth": st.booleans(),
+        }
+    ),
+    "dyspec": st.fixed_dictionaries(
+        {
+            "budget": st.integers(1, 30),
+            "variant": st.sampled_from(["fixed_size", "threshold"]),
+            "threshold": st.sampled_from([0.001, 0.02, 0.2]),
+        }
+    ),
+    "salf": st.integers(1, 20).flatmap(
+        lambda n: st.fixed_dictionaries(
+            {"N": st.just(n), "B": st.integers(1, n), "th": st.sampled_from([0.0, 0.1, 0.6])}
+        )
+    ),
+    "beam": st.fixed_dictionaries(
+        {"N": st.integers(1, 30), "top_k": st.integers(1, 4), "depth": st.integers(1, 5)}
+    ),
     "ddtree": st.fixed_dictionaries({"B": st.integers(1, 40), "L": st.integers(1, 6)}),
-    "specinfer": st.fixed_dictionaries({"expansion": st.lists(st.integers(1, 3), min_size=1,
-                                                              max_size=4).map(tuple)}),
-    "sequoia": st.fixed_dictionaries({
-        "budget": st.integers(1, 30), "max_depth": st.integers(1, 6),
-        "profile": st.lists(st.floats(0.0, 0.25), min_size=1, max_size=4).map(tuple)}),  # sum <= 1
+    "specinfer": st.fixed_dictionaries(
+        {"expansion": st.lists(st.integers(1, 3), min_size=1, max_size=4).map(tuple)}
+    ),
+    "sequoia": st.fixed_dictionaries(
+        {
+            "budget": st.integers(1, 30),
+            "max_depth": st.integers(1, 6),
+            "profile": st.lists(st.floats(0.0, 0.25), min_size=1, max_size=4).map(tuple),
+        }
+    ),  # sum <= 1
 }
 
 
 @pytest.mark.parametrize("method", sorted(PARAMS))
 @FAST
-@given(data=st.data(), seed=st.integers(0, 10_000), vocab=st.integers(2, 7),
-       remaining=st.integers(1, 8), temperature=st.sampled_from([0.0, 1.0]))
+@given(
+    data=st.data(),
+    seed=st.integers(0, 10_000),
+    vocab=st.integers(2, 7),
+    remaining=st.integers(1, 8),
+    temperature=st.sampled_from([0.0, 1.0]),
+)
 def test_budget_depth_topology(method, data, seed, vocab, remaining, temperature):
     """Every builder returns a topological tree within its budget, never deeper than the
     tokens still to emit; deterministic and without-replacement trees have distinct
@@ -56,10 +88,16 @@ def test_budget_depth_topology(method, data, seed, vocab, remaining, temperature
     cfg = parse_config(cls, params)
     draft = fake_builder(random_next_probs(vocab, seed))
     tree = build(draft, state(remaining, temperature), cfg, torch.Generator().manual_seed(seed))
-    budget_field = {"dynatree": "N_max", "dyspec": "budget", "salf": "N", "beam": "N",
-                    "ddtree": "B", "sequoia": "budget"}
+    budget_field = {
+        "dynatree": "N_max",
+        "dyspec": "budget",
+        "salf": "N",
+        "beam": "N",
+        "ddtree": "B",
+        "sequoia": "budget",
+    }
     if method == "specinfer":
-        budget = sum(math.prod(cfg.widths[:d + 1]) for d in range(len(cfg.widths)))
+        budget = sum(math.prod(cfg.widths[: d + 1]) for d in range(len(cfg.widths)))
     else:
         budget = getattr(cfg, budget_field[method])
     check_tree(tree, budget, remaining)
@@ -71,6 +109,7 @@ def test_budget_depth_topology(method, data, seed, vocab, remaining, temperature
 
 
 # ---------------------------------------------------------------- DDTree (Prop. 2-3)
+
 
 class FixedMarginals:
     """A block drafter returning given marginals (no rollout chain)."""
@@ -85,8 +124,9 @@ class FixedMarginals:
 
 
 @FAST
-@given(seed=st.integers(0, 10_000), vocab=st.integers(2, 4), L=st.integers(1, 4),
-       B=st.integers(1, 60))
+@given(
+    seed=st.integers(0, 10_000), vocab=st.integers(2, 4), L=st.integers(1, 4), B=st.integers(1, 60)
+)
 def test_ddtree_is_the_optimal_b_node_tree(seed, vocab, L, B):
     """The tree is the B most probable prefixes under the factorised surrogate (Prop. 2), found
     by brute force over all prefixes, and prefix-closed."""
@@ -125,6 +165,7 @@ def test_ddtree_ar_adapter_reuses_the_greedy_chain():
 
 
 # ---------------------------------------------------------------- DySpec (Sec. 4.2, App. D)
+
 
 def slot_values(tree, nxt) -> list[float]:
     """value(u, k) = P(u) * (1 - sum of q_u over u's earlier children), per node in order."""
@@ -176,15 +217,22 @@ def test_dyspec_tree_is_the_top_budget_slots(seed, budget):
 
 
 @FAST
-@given(seed=st.integers(0, 10_000), vocab=st.integers(2, 5),
-       threshold=st.sampled_from([0.3, 0.1, 0.03, 0.01]))
+@given(
+    seed=st.integers(0, 10_000),
+    vocab=st.integers(2, 5),
+    threshold=st.sampled_from([0.3, 0.1, 0.03, 0.01]),
+)
 def test_dyspec_threshold_variant_equals_greedy(seed, vocab, threshold):
     """With an unbinding budget the layer-by-layer variant fills exactly the slots of value >=
     threshold, which is the greedy tree of the same size (Sec. 4.4)."""
     nxt = random_next_probs(vocab, seed)
     feed = PathFeed(nxt)
-    tree = dyspec.build(TreeBuilder(feed, 0), state(remaining=6), dyspec.DySpecConfig(
-        budget=4000, variant="threshold", threshold=threshold), GEN)
+    tree = dyspec.build(
+        TreeBuilder(feed, 0),
+        state(remaining=6),
+        dyspec.DySpecConfig(budget=4000, variant="threshold", threshold=threshold),
+        GEN,
+    )
     values = slot_values(tree, nxt)
     assert all(v >= threshold for v in values)
     greedy = fake_builder(nxt)
@@ -194,6 +242,7 @@ def test_dyspec_threshold_variant_equals_greedy(seed, vocab, threshold):
 
 
 # ---------------------------------------------------------------- SALF / beam (App. B)
+
 
 def top_n_paths(nxt, vocab: int, n: int, max_depth: int) -> list[float]:
     probs = sorted((path_prob(nxt, u) for u in all_prefixes(vocab, max_depth)), reverse=True)
@@ -221,10 +270,8 @@ def test_salf_threshold_stops_early_on_a_subset_of_the_optimum(seed, n, th):
     nodes."""
     nxt = random_next_probs(4, seed)
     stopped, full = PathFeed(nxt), PathFeed(nxt)
-    t1 = salf.build(TreeBuilder(stopped, 0), state(), salf.SALFConfig(N=n, B=min(3, n), th=th),
-                    GEN)
-    t0 = salf.build(TreeBuilder(full, 0), state(), salf.SALFConfig(N=n, B=min(3, n), th=0.0),
-                    GEN)
+    t1 = salf.build(TreeBuilder(stopped, 0), state(), salf.SALFConfig(N=n, B=min(3, n), th=th), GEN)
+    t0 = salf.build(TreeBuilder(full, 0), state(), salf.SALFConfig(N=n, B=min(3, n), th=0.0), GEN)
     assert len(stopped.fed) <= len(full.fed) and t1.size <= t0.size
 
 
@@ -243,6 +290,7 @@ def test_beam_exhaustive_beam_is_top_n(seed, n, depth):
 
 # ---------------------------------------------------------------- DynaTree (Alg. 1)
 
+
 def sequential_dynatree(nxt, cfg, remaining: int) -> list[tuple[int, ...]]:
     """Algorithm 1 literally: a FIFO frontier popped one node at a time (tau pruning at add)."""
     d0, tau_h, tau_l = cfg.D0, cfg.tau_h, cfg.tau_l
@@ -258,8 +306,11 @@ def sequential_dynatree(nxt, cfg, remaining: int) -> list[tuple[int, ...]]:
         q = nxt(path)
         top_p, top_t = q.topk(cfg.B_max)
         c = float(top_p[0])
-        width = (cfg.B_min if c >= tau_h else cfg.B_max if c < tau_l else cfg.B_mid) \
-            if cfg.dynamic_breadth else cfg.B_mid
+        width = (
+            (cfg.B_min if c >= tau_h else cfg.B_max if c < tau_l else cfg.B_mid)
+            if cfg.dynamic_breadth
+            else cfg.B_mid
+        )
         for j in range(width):
             pc = p * float(top_p[j])
             if pc < cfg.tau:
@@ -300,16 +351,25 @@ def test_dynatree_sweep_aliases_and_validation():
     assert (cfg.D0, cfg.B_mid, cfg.tau, cfg.D_max, cfg.B_max) == (8, 4, 0.05, 11, 5)
     assert (cfg.depth, cfg.branch, cfg.threshold) == (None, None, None)
     assert cfg == parse_config(dynatree.DynaTreeConfig, {"D0": 8, "B_mid": 4, "tau": 0.05})
-    for bad in ({"depth": 4, "D0": 3}, {"tau_l": 0.9, "tau_h": 0.4}, {"D0": 5, "D_max": 5},
-                {"rho_stop": 0.6}, {"B_min": 3}, {"N_max": 0}, {"tau": 1.0}):
+    for bad in (
+        {"depth": 4, "D0": 3},
+        {"tau_l": 0.9, "tau_h": 0.4},
+        {"D0": 5, "D_max": 5},
+        {"rho_stop": 0.6},
+        {"B_min": 3},
+        {"N_max": 0},
+        {"tau": 1.0},
+    ):
         with pytest.raises(ConfigError):
             parse_config(dynatree.DynaTreeConfig, bad, where="method 'dynatree'")
 
 
 # ---------------------------------------------------------------- Sequoia (DP) / SpecInfer
 
+
 def ordered_trees(n: int, depth: int):
     """All ordered trees with n nodes and depth <= depth, as BFS children-count tuples."""
+
     def forests(m: int, d: int):  # ordered forests of m nodes, each tree of depth <= d
         if m == 0:
             yield []
@@ -338,15 +398,22 @@ def ordered_trees(n: int, depth: int):
 
 
 @settings(max_examples=20, deadline=None)
-@given(profile=st.lists(st.floats(0.0, 0.5), min_size=1, max_size=4).map(tuple),
-       n=st.integers(1, 7), depth=st.integers(1, 4))
+@given(
+    profile=st.lists(st.floats(0.0, 0.5), min_size=1, max_size=4).map(tuple),
+    n=st.integers(1, 7),
+    depth=st.integers(1, 4),
+)
 def test_sequoia_dp_is_optimal(profile, n, depth):
     """The dynamic program's shape has the largest F(T) among all trees of at most n drafted
     nodes and depth <= D (brute force over ordered trees)."""
     shape = sequoia.optimal_shape(profile, n, depth)
     assert sum(shape) <= n
-    best = max(sequoia.expected_accepted(profile, s) for m in range(1, n + 2)
-               for s in ordered_trees(m, depth) if max(s[:]) <= len(profile))
+    best = max(
+        sequoia.expected_accepted(profile, s)
+        for m in range(1, n + 2)
+        for s in ordered_trees(m, depth)
+        if max(s[:]) <= len(profile)
+    )
     assert sequoia.expected_accepted(profile, shape) == pytest.approx(best, abs=1e-12)
 
 
@@ -357,11 +424,16 @@ def test_sequoia_and_specinfer_build_their_shapes():
     shape = sequoia.optimal_shape(cfg.profile, 20, 4)
     order = sorted(range(tree.size), key=lambda i: (int(tree.depth[i]), i))  # BFS order
     assert tuple(len(tree.children(i)) for i in order) == shape
-    tree = specinfer.build(fake_builder(nxt), state(remaining=2), specinfer.SpecInferConfig(
-        expansion=(3, 2, 2)), GEN)
+    tree = specinfer.build(
+        fake_builder(nxt), state(remaining=2), specinfer.SpecInferConfig(expansion=(3, 2, 2)), GEN
+    )
     assert tree.size == 1 + 3 + 6 and tree.sampling == "deterministic"
-    tree = specinfer.build(fake_builder(nxt), state(temperature=1.0), specinfer.SpecInferConfig(
-        k=3, depth=3), torch.Generator().manual_seed(0))
+    tree = specinfer.build(
+        fake_builder(nxt),
+        state(temperature=1.0),
+        specinfer.SpecInferConfig(k=3, depth=3),
+        torch.Generator().manual_seed(0),
+    )
     assert tree.size <= 1 + 3 + 9 + 27 and tree.sampling == "iid"
     mult, parents = tree.multiplicity.tolist(), tree.parents.tolist()
     for u in range(tree.size):  # a node of multiplicity m has m * k draws below it
@@ -371,6 +443,7 @@ def test_sequoia_and_specinfer_build_their_shapes():
 
 
 # ---------------------------------------------------------------- core: tree(keep=...)
+
 
 def test_tree_keep_renumbers_nodes_and_slots():
     draft = fake_builder(random_next_probs(4, 0))
@@ -393,16 +466,19 @@ def test_tree_keep_renumbers_nodes_and_slots():
 
 
 @FAST
-@given(seed=st.integers(0, 10_000), budget=st.integers(1, 40),
-       temperature=st.sampled_from([0.0, 1.0]))
+@given(
+    seed=st.integers(0, 10_000), budget=st.integers(1, 40), temperature=st.sampled_from([0.0, 1.0])
+)
 def test_dyspec_dfs_reorder(seed, budget, temperature):
     """With reorder (App. C) the tree is the same set of paths, numbered in DFS preorder (every
     subtree contiguous), siblings still in draw order, and the slot map follows the nodes."""
     nxt = random_next_probs(4, seed)
     cfgs = [dyspec.DySpecConfig(budget=budget, reorder=r) for r in (False, True)]
     drafts = [fake_builder(nxt) for _ in cfgs]
-    plain, dfs = [dyspec.build(d, state(temperature=temperature), c,
-                               torch.Generator().manual_seed(seed)) for d, c in zip(drafts, cfgs)]
+    plain, dfs = [
+        dyspec.build(d, state(temperature=temperature), c, torch.Generator().manual_seed(seed))
+        for d, c in zip(drafts, cfgs)
+    ]
     assert sorted(tree_paths(plain)) == sorted(tree_paths(dfs))
     check_tree(dfs, budget)
     parents = dfs.parents.tolist()
@@ -414,8 +490,9 @@ def test_dyspec_dfs_reorder(seed, budget, temperature):
     path_of = {p: i for i, p in enumerate([()] + tree_paths(plain))}
     for i, p in enumerate([()] + tree_paths(dfs)):
         j = path_of[p]
-        assert [int(dfs.tokens[c]) for c in dfs.children(i)] == \
-            [int(plain.tokens[c]) for c in plain.children(j)]  # siblings in draw order
+        assert [int(dfs.tokens[c]) for c in dfs.children(i)] == [
+            int(plain.tokens[c]) for c in plain.children(j)
+        ]  # siblings in draw order
         assert drafts[1].numbering[i] == j  # commit() maps tree node i to the same cache slot
 
 
@@ -425,8 +502,9 @@ def test_sequoia_measure_profile(llama_pair):
     to the target accepts its first draw (p_1 = 1 when greedy)."""
     prompts = [[256, 72, 105], [256, 65]]
     for t in (0.0, 1.0):
-        prof = sequoia.measure_profile(llama_pair, prompts, new_tokens=6, width=4,
-                                       temperature=t, samples=4)
+        prof = sequoia.measure_profile(
+            llama_pair, prompts, new_tokens=6, width=4, temperature=t, samples=4
+        )
         assert len(prof) == 4 and all(0 <= x <= 1 for x in prof) and sum(prof) <= 1 + 1e-6
     same = type(llama_pair)(target=llama_pair.target, draft=llama_pair.target)
     assert sequoia.measure_profile(same, prompts, new_tokens=6, width=3)[0] == 1.0
