@@ -1,12 +1,14 @@
 """The decoding loop: prefill, draft a tree, one target forward over it, verify, commit.
 
     committed = prompt                       target cache holds committed[:-1]
-    loop:
-        tree   = build(draft, state, cfg)    node 0 = committed[-1] (the root)
-        logits = target(tree)                ancestor-only mask, positions prefix + depth
-        accept = verify(tree, warp(logits))  accepted path + correction/bonus token
+    loop:                                    generate(): timing, truncation, EOS, stats
+        tree   = build(draft, state, cfg)    decode_step(): node 0 = committed[-1] (the root)
+        logits = target(tree)                  ancestor-only mask, positions prefix + depth
+        accept = verify(tree, warp(logits))    accepted path + correction/bonus token
         committed += path tokens + token     target/draft caches keep the accepted path
 
+`decode_step` is one iteration (the seam a faster path replaces, as gpt-fast's
+`speculative_decode` beside its `generate`); `generate` owns everything across iterations.
 Exactly `max_new_tokens` tokens are emitted (the last iteration's output is truncated) unless
 EOS comes first; EOS is emitted and ends the generation.
 """

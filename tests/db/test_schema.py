@@ -8,7 +8,6 @@ import json
 import re
 
 import pytest
-from orch_helpers import fake_config
 from sqlalchemy import inspect, text
 from sqlalchemy.exc import IntegrityError
 
@@ -17,6 +16,7 @@ from db.migrate import downgrade
 from db.models import METRIC_COLUMNS, Base, SweepStatus, TrialStatus
 from engine.metrics import METRICS
 from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import fake_config
 
 NOT_METRICS = {"id", "trial_id", "config_hash", "per_prompt", "per_iteration", "created_at"}
 ROWS = {
