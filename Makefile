@@ -3,8 +3,6 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ORCH := $(VENV)/bin/orch
-# prompt sets: the shared/ folder checked out beside this repository, unless set
-export ORCH_DATA_DIR ?= $(abspath $(CURDIR)/../shared/data)
 
 .PHONY: setup demo test test-fast lint bench clean
 

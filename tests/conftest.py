@@ -7,9 +7,6 @@ import torch
 
 from tests.orchestrator.orch_helpers import PG_ADMIN, PG_PASSWORD
 
-os.environ.setdefault(
-    "ORCH_DATA_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
-)
 
 
 @functools.lru_cache(maxsize=None)

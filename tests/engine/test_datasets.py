@@ -14,6 +14,7 @@ from engine.datasets import (
     DatasetError,
     Prompt,
     data_dir,
+    dataset_path,
     dataset_info,
     encode_prompt,
     load_prompts,
@@ -58,10 +59,19 @@ def test_data_dir_env_and_default(monkeypatch, tmp_path):
     monkeypatch.setenv("ORCH_DATA_DIR", str(tmp_path))
     assert data_dir() == tmp_path
     monkeypatch.delenv("ORCH_DATA_DIR")
-    repo_default = Path(datasets.__file__).resolve().parents[2] / "shared" / "data"
-    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
-    expected = repo_default if repo_default.is_dir() else tmp_path / "home" / "data"
-    assert data_dir() == expected
+    assert data_dir() == datasets.PACKAGE_DATA
+
+
+def test_the_package_ships_every_dataset(monkeypatch):
+    """Without ORCH_DATA_DIR every registered dataset loads from the installed package (a
+    cluster's head node and workers have no data folder), and the shipped copy equals
+    ../shared/data where that folder exists."""
+    monkeypatch.delenv("ORCH_DATA_DIR", raising=False)
+    for name, spec in datasets.DATASETS.items():
+        assert dataset_path(name) == datasets.PACKAGE_DATA / spec.file
+        assert load_prompts(name, n=1)
+        if SHARED.is_dir():
+            assert (SHARED / spec.file).read_bytes() == dataset_path(name).read_bytes()
 
 
 @needs_shared
