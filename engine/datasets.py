@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
-
 DATA_ENV = "ORCH_DATA_DIR"
 
 

@@ -343,6 +343,25 @@ def _check_disk(spec: FetchSpec, folder: Path) -> None:
         )
 
 
+def ensure_fetched(name: str, log: Log = print) -> Path:
+    """The folder of real model ``name``, fetched first if this machine lacks it.
+
+    Workers call this on first use: actors on one node that ask at once fetch once, under an
+    exclusive lock on ``orch_home()/locks/<name>.lock`` (the others wait, then find the folder).
+    """
+    import fcntl
+
+    if is_fetched(name):
+        return model_dir(name)
+    lock = orch_home() / "locks" / f"{name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
+        if is_fetched(name):  # another process on this node fetched it while we waited
+            return model_dir(name)
+        return fetch_model(name, log=log)
+
+
 def fetch_model(name: str, log: Log = print, keep_gguf: bool = False) -> Path:
     """Download, reassemble, verify and convert real model ``name``; return its folder.
 

@@ -81,6 +81,7 @@ class LoadedModel:
     tokenizer: Any  # ByteTokenizer | HFTokenizer
     device: torch.device
     dtype: torch.dtype
+    gguf_sha256: str | None = None  # a fetched real model: the checked sha256 of its GGUF
 
 
 @dataclass(frozen=True)
@@ -136,19 +137,24 @@ def real_model_names() -> list[str]:
     return list(REAL_MODELS)
 
 
-def resolve(name: str) -> str:
+def is_folder_name(name: str) -> bool:
+    """A model given as a path (not a registry name): it has a separator or starts with ~ or ."""
+    return "/" in name or name.startswith(("~", "."))
+
+
+def resolve(name: str, local: bool = True) -> str:
     """Check that `name` can be loaded, without loading it. Returns what kind it is:
-    "tiny", "real" or "folder". Raises ConfigError with one clear line otherwise."""
+    "tiny", "real" (fetched on first use, engine.fetch.ensure_fetched) or "folder". Raises
+    ConfigError with one clear line otherwise. local=False (a driver validating for remote
+    workers): a folder is checked by the worker that loads it, not here."""
     if name in TINY_MODELS:
         return "tiny"
     if name in real_model_names():
-        from engine.fetch import is_fetched
-
-        if not is_fetched(name):
-            raise ConfigError(f"model {name!r} is not fetched yet; run `orch models fetch {name}`")
         return "real"
     path = Path(name).expanduser()
     if path.is_dir() and (path / "config.json").is_file():
+        return "folder"
+    if not local and is_folder_name(name):
         return "folder"
     known = ", ".join(list(TINY_MODELS) + real_model_names())
     raise ConfigError(
@@ -198,6 +204,7 @@ def load_model(
     kind = resolve(name)
     check_attn(attn)
     dev = pick_device(device)
+    sha256 = None
     if kind == "tiny":
         model = _build_tiny(name)
         dt = torch.float32 if dtype in (None, "auto") else pick_dtype(dtype, dev)
@@ -208,9 +215,10 @@ def load_model(
 
         hf_logging.disable_progress_bar()
         if kind == "real":
-            from engine.fetch import model_dir
+            from engine.fetch import ensure_fetched, read_manifest
 
-            folder = str(model_dir(name))
+            folder = str(ensure_fetched(name, log=lambda line: None))
+            sha256 = (read_manifest(Path(folder)) or {}).get("gguf_sha256")
         else:
             folder = str(Path(name).expanduser())
         dt = pick_dtype(dtype, dev)
@@ -223,7 +231,9 @@ def load_model(
     model.set_attn_implementation(attn)
     model = model.to(device=dev, dtype=dt).eval()
     model.requires_grad_(False)
-    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=dev, dtype=dt)
+    return LoadedModel(
+        name=name, model=model, tokenizer=tokenizer, device=dev, dtype=dt, gguf_sha256=sha256
+    )
 
 
 def load_pair(

@@ -127,7 +127,9 @@ class DriverSink:
 def submit(
     path: str | Path, url: str | None, opts: RunOptions, log: Callable[[str], None] = print
 ) -> RunSummary:
-    sweep, trials = load_sweep(path)  # everything validated before the database is touched
+    # everything validated before the database is touched; for a remote cluster (an address)
+    # model folders are checked where they load, on the workers
+    sweep, trials = load_sweep(path, local_models=opts.address is None)
     store = Store(url)
     try:
         store.check_driver(sweep.name, force=opts.force)  # before anything is written

@@ -119,8 +119,12 @@ class Sweep:
 # ----------------------------------------------------------------------------- loading
 
 
-def load_sweep(path: str | Path) -> tuple[Sweep, list[TrialConfig]]:
-    """Read, parse and validate a sweep file; returns the sweep and its expanded trials."""
+def load_sweep(path: str | Path, local_models: bool = True) -> tuple[Sweep, list[TrialConfig]]:
+    """Read, parse and validate a sweep file; returns the sweep and its expanded trials.
+
+    Model names are checked against the registries (real models need not be fetched here:
+    workers fetch them on first use). local_models=False (a driver for a remote cluster): a
+    model given as a folder path is checked by the worker that loads it."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -134,7 +138,7 @@ def load_sweep(path: str | Path) -> tuple[Sweep, list[TrialConfig]]:
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise SpecError(f"{path}: malformed YAML{where}: {problem}") from None
     sweep = parse_sweep(data, source=str(path))
-    return sweep, expand(sweep, source=str(path))
+    return sweep, expand(sweep, source=str(path), local_models=local_models)
 
 
 def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
@@ -253,7 +257,7 @@ def _method(value: Any, where: str) -> MethodSpec:
 # ----------------------------------------------------------------------------- expansion
 
 
-def expand(sweep: Sweep, source: str = "sweep") -> list[TrialConfig]:
+def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> list[TrialConfig]:
     """Check models, dataset and every method combination; return the trials in order.
 
     Order: pair, dataset, temperature, top_p, method, grid point, max_new_tokens, repeat.
@@ -265,7 +269,7 @@ def expand(sweep: Sweep, source: str = "sweep") -> list[TrialConfig]:
     for i, (target, draft) in enumerate(sweep.pairs):
         for role, name in (("target", target), ("draft", draft)):
             try:
-                resolve(name)
+                resolve(name, local=local_models)
             except ConfigError as e:
                 raise SpecError(f"{source}: pairs[{i}].{role}: {e}") from None
     for d in sweep.datasets:

@@ -1,12 +1,10 @@
 import functools
-import os
 import uuid
 
 import pytest
 import torch
 
 from tests.orchestrator.orch_helpers import PG_ADMIN, PG_PASSWORD
-
 
 
 @functools.lru_cache(maxsize=None)

@@ -14,8 +14,8 @@ from engine.datasets import (
     DatasetError,
     Prompt,
     data_dir,
-    dataset_path,
     dataset_info,
+    dataset_path,
     encode_prompt,
     load_prompts,
 )

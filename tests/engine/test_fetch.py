@@ -358,3 +358,45 @@ def test_concurrent_fetch_that_finished_first_is_kept(fake_pipeline, home, monke
     path = fetch_model("fake-model", log=lambda _: None)
     assert fetch.read_manifest(path)["other"] is True
     assert leftovers(home) == ["fake-model"]
+
+
+def test_ensure_fetched_fetches_once_per_node(tmp_path):
+    """Actors on one node asking for a missing model at once: one fetch, under the lock; the
+    others wait and find the folder. Each process fakes the fetch (a slow write of the
+    manifest) and records that it ran."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import json, os, sys, time
+        import engine.fetch as f
+        calls = sys.argv[1]
+
+        def fake_fetch(name, log=print, keep_gguf=False):
+            with open(calls, "a") as out:
+                out.write(f"{os.getpid()}\\n")
+            time.sleep(1.0)
+            folder = f.model_dir(name)
+            folder.mkdir(parents=True)
+            (folder / "done").write_text("1")
+            return folder
+
+        f.fetch_model = fake_fetch
+        f.is_fetched = lambda name: (f.model_dir(name) / "done").is_file()
+        print(f.ensure_fetched("qwen2.5-coder-0.5b"))
+        """
+    )
+    calls = tmp_path / "calls"
+    env = {**os.environ, "ORCH_HOME": str(tmp_path / "home")}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(calls)], env=env, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    outs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert len(calls.read_text().split()) == 1  # one fetch for three callers
+    assert set(outs) == {str(tmp_path / "home" / "models" / "qwen2.5-coder-0.5b")}

@@ -13,20 +13,7 @@ from orchestrator.spec import SpecError, load_sweep
 EXAMPLES = REPO / "examples"
 
 
-@pytest.fixture
-def real_models_resolve(monkeypatch):
-    """Real model names resolve even where the pair is not fetched (CI)."""
-    import engine.models
-
-    real = engine.models.resolve
-    monkeypatch.setattr(
-        engine.models,
-        "resolve",
-        lambda name: "real" if name.startswith("qwen2.5-coder") else real(name),
-    )
-
-
-def test_dynatree_450_expands_to_450_per_pair_and_repeat(real_models_resolve):
+def test_dynatree_450_expands_to_450_per_pair_and_repeat():
     sweep, trials = load_sweep(EXAMPLES / "dynatree_450.yaml")
     per = Counter((t.method, t.target, t.draft, t.repeat) for t in trials)
     pair = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
@@ -41,7 +28,7 @@ def test_dynatree_450_expands_to_450_per_pair_and_repeat(real_models_resolve):
     assert {t.seed for t in trials} == {0, 1}
 
 
-def test_example_files_validate(real_models_resolve):
+def test_example_files_validate():
     _, real = load_sweep(EXAMPLES / "quickstart_real.yaml")
     assert len({t.method for t in real}) == 5 and len(real) == 5
     _, tiny = load_sweep(EXAMPLES / "quickstart_tiny.yaml")
@@ -221,3 +208,36 @@ def test_temperature_axis_picks_verifier(tmp_path):
         (0.0, "greedy"),
         (1.0, "naive"),
     }
+
+
+def test_a_driver_needs_no_models_and_no_data(tmp_path, monkeypatch):
+    """The real pair validates by name on a machine where it was never fetched (workers fetch
+    it), and the prompts come from the package: no ORCH_HOME models, no ORCH_DATA_DIR."""
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "empty-home"))
+    monkeypatch.delenv("ORCH_DATA_DIR", raising=False)
+    p = tmp_path / "real.yaml"
+    p.write_text(
+        "name: real\npairs: [{target: qwen2.5-coder-1.5b, draft: qwen2.5-coder-0.5b}]\n"
+        "dataset: {name: humaneval, prompts: 3}\nmethods: [{name: linear}]\n"
+    )
+    _, trials = load_sweep(p)
+    assert [t.target for t in trials] == ["qwen2.5-coder-1.5b"]
+    assert not (tmp_path / "empty-home").exists()  # nothing fetched, nothing created
+
+
+def test_model_folders_are_checked_where_they_load(tmp_path):
+    """A folder path is checked on the driver for a local run; for a remote cluster
+    (local_models=False) the worker that loads it checks it. A plain unknown name is refused
+    either way."""
+    p = tmp_path / "f.yaml"
+    p.write_text(
+        "name: f\npairs: [{target: /models/llama-7b, draft: tiny-llama-draft}]\n"
+        "methods: [{name: linear}]\n"
+    )
+    with pytest.raises(SpecError, match=r"pairs\[0\].target: unknown model '/models/llama-7b'"):
+        load_sweep(p)
+    _, trials = load_sweep(p, local_models=False)
+    assert trials[0].target == "/models/llama-7b"
+    p.write_text(p.read_text().replace("/models/llama-7b", "llama-7b"))
+    with pytest.raises(SpecError, match="unknown model 'llama-7b'"):
+        load_sweep(p, local_models=False)
