@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -51,7 +50,6 @@ def main() -> None:
     ap.add_argument("--db", default=None, help="default: a temporary SQLite file")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "orch_overhead.json"))
     args = ap.parse_args()
-    os.environ.setdefault("ORCH_DATA_DIR", str(REPO.parent / "shared" / "data"))
 
     import ray
 
@@ -88,9 +86,7 @@ def main() -> None:
         num_gpus=0,
         include_dashboard=False,
         log_to_driver=False,
-        runtime_env={
-            "env_vars": {"PYTHONPATH": str(REPO), "ORCH_DATA_DIR": os.environ["ORCH_DATA_DIR"]}
-        },
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
     )
     t0 = time.perf_counter()
     summary = runner.submit(

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import time
 from pathlib import Path
 
@@ -49,9 +48,9 @@ def load_prompts(path: str | None, n: int) -> list[str]:
     """First n prompts of a JSONL file with a "prompt" key (the shared data format), or the
     built-in ones when no file is given or found."""
     if path is None:
-        data = Path(
-            os.environ.get("ORCH_DATA_DIR", Path(__file__).parents[1] / ".." / "shared" / "data")
-        )
+        from engine.datasets import data_dir
+
+        data = data_dir()
         path = next(
             (str(data / f) for f in ("humaneval.jsonl", "c4_val.jsonl") if (data / f).is_file()),
             None,

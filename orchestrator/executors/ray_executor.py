@@ -7,13 +7,18 @@
   is empty it moves to the pair with the most trials left, preferring pairs no other actor is
   on, so each actor loads each pair at most once. Each actor has `pipeline` trials queued so
   it never waits for the driver.
-- Outcomes stream back through `ray.wait`; the driver (the sink) writes them. A trial that
-  raised comes back as a TrialFailure (recorded, the sweep goes on). A trial whose actor died
-  is put back in its pair's queue (up to `max_attempts` dispatches) and the actor is replaced.
+- Outcomes stream back through `ray.wait`; the driver (the sink) writes them, each with the
+  Ray node id of the actor that ran it. A trial that raised comes back as a TrialFailure
+  (recorded, the sweep goes on). A trial whose actor died (the actor, or its whole node) is put
+  back in its pair's queue (up to `max_attempts` dispatches) and a replacement actor is asked
+  for; the other actors go on meanwhile, and the replacement takes trials once Ray has placed
+  it (at once where a GPU is free, when the autoscaler adds a node, or never if the sweep ends
+  first).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -47,11 +52,13 @@ class TrialActor:
         if self.gpu_id:
             os.environ["ORCH_GPU_ID"] = self.gpu_id
         self.host = socket.gethostname()
+        self.node = ray.get_runtime_context().get_node_id()
         self.warmup = warmup
 
     def info(self) -> dict[str, Any]:
         return {
             "host": self.host,
+            "node": self.node,
             "gpu_id": self.gpu_id,
             "pid": os.getpid(),
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
@@ -62,11 +69,18 @@ class TrialActor:
 
         started = time.time()
         try:
-            return run_trial(config, prompts=prompts, warmup=self.warmup)
+            result = run_trial(config, prompts=prompts, warmup=self.warmup)
+            return dataclasses.replace(result, node=self.node)
         except Exception as e:  # noqa: BLE001 - e.g. out of memory: the trial failed
             _free_cuda()
             return TrialFailure(
-                config.config_hash, format_error(e), self.host, self.gpu_id, started, time.time()
+                config.config_hash,
+                format_error(e),
+                self.host,
+                self.gpu_id,
+                started,
+                time.time(),
+                node=self.node,
             )
 
     def loads(self) -> dict[str, int]:
@@ -86,9 +100,11 @@ def _free_cuda() -> None:
 class Slot:
     actor: Any
     worker: Worker
+    info: Any  # ObjectRef of actor.info(): resolves once Ray has placed the actor
     pair: tuple | None = None
     inflight: set = field(default_factory=set)
     alive: bool = True
+    ready: bool = False  # placed and described: takes trials
 
 
 class RayExecutor:
@@ -157,12 +173,25 @@ class RayExecutor:
         actor = TrialActor.options(**self._options).remote(self.warmup, self._threads)
         name = f"actor{self._spawned}"
         self._spawned += 1
-        return Slot(actor=actor, worker=Worker(name=name, host="?", gpu_id=None))
+        return Slot(
+            actor=actor, worker=Worker(name=name, host="?", gpu_id=None), info=actor.info.remote()
+        )
 
-    def _describe(self, slots: list[Slot]) -> None:
-        infos = ray.get([s.actor.info.remote() for s in slots])
-        for s, info in zip(slots, infos):
-            s.worker = Worker(name=s.worker.name, host=info["host"], gpu_id=info["gpu_id"])
+    def _describe(self, slots: list[Slot], timeout: float | None = None) -> None:
+        """Mark the slots whose actor Ray has placed ready (wait for all: timeout None)."""
+        waiting = [s for s in slots if s.alive and not s.ready]
+        if not waiting:
+            return
+        placed, _ = ray.wait(
+            [s.info for s in waiting],
+            num_returns=len(waiting) if timeout is None else 1,
+            timeout=timeout,
+        )
+        for s in waiting:
+            if s.info in placed:
+                info = ray.get(s.info)
+                s.worker = Worker(name=s.worker.name, host=info["host"], gpu_id=info["gpu_id"])
+                s.ready = True
 
     # ------------------------------------------------------------------ main loop
 
@@ -186,7 +215,7 @@ class RayExecutor:
 
     def _loads(self) -> dict[str, dict[str, int]]:
         """Model-pair loads per live actor (name -> {"target/draft": loads})."""
-        live = [s for s in self.slots if s.alive]
+        live = [s for s in self.slots if s.alive and s.ready]
         try:
             counts = ray.get([s.actor.loads.remote() for s in live], timeout=60)
         except (RayError, TimeoutError):
@@ -200,10 +229,14 @@ class RayExecutor:
         inflight: dict[Any, tuple[Slot, Job]] = {}
         stopping = False
         while True:
+            self._describe(self.slots, timeout=0)  # replacements Ray has placed meanwhile
             if not stopping:
                 self._dispatch(queues, inflight, sink)
             if not inflight:
-                return
+                if stopping or not any(queues.values()):
+                    return
+                self._describe(self.slots, timeout=1.0)  # every actor lost: wait for one
+                continue
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
             for ref in ready:
                 slot, job = inflight.pop(ref)
@@ -214,7 +247,7 @@ class RayExecutor:
 
     def _dispatch(self, queues, inflight, sink: Sink) -> None:
         for slot in self.slots:
-            while slot.alive and len(slot.inflight) < self.pipeline:
+            while slot.alive and slot.ready and len(slot.inflight) < self.pipeline:
                 job = self._pick(slot, queues)
                 if job is None:
                     break
@@ -295,9 +328,7 @@ class RayExecutor:
         if not slot.alive:
             return
         slot.alive = False
-        new = self._spawn()
-        self._describe([new])
-        self.slots[self.slots.index(slot)] = new
+        self.slots[self.slots.index(slot)] = self._spawn()  # placed when Ray can
 
 
 def _first_line(e: Exception) -> str:

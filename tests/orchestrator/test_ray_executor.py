@@ -4,7 +4,6 @@ recorded as failed, results equal to the local executor's; and `orch submit` on 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -26,9 +25,7 @@ def ray_session():
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
-        runtime_env={
-            "env_vars": {"PYTHONPATH": str(REPO), "ORCH_DATA_DIR": os.environ["ORCH_DATA_DIR"]}
-        },
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
     )
     yield ray
     ray.shutdown()
