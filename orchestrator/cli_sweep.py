@@ -24,7 +24,9 @@ def _run_options(f):
                 "--address",
                 default=None,
                 metavar="ADDR",
-                help="Ray cluster to connect to (e.g. auto); default: start a local Ray",
+                help="Ray cluster to connect to (auto: the one this machine is part of, "
+                "HOST:PORT); with `orch submit`, http://HEAD:8265 runs the driver on the "
+                "cluster's head through the Ray Jobs API. Default: start a local Ray",
             ),
             click.option(
                 "--actors",
@@ -88,7 +90,21 @@ def _finish(run) -> None:
 @db_option
 @_run_options
 def submit(sweep_file, db_url, **kw) -> None:
-    """Validate SWEEP_FILE, store its trials, run those not done yet."""
+    """Validate SWEEP_FILE, store its trials, run those not done yet.
+
+    Executors: `ray` (default) runs one actor per GPU, or per CPU slot without GPUs, on a
+    local Ray or the cluster at --address; `local` runs the trials in this process (no Ray)."""
+    from orchestrator.jobs import is_jobs_address
+
+    if is_jobs_address(kw["address"]):
+        from orchestrator.jobs import submit_job
+
+        opts = {k: v for k, v in kw.items() if k not in ("address", "progress")}
+        sys.exit(
+            submit_job(
+                sweep_file, kw["address"], db_url, opts, log=lambda line: click.echo(line, err=True)
+            )
+        )
     from orchestrator.runner import submit as run
 
     _finish(lambda log: run(sweep_file, db_url, _options(**kw), log=log))
