@@ -90,6 +90,7 @@ class TrialResult:
     warmup_s: float = 0.0
     code_version: str = ""
     models: list[dict[str, Any]] = field(default_factory=list)
+    node: str | None = None  # Ray node id of the worker (None outside Ray)
 
     @property
     def wall_s(self) -> float:
@@ -106,3 +107,4 @@ class TrialFailure:
     gpu_id: str | None
     started_at: float
     finished_at: float
+    node: str | None = None  # Ray node id of the worker (None outside Ray)
