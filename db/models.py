@@ -5,13 +5,16 @@
 - `trials` is global: one row per `config_hash` (sha256 of the fully resolved config), shared
   by every sweep that contains that config, so a repeated or overlapping submission never
   runs a config twice. Lifecycle (`TrialStatus`): pending -> running -> done | failed;
-  `cancel` sets cancelled; an interrupted driver leaves pending (Ctrl-C) or running (killed)
-  trials that `resume` runs again. A sweep's `SweepStatus`: submitted -> running ->
-  finished | interrupted | cancelled. CHECK constraints hold both status columns to their
-  enums (migration 0002).
+  `cancel` sets cancelled. A running trial holds its driver's id (`owner`) and a lease
+  (`lease_until`) the driver renews by heartbeat; once the lease runs out (a killed or stuck
+  driver) any driver may claim the trial again (migration 0003). A sweep's `SweepStatus`:
+  submitted -> running -> finished (every trial done or failed, whoever ran them) |
+  interrupted | cancelled. CHECK constraints hold both status columns to their enums
+  (migration 0002).
 - `results` holds one row per finished trial (unique `trial_id` and `config_hash`): every
   aggregate metric as a column, per-prompt and per-iteration detail as JSON.
-- Times that come from workers (`started_at`, `finished_at`, `heartbeat_at`) are unix seconds.
+- Times are unix seconds: `started_at` and `finished_at` from the worker's clock,
+  `heartbeat_at` and `lease_until` from the database's, so drivers on several hosts agree.
 
 Schema changes go through Alembic (db/migrations); `db` imports nothing else of the project.
 """
@@ -92,8 +95,8 @@ class Sweep(Base):
         _status_type(SweepStatus, "ck_sweeps_status"), default=SweepStatus.SUBMITTED
     )
     code_version: Mapped[str] = mapped_column(String(80), default="")
-    driver: Mapped[str | None] = mapped_column(String(200))  # host:pid of the running driver
-    heartbeat_at: Mapped[float | None] = mapped_column(Float)
+    driver: Mapped[str | None] = mapped_column(String(200))  # the last driver to heartbeat
+    heartbeat_at: Mapped[float | None] = mapped_column(Float)  # several drivers may run a sweep
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
@@ -137,6 +140,9 @@ class Trial(Base):
     wall_s: Mapped[float | None] = mapped_column(Float)  # trial time on the worker
     load_s: Mapped[float | None] = mapped_column(Float)  # model loading inside the trial
     code_version: Mapped[str | None] = mapped_column(String(80))  # of the worker that ran it
+    owner: Mapped[str | None] = mapped_column(String(200))  # driver id holding a running trial
+    lease_until: Mapped[float | None] = mapped_column(Float)  # the owner's claim ends (unix s)
+    worker_node: Mapped[str | None] = mapped_column(String(64))  # Ray node id of its worker
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 

@@ -43,7 +43,18 @@ def _run_options(f):
             ),
             click.option("--retry-failed", is_flag=True, help="run failed trials again too"),
             click.option(
-                "--force", is_flag=True, help="take over a sweep whose driver still looks alive"
+                "--lease-s",
+                type=click.FloatRange(min=1.0),
+                default=None,
+                help="how long a trial stays claimed without this driver's heartbeat; other "
+                "drivers take it over after that  [default: 60]",
+            ),
+            click.option(
+                "--db-retry-s",
+                type=click.FloatRange(min=0.0),
+                default=None,
+                help="how long to retry a lost database connection before stopping; the "
+                "sweep stays resumable  [default: 300]",
             ),
             click.option(
                 "--progress/--no-progress",
@@ -56,17 +67,18 @@ def _run_options(f):
     return f
 
 
-def _options(executor, address, actors, accelerator, retry_failed, force, progress):
+def _options(executor, address, actors, accelerator, retry_failed, lease_s, db_retry_s, progress):
     from orchestrator.runner import RunOptions
 
+    timing = {"lease_s": lease_s, "db_retry_s": db_retry_s}
     return RunOptions(
         executor=executor,
         address=address,
         actors=actors,
         accelerator=accelerator,
         retry_failed=retry_failed,
-        force=force,
         progress=progress,
+        **{k: v for k, v in timing.items() if v is not None},
     )
 
 
@@ -90,7 +102,8 @@ def _finish(run) -> None:
 @db_option
 @_run_options
 def submit(sweep_file, db_url, **kw) -> None:
-    """Validate SWEEP_FILE, store its trials, run those not done yet.
+    """Validate SWEEP_FILE, store its trials, run those not done yet. Several drivers may
+    run one sweep, or sweeps sharing configs, at once: they split the trials.
 
     Executors: `ray` (default) runs one actor per GPU, or per CPU slot without GPUs, on a
     local Ray or the cluster at --address; `local` runs the trials in this process (no Ray)."""
@@ -115,7 +128,9 @@ def submit(sweep_file, db_url, **kw) -> None:
 @db_option
 @_run_options
 def resume(sweep, db_url, **kw) -> None:
-    """Run the unfinished trials of SWEEP (default: the most recent sweep)."""
+    """Run the unfinished trials of SWEEP (default: the most recent sweep), beside any
+    driver still running it; trials of a killed driver are taken over once its lease runs
+    out (at once on the same host)."""
     from orchestrator.runner import resume as run
 
     _finish(lambda log: run(sweep, db_url, _options(**kw), log=log))
@@ -125,12 +140,21 @@ def resume(sweep, db_url, **kw) -> None:
 @click.argument("sweep")
 @db_option
 def cancel(sweep, db_url) -> None:
-    """Cancel SWEEP: pending trials are cancelled; a running driver stops after its trials
-    in flight. `orch resume SWEEP` runs them later."""
+    """Cancel SWEEP: its pending trials are cancelled (those another sweep still needs stay
+    pending); its drivers stop after their trials in flight. `orch resume SWEEP` runs them
+    later. A finished sweep is left as it is (exit 0)."""
     from orchestrator.store import Store
 
-    n = Store(db_url).cancel(sweep)
-    click.echo(f"cancelled sweep {sweep!r}: {n} pending trials cancelled")
+    store = Store(db_url)
+    try:
+        c = store.cancel(sweep)
+    finally:
+        store.close()
+    if c.finished:
+        click.echo(f"sweep {sweep!r} is finished: nothing to cancel")
+        return
+    shared = f" ({c.shared} shared with other sweeps left pending)" if c.shared else ""
+    click.echo(f"cancelled sweep {sweep!r}: {c.cancelled} pending trials cancelled{shared}")
 
 
 @click.command()

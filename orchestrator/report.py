@@ -79,8 +79,7 @@ def load_frame(store: Store, sweep: str | None = None, details: bool = False) ->
         q = q.where(
             Trial.id.in_(select(SweepTrial.trial_id).join(Sweep).where(Sweep.name == sweep))
         )
-    with store.Session() as s:
-        rows = s.execute(q).mappings().all()
+    rows = store.transact("reading results", lambda s: s.execute(q).mappings().all())
     records = []
     for r in rows:
         cfg = dict(r["config"])

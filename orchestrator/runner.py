@@ -1,16 +1,24 @@
 """Submit and resume sweeps: validate, write trials, run them on an executor, record outcomes.
 
-Only this driver writes to the database. Order of `submit`: the whole sweep file is validated
-(and expanded) first, then the database is opened, then trials are written, then models load
-in the executor, so bad input never leaves rows behind. Ctrl-C puts the trials in flight back
-to pending (exit 130); a killed driver leaves them running, and the next `resume` or `submit`
-(once the driver is seen dead: same host and no such process, or no heartbeat for
-STALE_DRIVER_S) runs them again. The database keeps one result per config hash either way.
+Drivers write to the database, workers never do. Order of `submit`: the whole sweep file is
+validated (and expanded) first, then the database is opened, then trials are written, then
+models load in the executor, so bad input never leaves rows behind.
+
+Any number of drivers may run one sweep, or sweeps sharing configs, at the same time: each
+claims trials under a lease its heartbeat renews (orchestrator.store), runs them, then waits
+for the sweep's trials other drivers hold, taking over those whose lease runs out, until every
+trial is done or failed or the sweep is cancelled. Ctrl-C puts the trials in flight back to
+pending (exit 130); a killed driver leaves them running, and the next driver takes them over
+once their lease runs out (at once on the same host, where it sees the process is gone).
+A lost database connection is retried for `db_retry_s` seconds while the run waits; after
+that the driver stops with one line and the sweep can be resumed. The database keeps one
+result per config hash whatever happens.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import threading
 import time
@@ -19,14 +27,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from db.models import SweepStatus
+from engine.config import ConfigError
 from orchestrator.executors import Job, Worker, make_executor
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.spec import load_sweep
-from orchestrator.store import OPEN, Store
+from orchestrator.store import DB_RETRY_S, LEASE_S, OPEN, Store, StoreError
 from orchestrator.trial import code_version
 
-HEARTBEAT_S = 10.0
-CANCEL_POLL_S = 2.0
+CANCEL_POLL_S = 2.0  # how often a driver reads its sweep's status (cancel) and, idle, waits
+# Test hook, "N:PATH": after claiming its Nth trial the driver creates PATH and waits while
+# it exists, so that a test can kill or interrupt it at a known point.
+PAUSE_ENV = "ORCH_TEST_PAUSE"
 
 
 class Interrupted(Exception):
@@ -59,25 +70,26 @@ class RunOptions:
     actors: int | None = None
     accelerator: str = "auto"  # ray: gpu | cpu actors, auto: gpu when the cluster has GPUs
     retry_failed: bool = False
-    force: bool = False
+    lease_s: float = LEASE_S  # this driver's claim on a trial, renewed by heartbeat
+    db_retry_s: float = DB_RETRY_S  # how long a lost database is retried before stopping
     progress: bool | None = None  # None: when stderr is a terminal
 
 
 class DriverSink:
     """Writes each outcome as it arrives, keeps the progress bar and the cancel check."""
 
-    def __init__(
-        self, store: Store, sweep_id: int, total: int, name: str, progress: bool | None
-    ) -> None:
+    def __init__(self, store: Store, sweep_id: int, name: str, progress: bool | None) -> None:
         from tqdm import tqdm
 
         self.store, self.sweep_id = store, sweep_id
         self.in_flight: set[int] = set()
         self.ran = self.done_n = self.failed_n = self.retried = 0
         self.write_s: list[float] = []  # database time per outcome (bench_orch reads it)
+        self.cancelled = False
         self._last_poll = 0.0
+        self._pause = _pause_point()
         self.bar = tqdm(
-            total=total,
+            total=0,
             desc=name,
             unit="trial",
             file=sys.stderr,
@@ -85,12 +97,18 @@ class DriverSink:
             dynamic_ncols=True,
         )
 
+    def add(self, n: int) -> None:
+        self.bar.total += n
+        self.bar.refresh()
+
     def start(self, job: Job, worker: Worker) -> bool:
         if not self.store.mark_running(job.trial_id, worker.host, worker.gpu_id):
-            self.bar.update(1)
+            self.bar.update(1)  # another driver holds it, or it was cancelled
             return False
         self.in_flight.add(job.trial_id)
         self.ran += 1
+        if self._pause is not None and self.ran == self._pause[0]:
+            _hold(self._pause[1])
         return True
 
     def done(self, job: Job, result: TrialResult) -> None:
@@ -102,9 +120,9 @@ class DriverSink:
         self._tick()
 
     def failed(self, job: Job, failure: TrialFailure) -> None:
-        self.store.record_failure(job.trial_id, failure)
+        if self.store.record_failure(job.trial_id, failure):
+            self.failed_n += 1
         self.in_flight.discard(job.trial_id)
-        self.failed_n += 1
         self._tick()
 
     def retry(self, job: Job, error: str) -> None:
@@ -114,14 +132,18 @@ class DriverSink:
 
     def stop_requested(self) -> bool:
         now = time.monotonic()
-        if now - self._last_poll < CANCEL_POLL_S:
-            return False
-        self._last_poll = now
-        return self.store.sweep_status(self.sweep_id) == SweepStatus.CANCELLED
+        if not self.cancelled and now - self._last_poll >= CANCEL_POLL_S:
+            self._last_poll = now
+            self.cancelled = self.store.sweep_status(self.sweep_id) == SweepStatus.CANCELLED
+        return self.cancelled
 
     def _tick(self) -> None:
         self.bar.set_postfix(done=self.done_n, failed=self.failed_n, refresh=False)
         self.bar.update(1)
+
+
+def open_store(url: str | None, opts: RunOptions, log: Callable[[str], None]) -> Store:
+    return Store(url, lease_s=opts.lease_s, retry_s=opts.db_retry_s, on_retry=log)
 
 
 def submit(
@@ -130,9 +152,8 @@ def submit(
     # everything validated before the database is touched; for a remote cluster (an address)
     # model folders are checked where they load, on the workers
     sweep, trials = load_sweep(path, local_models=opts.address is None)
-    store = Store(url)
+    store = open_store(url, opts, log)
     try:
-        store.check_driver(sweep.name, force=opts.force)  # before anything is written
         info = store.submit(sweep.name, sweep.to_dict(), trials, code_version())
         for d in {d.name for d in sweep.datasets}:
             store.upsert_dataset(dataset_row(d))
@@ -148,7 +169,7 @@ def submit(
 def resume(
     name: str | None, url: str | None, opts: RunOptions, log: Callable[[str], None] = print
 ) -> RunSummary:
-    store = Store(url)
+    store = open_store(url, opts, log)
     try:
         sweep = store.sweep(name)
         log(f"resuming sweep {sweep['name']!r} in {store.display_url}")
@@ -160,71 +181,135 @@ def resume(
 def run_sweep(
     store: Store, sweep_id: int, opts: RunOptions, new: int = 0, log: Callable[[str], None] = print
 ) -> RunSummary:
-    """Claim the sweep, run its unfinished trials, release it. On any exit path (Ctrl-C, an
-    error) the trials in flight go back to pending and the driver claim is dropped."""
+    """Run the sweep's unfinished trials beside any other drivers, then leave it. On Ctrl-C
+    or an error the trials in flight go back to pending; when the database stays lost, they
+    stay running until their lease runs out."""
     start = time.perf_counter()
     sweep = store.sweep(sweep_id=sweep_id)
-    spec = sweep["spec"]
-    store.claim_driver(sweep_id, force=opts.force)
-    sink: DriverSink | None = None
+    name = sweep["name"]
+    store.begin_run(sweep_id)
+    sink = DriverSink(store, sweep_id, name, opts.progress)
     stop = threading.Event()
-    interrupted = False
+    beat = threading.Thread(target=_heartbeat, args=(store, sweep_id, stop), daemon=True)
+    beat.start()
+    interrupted, lost = False, None
     try:
-        rows = store.runnable(sweep_id, retry_failed=opts.retry_failed)
-        jobs = [Job(trial_id=i, config=c, attempts=a) for i, c, a in rows]
-        log(f"{len(jobs)} to run on the {opts.executor} executor" if jobs else "nothing to run")
-        if jobs:
-            _attach_prompts(jobs)
-            executor = make_executor(
-                opts.executor,
-                warmup=spec.get("warmup", 0),
-                max_attempts=spec.get("max_attempts", 3),
-                address=opts.address,
-                actors=opts.actors,
-                accelerator=opts.accelerator,
-            )
-            sink = DriverSink(store, sweep_id, len(jobs), sweep["name"], opts.progress)
-            threading.Thread(target=_heartbeat, args=(store, sweep_id, stop), daemon=True).start()
-            try:
-                executor.run(jobs, sink)
-            finally:
-                sink.bar.close()
+        _drive(store, sweep_id, sweep["spec"], opts, sink, log)
     except KeyboardInterrupt:
         interrupted = True
+    except StoreError as e:
+        lost = e
     finally:
         stop.set()
-        if sink is not None and sink.in_flight:
-            store.reset_running(sink.in_flight)
-        status = store.release_driver(sweep_id)
-    counts = store.counts(sweep["name"])[0]
+        beat.join(timeout=60)
+        sink.bar.close()
+        status = _leave(store, sweep_id, sink, retry=not (interrupted or lost))
+    if lost is not None:
+        held = f"{len(sink.in_flight)} trials in flight go back once their lease runs out; "
+        raise StoreError(
+            f"{lost}; stopped: {held if sink.in_flight else ''}run `orch resume {name}`"
+        )
+    counts = store.counts(name)[0]
     if interrupted:
-        raise Interrupted(sweep["name"], sum(counts[t.value] for t in OPEN))
+        raise Interrupted(name, sum(counts[t.value] for t in OPEN))
     return RunSummary(
-        sweep=sweep["name"],
+        sweep=name,
         total=counts["trials"],
         new=new,
-        ran=sink.ran if sink else 0,
-        done=sink.done_n if sink else 0,
-        failed=sink.failed_n if sink else 0,
-        retried=sink.retried if sink else 0,
+        ran=sink.ran,
+        done=sink.done_n,
+        failed=sink.failed_n,
+        retried=sink.retried,
         status=status,
         wall_s=time.perf_counter() - start,
     )
 
 
+def _drive(
+    store: Store,
+    sweep_id: int,
+    spec: dict[str, Any],
+    opts: RunOptions,
+    sink: DriverSink,
+    log: Callable[[str], None],
+) -> None:
+    """Claim and run the runnable trials, pass after pass; between passes wait for trials
+    other drivers hold. Ends when none is left, or on cancel."""
+    executor = None
+    prompts: dict[tuple, list] = {}
+    first, waiting = True, False
+    while store.sweep_status(sweep_id) != SweepStatus.CANCELLED:
+        rows = store.runnable(sweep_id, retry_failed=opts.retry_failed, reopen=first)
+        if first:
+            log(f"{len(rows)} to run on the {opts.executor} executor" if rows else "nothing to run")
+            first = False
+        if rows:
+            jobs = [Job(trial_id=i, config=c, attempts=a) for i, c, a in rows]
+            _attach_prompts(jobs, prompts)
+            if executor is None:
+                executor = make_executor(
+                    opts.executor,
+                    warmup=spec.get("warmup", 0),
+                    max_attempts=spec.get("max_attempts", 3),
+                    address=opts.address,
+                    actors=opts.actors,
+                    accelerator=opts.accelerator,
+                )
+            sink.add(len(jobs))
+            executor.run(jobs, sink)
+            waiting = False
+            continue
+        held = store.running_elsewhere(sweep_id)
+        if not held:
+            return
+        if not waiting:
+            log(f"waiting for {held} trials that other drivers are running")
+            waiting = True
+        time.sleep(min(CANCEL_POLL_S, store.heartbeat_s))
+
+
+def _leave(store: Store, sweep_id: int, sink: DriverSink, retry: bool) -> SweepStatus | None:
+    """Put this driver's trials in flight back to pending and settle the sweep's status;
+    None when the database cannot be reached (then the leases run out instead)."""
+    try:
+        if sink.in_flight:
+            store.reset_running(sink.in_flight, retry=retry)
+            sink.in_flight.clear()
+        return store.finish_run(sweep_id, retry=retry)
+    except StoreError:
+        if retry:
+            raise
+        return None
+
+
 def _heartbeat(store: Store, sweep_id: int, stop: threading.Event) -> None:
-    while not stop.wait(HEARTBEAT_S):
+    while not stop.wait(store.heartbeat_s):
         try:
             store.heartbeat(sweep_id)
-        except Exception:  # noqa: BLE001 - a missed heartbeat is harmless
+        except StoreError:  # missed: the lease outlasts several heartbeats
             pass
 
 
-def _attach_prompts(jobs: list[Job]) -> None:
+def _pause_point() -> tuple[int, Path] | None:
+    spec = os.environ.get(PAUSE_ENV)
+    if not spec:
+        return None
+    n, _, path = spec.partition(":")
+    if not n.isdigit() or not path:
+        raise ConfigError(f"{PAUSE_ENV} must be N:PATH, got {spec!r}")
+    return int(n), Path(path)
+
+
+def _hold(path: Path) -> None:
+    path.touch()
+    while path.exists():
+        time.sleep(0.05)
+
+
+def _attach_prompts(jobs: list[Job], cache: dict[tuple, list]) -> None:
     """Load each dataset slice once in the driver and ship the prompts with the jobs."""
     from engine.datasets import load_prompts
 
-    cache: dict[tuple, list] = {}
     for job in jobs:
         c = job.config
         key = (c.dataset, c.prompts, c.category)

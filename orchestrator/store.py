@@ -1,23 +1,44 @@
-"""Driver-side database operations (only the driver writes; workers return results).
+"""Driver-side database operations (only drivers write; workers return results).
 
-Every write is one short transaction. Trials are global rows keyed by `config_hash`, linked to
-sweeps through `sweep_trials`; inserts use ON CONFLICT DO NOTHING so concurrent submitters
-and a repeated submission never duplicate a trial or a result. A trial is claimed with a
-compare-and-set (pending -> running), so two drivers never run the same trial and a trial
-cancelled meanwhile is skipped.
+Every database access goes through `Store.transact`: one short transaction, rolled back on
+any error, a database error turned into one line naming the operation (StoreError). A lost
+connection (server restarted, network) is retried with backoff for up to `retry_s` seconds
+first, so a driver rides out a short outage; every write is therefore safe to repeat (a commit
+whose acknowledgement was lost is retried too). Postgres resolving a deadlock (possible when
+overlapping sweeps are submitted at once with their shared configs in different orders) counts
+as such an error: the aborted transaction is retried.
+
+Trials are global rows keyed by `config_hash`, linked to sweeps through `sweep_trials`;
+inserts use ON CONFLICT DO NOTHING so concurrent submitters and a repeated submission never
+duplicate a trial or a result.
+
+Leases: each Store is one driver with an id `host:pid:start:nonce` (`start`: when the process
+started, so a reused pid is told apart; `nonce`: drivers in one process). It claims a trial
+with a compare-and-set, pending -> running, that writes its id as the trial's `owner` and a
+lease of `lease_s` seconds on the database's clock; `heartbeat` renews the leases of all its
+running trials. `runnable` hands out pending trials and running ones whose lease ran out or
+whose owner is a dead process on this host, never a trial a live driver holds, whatever sweep
+it runs. So any number of drivers can run one sweep, or sweeps sharing configs, and split the
+trials; a driver that stops heartbeating loses its trials once their lease runs out.
+
+A sweep is finished once every trial of it is done or failed, whoever ran them: recording an
+outcome settles every sweep that contains the trial.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
-from sqlalchemy import delete, func, select, update
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Float, and_, cast, delete, extract, func, or_, select, update
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.orm import Session
 
 from db.migrate import ensure_schema
 from db.models import (
@@ -42,8 +63,16 @@ from engine.config import ConfigError
 from orchestrator.records import METRICS, TrialConfig, TrialFailure, TrialResult
 
 OPEN = (TrialStatus.PENDING, TrialStatus.RUNNING)  # trials a sweep still has to run
-STALE_DRIVER_S = 60.0  # a driver on another host without a heartbeat for this long is dead
+# A sweep holding any of these is not finished (cancelled trials wait for a resume).
+UNSETTLED = (TrialStatus.PENDING, TrialStatus.RUNNING, TrialStatus.CANCELLED)
+LEASE_S = 60.0  # a driver's claim on a trial, renewed by its heartbeat
+HEARTBEAT_S = 10.0  # the longest time between two heartbeats (lease_s / 6 when shorter)
+DB_RETRY_S = 300.0  # how long a driver retries a lost database before it stops
+RETRY_FIRST_S, RETRY_MAX_S = 0.1, 5.0  # backoff between retries: doubling, capped
+HOST = socket.gethostname()
 _CHUNK = 400
+
+T = TypeVar("T")
 
 
 class StoreError(ConfigError):
@@ -58,8 +87,25 @@ class SubmitInfo:
     done: int  # trials of the sweep that already have a result
 
 
+@dataclass(frozen=True)
+class CancelInfo:
+    finished: bool  # the sweep was finished already: nothing changed
+    cancelled: int  # pending trials cancelled
+    shared: int  # pending trials left pending: another sweep that is not cancelled has them
+
+
 class Store:
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        lease_s: float = LEASE_S,
+        retry_s: float = 0.0,
+        on_retry: Callable[[str], None] | None = None,
+    ) -> None:
+        if not lease_s > 0 or retry_s < 0:
+            raise StoreError(
+                f"lease ({lease_s}s) must be positive, retry ({retry_s}s) not negative"
+            )
         self.url = resolve_url(url)
         try:
             self.engine = create_db_engine(self.url)
@@ -72,14 +118,57 @@ class Store:
             ) from None
         self.Session = session_factory(self.engine)
         self.dialect = self.engine.dialect.name
+        self.owner = new_driver_id()
+        self.lease_s, self.retry_s, self.on_retry = lease_s, retry_s, on_retry
         self._models_seen: set[str] = set()
 
     @property
     def display_url(self) -> str:
         return redact(self.url)
 
+    @property
+    def heartbeat_s(self) -> float:
+        return min(HEARTBEAT_S, self.lease_s / 6)
+
     def close(self) -> None:
         self.engine.dispose()
+
+    def transact(self, what: str, fn: Callable[[Session], T], retry: bool = True) -> T:
+        """fn(session) in one transaction, committed when it returns, rolled back when it
+        raises. A lost connection is retried with backoff for up to `retry_s` seconds (not
+        at all with retry=False); any other database error, or the last one, is a StoreError
+        naming `what`."""
+        deadline = time.monotonic() + (self.retry_s if retry else 0.0)
+        delay, told = RETRY_FIRST_S, False
+        while True:
+            try:
+                with self.Session.begin() as s:
+                    return fn(s)
+            except SQLAlchemyError as e:
+                error = describe_error(e, self.url)
+                if not _transient(e, self.dialect):
+                    raise StoreError(f"{what} in {self.display_url} failed: {error}") from None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    waited = f" for {self.retry_s:g}s" if retry and self.retry_s else ""
+                    raise StoreError(
+                        f"{what}: database {self.display_url} unreachable{waited} ({error})"
+                    ) from None
+                if self.on_retry is not None and not told:
+                    self.on_retry(f"{what}: {error}; retrying for up to {left:.0f}s")
+                    told = True
+                time.sleep(min(delay, left))
+                delay = min(2 * delay, RETRY_MAX_S)
+
+    def clock(self) -> float:
+        """The database's time (unix seconds): what leases and heartbeats are measured in."""
+        return self.transact("reading the database clock", lambda s: s.scalar(select(self._now)))
+
+    @property
+    def _now(self):
+        if self.dialect == "postgresql":
+            return cast(extract("epoch", func.clock_timestamp()), Float)
+        return (func.julianday("now") - 2440587.5) * 86400.0
 
     def _insert(self, model):
         if self.dialect == "postgresql":
@@ -95,9 +184,21 @@ class Store:
     def submit(
         self, name: str, spec: dict[str, Any], trials: list[TrialConfig], code_version: str
     ) -> SubmitInfo:
-        """Create or update sweep `name` and make its trial set exactly `trials`."""
+        """Create or update sweep `name` and make its trial set exactly `trials` (new trials
+        get ids in their order: the order drivers run them). Trials are written before the
+        sweep row, the order every transaction here locks rows in (trials, then sweeps)."""
         hashes = [t.config_hash for t in trials]
-        with self.Session.begin() as s:
+
+        def tx(s: Session) -> SubmitInfo:
+            new = 0
+            for chunk in _chunks(trials):
+                res = s.execute(
+                    self._insert(Trial)
+                    .on_conflict_do_nothing(index_elements=["config_hash"])
+                    .returning(Trial.id),
+                    [_trial_row(t) for t in chunk],
+                )
+                new += len(res.all())
             stmt = self._insert(Sweep).values(
                 name=name,
                 description=spec.get("description", ""),
@@ -117,15 +218,6 @@ class Store:
                 )
             )
             sweep_id = s.scalar(select(Sweep.id).where(Sweep.name == name))
-            new = 0
-            for chunk in _chunks(trials):
-                res = s.execute(
-                    self._insert(Trial)
-                    .on_conflict_do_nothing(index_elements=["config_hash"])
-                    .returning(Trial.id),
-                    [_trial_row(t) for t in chunk],
-                )
-                new += len(res.all())
             ids = {}
             for chunk in _chunks(hashes):
                 ids.update(
@@ -155,11 +247,20 @@ class Store:
                 .join(Trial)
                 .where(SweepTrial.sweep_id == sweep_id, Trial.status == TrialStatus.DONE)
             )
-        return SubmitInfo(sweep_id=sweep_id, total=len(wanted), new=new, done=done or 0)
+            status = s.scalar(select(Sweep.status).where(Sweep.id == sweep_id))
+            if _settled(s, sweep_id):  # every config ran before, here or in another sweep
+                status = SweepStatus.FINISHED
+            elif status == SweepStatus.FINISHED:  # the spec grew
+                status = SweepStatus.SUBMITTED
+            s.execute(update(Sweep).where(Sweep.id == sweep_id).values(status=status))
+            return SubmitInfo(sweep_id=sweep_id, total=len(wanted), new=new, done=done or 0)
+
+        return self.transact(f"submitting sweep {name!r}", tx)
 
     def sweep(self, name: str | None = None, sweep_id: int | None = None) -> dict[str, Any]:
         """Sweep `name` (or `sweep_id`; else the most recently updated) as a dict."""
-        with self.Session() as s:
+
+        def tx(s: Session) -> dict[str, Any]:
             q = select(Sweep)
             if sweep_id is not None:
                 q = q.where(Sweep.id == sweep_id)
@@ -176,105 +277,206 @@ class Store:
                 )
             return {c.name: getattr(row, c.name) for c in Sweep.__table__.columns}
 
+        return self.transact("reading a sweep", tx)
+
     def sweep_status(self, sweep_id: int) -> SweepStatus:
-        with self.Session() as s:
-            return s.scalar(select(Sweep.status).where(Sweep.id == sweep_id))
+        return self.transact(
+            "reading a sweep's status",
+            lambda s: s.scalar(select(Sweep.status).where(Sweep.id == sweep_id)),
+        )
 
-    def check_driver(self, name: str, force: bool = False) -> None:
-        """StoreError when sweep `name` exists and a live driver other than us runs it."""
-        with self.Session() as s:
-            row = s.scalars(select(Sweep).where(Sweep.name == name)).first()
-            if row is not None and not force:
-                _refuse_live_driver(row)
-
-    def claim_driver(self, sweep_id: int, force: bool = False) -> None:
-        """Register this process as the sweep's driver unless a live driver holds it."""
-        with self.Session.begin() as s:
-            row = s.get(Sweep, sweep_id, with_for_update=self.dialect == "postgresql")
-            if not force:
-                _refuse_live_driver(row)
-            row.driver, row.heartbeat_at, row.status = _me(), time.time(), SweepStatus.RUNNING
+    def begin_run(self, sweep_id: int) -> None:
+        """This driver starts on the sweep: running (also when it was cancelled: a resume)."""
+        self.transact(
+            "starting the sweep",
+            lambda s: s.execute(
+                update(Sweep)
+                .where(Sweep.id == sweep_id)
+                .values(status=SweepStatus.RUNNING, driver=self.owner, heartbeat_at=self._now)
+            ),
+        )
 
     def heartbeat(self, sweep_id: int) -> None:
-        with self.Session.begin() as s:
-            s.execute(update(Sweep).where(Sweep.id == sweep_id).values(heartbeat_at=time.time()))
+        """Renew the leases of this driver's running trials and mark the sweep as run by it
+        (running again if another driver had left it interrupted). One try: the next
+        heartbeat comes well before the lease runs out."""
 
-    def release_driver(self, sweep_id: int) -> SweepStatus:
-        """Drop the driver claim; the sweep becomes finished, interrupted or stays cancelled."""
-        with self.Session.begin() as s:
-            row = s.get(Sweep, sweep_id)
-            open_ = s.scalar(
-                select(func.count())
-                .select_from(SweepTrial)
-                .join(Trial)
-                .where(SweepTrial.sweep_id == sweep_id, Trial.status.in_(OPEN))
-            )
-            if row.status != SweepStatus.CANCELLED:
-                row.status = SweepStatus.INTERRUPTED if open_ else SweepStatus.FINISHED
-            row.driver, row.heartbeat_at = None, None
-            return row.status
-
-    def cancel(self, name: str) -> int:
-        """Mark the sweep cancelled and its pending trials cancelled; returns how many."""
-        sweep_id = self.sweep(name)["id"]
-        with self.Session.begin() as s:
+        def tx(s: Session) -> None:
             s.execute(
-                update(Sweep).where(Sweep.id == sweep_id).values(status=SweepStatus.CANCELLED)
-            )
-            res = s.execute(
                 update(Trial)
-                .where(Trial.id.in_(_members(sweep_id)), Trial.status == TrialStatus.PENDING)
-                .values(status=TrialStatus.CANCELLED),
+                .where(Trial.owner == self.owner, Trial.status == TrialStatus.RUNNING)
+                .values(lease_until=self._now + self.lease_s),
                 execution_options={"synchronize_session": False},
             )
-            return res.rowcount
+            s.execute(
+                update(Sweep)
+                .where(
+                    Sweep.id == sweep_id,
+                    Sweep.status.not_in((SweepStatus.CANCELLED, SweepStatus.FINISHED)),
+                )
+                .values(status=SweepStatus.RUNNING, driver=self.owner, heartbeat_at=self._now)
+            )
+
+        self.transact("renewing leases", tx, retry=False)
+
+    def finish_run(self, sweep_id: int, retry: bool = True) -> SweepStatus:
+        """This driver leaves the sweep. Its status becomes finished when every trial is done
+        or failed; else it stays cancelled, or running while another driver heartbeats it,
+        or becomes interrupted."""
+
+        def tx(s: Session) -> SweepStatus:
+            row = s.get(Sweep, sweep_id)
+            now = s.scalar(select(self._now))
+            other = (
+                row.driver not in (None, self.owner)
+                and row.heartbeat_at is not None
+                and row.heartbeat_at > now - self.lease_s
+            )
+            if _settled(s, sweep_id):
+                row.status = SweepStatus.FINISHED
+            elif row.status != SweepStatus.CANCELLED:
+                row.status = SweepStatus.RUNNING if other else SweepStatus.INTERRUPTED
+            if not other:
+                row.driver, row.heartbeat_at = None, None
+            return row.status
+
+        return self.transact("finishing the sweep", tx, retry=retry)
+
+    def cancel(self, name: str) -> CancelInfo:
+        """Cancel the sweep and its pending trials, but not those another sweep that is not
+        cancelled contains too; a finished sweep stays as it is."""
+
+        def tx(s: Session) -> CancelInfo:
+            row = s.scalars(select(Sweep).where(Sweep.name == name)).first()
+            if row is None:
+                raise StoreError(f"no sweep named {name!r} in {self.display_url}")
+            if _settled(s, row.id):
+                return CancelInfo(finished=True, cancelled=0, shared=0)
+            kept = (
+                select(SweepTrial.trial_id)
+                .join(Sweep)
+                .where(Sweep.id != row.id, Sweep.status != SweepStatus.CANCELLED)
+            )
+            pending = (Trial.id.in_(_members(row.id)), Trial.status == TrialStatus.PENDING)
+            n = s.execute(
+                update(Trial)
+                .where(*pending, Trial.id.not_in(kept))
+                .values(status=TrialStatus.CANCELLED),
+                execution_options={"synchronize_session": False},
+            ).rowcount
+            shared = s.scalar(select(func.count()).select_from(Trial).where(*pending))
+            row.status = SweepStatus.CANCELLED
+            return CancelInfo(finished=False, cancelled=n, shared=shared or 0)
+
+        return self.transact(f"cancelling sweep {name!r}", tx)
 
     # ------------------------------------------------------------------ trials
 
     def runnable(
-        self, sweep_id: int, retry_failed: bool = False
+        self, sweep_id: int, retry_failed: bool = False, reopen: bool = True
     ) -> list[tuple[int, TrialConfig, int]]:
-        """Make the sweep's unfinished trials pending again and return them as
-        (trial id, config, attempts). Call after `claim_driver` (running ones are orphans)."""
-        reset = [TrialStatus.RUNNING, TrialStatus.CANCELLED]
-        if retry_failed:
-            reset.append(TrialStatus.FAILED)
-        with self.Session.begin() as s:
+        """The sweep's trials this driver may claim now, as (trial id, config, attempts):
+        pending ones and running ones whose lease ran out or whose owner is a dead process on
+        this host (both go back to pending here). With `reopen`, cancelled trials (and failed
+        ones with `retry_failed`) become pending first: what a resume does once."""
+
+        def tx(s: Session) -> list[tuple[int, TrialConfig, int]]:
+            members = Trial.id.in_(_members(sweep_id))
+            if reopen:
+                again = [TrialStatus.CANCELLED] + ([TrialStatus.FAILED] if retry_failed else [])
+                s.execute(
+                    update(Trial)
+                    .where(members, Trial.status.in_(again))
+                    .values(status=TrialStatus.PENDING),
+                    execution_options={"synchronize_session": False},
+                )
+            running = (members, Trial.status == TrialStatus.RUNNING)
+            owners = s.scalars(
+                select(Trial.owner).distinct().where(*running, Trial.owner.like(f"{HOST}:%"))
+            ).all()
+            dead = [o for o in owners if o != self.owner and not owner_alive(o)]
             s.execute(
                 update(Trial)
-                .where(Trial.id.in_(_members(sweep_id)), Trial.status.in_(reset))
-                .values(status=TrialStatus.PENDING),
+                .where(
+                    *running,
+                    or_(
+                        Trial.lease_until.is_(None),
+                        Trial.lease_until < self._now,
+                        Trial.owner.in_(dead),
+                    ),
+                )
+                .values(status=TrialStatus.PENDING, owner=None, lease_until=None),
                 execution_options={"synchronize_session": False},
             )
             rows = s.execute(
                 select(Trial.id, Trial.config, Trial.attempts)
-                .where(Trial.id.in_(_members(sweep_id)), Trial.status == TrialStatus.PENDING)
+                .where(members, Trial.status == TrialStatus.PENDING)
                 .order_by(Trial.id)
             ).all()
-        return [(i, TrialConfig.from_dict(c), a) for i, c, a in rows]
+            return [(i, TrialConfig.from_dict(c), a) for i, c, a in rows]
+
+        return self.transact("finding runnable trials", tx)
+
+    def running_elsewhere(self, sweep_id: int) -> int:
+        """Trials of the sweep that other drivers hold under a live lease."""
+        return self.transact(
+            "counting trials other drivers run",
+            lambda s: s.scalar(
+                select(func.count())
+                .select_from(Trial)
+                .where(
+                    Trial.id.in_(_members(sweep_id)),
+                    Trial.status == TrialStatus.RUNNING,
+                    Trial.owner != self.owner,
+                    Trial.lease_until >= self._now,
+                )
+            ),
+        )
 
     def mark_running(self, trial_id: int, host: str | None, gpu_id: str | None) -> bool:
-        """pending -> running, attempts + 1; False when the trial is no longer pending."""
-        with self.Session.begin() as s:
-            res = s.execute(
-                update(Trial)
-                .where(Trial.id == trial_id, Trial.status == TrialStatus.PENDING)
-                .values(
-                    status=TrialStatus.RUNNING,
-                    attempts=Trial.attempts + 1,
-                    worker_host=host,
-                    gpu_id=gpu_id,
-                    started_at=time.time(),
-                    error=None,
+        """Claim the trial for this driver: pending (or running under a lease that ran out)
+        -> running with a fresh lease, attempts + 1. False when another driver holds it or it
+        is finished or cancelled. Running under this driver already counts as claimed: the
+        commit of a first try may have gone through before the connection was lost."""
+        claimable = or_(
+            Trial.status == TrialStatus.PENDING,
+            and_(
+                Trial.status == TrialStatus.RUNNING,
+                or_(
+                    Trial.owner == self.owner,
+                    Trial.lease_until.is_(None),
+                    Trial.lease_until < self._now,
                 ),
-                execution_options={"synchronize_session": False},
-            )
-            return res.rowcount == 1
+            ),
+        )
+        return self.transact(
+            f"claiming trial {trial_id}",
+            lambda s: (
+                s.execute(
+                    update(Trial)
+                    .where(Trial.id == trial_id, claimable)
+                    .values(
+                        status=TrialStatus.RUNNING,
+                        owner=self.owner,
+                        lease_until=self._now + self.lease_s,
+                        attempts=Trial.attempts + 1,
+                        worker_host=host,
+                        gpu_id=gpu_id,
+                        worker_node=None,
+                        started_at=time.time(),
+                        error=None,
+                    ),
+                    execution_options={"synchronize_session": False},
+                ).rowcount
+                == 1
+            ),
+        )
 
     def record_result(self, trial_id: int, r: TrialResult) -> None:
-        """Store the trial's result and mark it done; a second result for the same trial or
-        config hash is ignored (the first one stands)."""
-        with self.Session.begin() as s:
+        """Store the trial's result and mark it done, whoever holds it now; a second result
+        for the same trial or config hash is ignored (the first one stands)."""
+
+        def tx(s: Session) -> None:
             stored_hash = s.scalar(select(Trial.config_hash).where(Trial.id == trial_id))
             inserted = s.scalar(
                 self._insert(Result)
@@ -288,127 +490,174 @@ class Store:
                 .on_conflict_do_nothing()
                 .returning(Result.id)
             )
-            if inserted is None:  # a duplicate: the first result and its worker/timing stand
-                s.execute(
-                    update(Trial)
-                    .where(Trial.id == trial_id)
-                    .values(status=TrialStatus.DONE, error=None)
-                )
-                return
-            s.execute(
-                update(Trial)
-                .where(Trial.id == trial_id)
-                .values(
-                    status=TrialStatus.DONE,
-                    error=None,
+            values: dict[str, Any] = {
+                "status": TrialStatus.DONE,
+                "error": None,
+                "owner": None,
+                "lease_until": None,
+            }
+            if inserted is not None:  # a duplicate: the first result and its worker stand
+                values.update(
                     worker_host=r.host,
                     gpu_id=r.gpu_id,
+                    worker_node=r.node,
                     started_at=r.started_at,
                     finished_at=r.finished_at,
                     wall_s=r.wall_s,
                     load_s=r.load_s,
                     code_version=r.code_version[:80],
                 )
-            )
-            for m in r.models:
-                if m["name"] not in self._models_seen:
-                    s.execute(
-                        self._insert(ModelInfo)
-                        .values(**m)
-                        .on_conflict_do_update(
-                            index_elements=["name"], set_={**m, "updated_at": func.now()}
+            s.execute(update(Trial).where(Trial.id == trial_id).values(**values))
+            if inserted is not None:
+                for m in r.models:
+                    if m["name"] not in self._models_seen:
+                        s.execute(
+                            self._insert(ModelInfo)
+                            .values(**m)
+                            .on_conflict_do_update(
+                                index_elements=["name"], set_={**m, "updated_at": func.now()}
+                            )
                         )
-                    )
+            _settle(s, trial_id)
+
+        self.transact(f"recording the result of trial {trial_id}", tx)
         self._models_seen.update(m["name"] for m in r.models)
 
-    def record_failure(self, trial_id: int, f: TrialFailure) -> None:
-        with self.Session.begin() as s:
-            s.execute(
+    def record_failure(self, trial_id: int, f: TrialFailure) -> bool:
+        """running -> failed with the error, if this driver still holds the trial (else
+        another driver took it over after the lease ran out: False, nothing written)."""
+
+        def tx(s: Session) -> bool:
+            n = s.execute(
                 update(Trial)
-                .where(Trial.id == trial_id)
+                .where(
+                    Trial.id == trial_id,
+                    Trial.owner == self.owner,
+                    Trial.status == TrialStatus.RUNNING,
+                )
                 .values(
                     status=TrialStatus.FAILED,
+                    owner=None,
+                    lease_until=None,
                     error=f.error,
                     worker_host=f.host,
                     gpu_id=f.gpu_id,
+                    worker_node=f.node,
                     started_at=f.started_at,
                     finished_at=f.finished_at,
                     wall_s=f.finished_at - f.started_at,
-                )
-            )
+                ),
+                execution_options={"synchronize_session": False},
+            ).rowcount
+            _settle(s, trial_id)
+            return n == 1
+
+        return self.transact(f"recording the failure of trial {trial_id}", tx)
 
     def requeue(self, trial_id: int, error: str) -> None:
         """The worker died while running it: back to pending (attempts stay counted)."""
-        with self.Session.begin() as s:
-            s.execute(
+        self.transact(
+            f"requeueing trial {trial_id}",
+            lambda s: s.execute(
                 update(Trial)
-                .where(Trial.id == trial_id)
-                .values(status=TrialStatus.PENDING, error=error)
-            )
+                .where(
+                    Trial.id == trial_id,
+                    Trial.owner == self.owner,
+                    Trial.status == TrialStatus.RUNNING,
+                )
+                .values(status=TrialStatus.PENDING, owner=None, lease_until=None, error=error),
+                execution_options={"synchronize_session": False},
+            ),
+        )
 
-    def reset_running(self, trial_ids: Iterable[int]) -> None:
-        """running -> pending for trials an interrupted driver had in flight."""
-        with self.Session.begin() as s:
-            for chunk in _chunks(sorted(trial_ids)):
+    def reset_running(self, trial_ids: Iterable[int], retry: bool = True) -> None:
+        """running -> pending for trials this driver holds (it is stopping)."""
+        ids = sorted(trial_ids)
+
+        def tx(s: Session) -> None:
+            for chunk in _chunks(ids):
                 s.execute(
                     update(Trial)
-                    .where(Trial.id.in_(chunk), Trial.status == TrialStatus.RUNNING)
-                    .values(status=TrialStatus.PENDING),
+                    .where(
+                        Trial.id.in_(chunk),
+                        Trial.owner == self.owner,
+                        Trial.status == TrialStatus.RUNNING,
+                    )
+                    .values(status=TrialStatus.PENDING, owner=None, lease_until=None),
                     execution_options={"synchronize_session": False},
                 )
 
+        self.transact("putting trials in flight back to pending", tx, retry=retry)
+
     def upsert_dataset(self, info: dict[str, Any]) -> None:
-        with self.Session.begin() as s:
-            s.execute(
+        self.transact(
+            f"recording dataset {info['name']!r}",
+            lambda s: s.execute(
                 self._insert(DatasetInfo)
                 .values(**info)
                 .on_conflict_do_update(
                     index_elements=["name"], set_={**info, "updated_at": func.now()}
                 )
-            )
+            ),
+        )
 
     # ------------------------------------------------------------------ reads
 
     def counts(self, name: str | None = None) -> list[dict[str, Any]]:
-        """One row per sweep: status and trial counts by status."""
-        with self.Session() as s:
+        """One row per sweep: status and trial counts by status. A sweep stored as running
+        whose drivers have all stopped heartbeating (killed) shows as interrupted."""
+
+        def tx(s: Session) -> tuple[list, float]:
             q = (
                 select(
                     Sweep.name,
                     Sweep.status,
                     Sweep.driver,
+                    Sweep.heartbeat_at,
                     Sweep.updated_at,
                     Trial.status,
                     func.count(),
                 )
                 .join(SweepTrial, SweepTrial.sweep_id == Sweep.id)
                 .join(Trial, Trial.id == SweepTrial.trial_id)
-                .group_by(Sweep.name, Sweep.status, Sweep.driver, Sweep.updated_at, Trial.status)
+                .group_by(
+                    Sweep.name,
+                    Sweep.status,
+                    Sweep.driver,
+                    Sweep.heartbeat_at,
+                    Sweep.updated_at,
+                    Trial.status,
+                )
                 .order_by(Sweep.updated_at, Sweep.name)
             )
             if name:
                 q = q.where(Sweep.name == name)
-            rows: dict[str, dict[str, Any]] = {}
-            for sweep, status, driver, updated, tstatus, n in s.execute(q):
-                r = rows.setdefault(
-                    sweep,
-                    {
-                        "sweep": sweep,
-                        "status": status,
-                        "trials": 0,
-                        **{t.value: 0 for t in TrialStatus},
-                        "driver": driver,
-                        "updated": str(updated)[:19],
-                    },
-                )
-                r[tstatus.value] = n
-                r["trials"] += n
+            return s.execute(q).all(), s.scalar(select(self._now))
+
+        found, now = self.transact("counting trials", tx)
+        rows: dict[str, dict[str, Any]] = {}
+        for sweep, status, driver, beat, updated, tstatus, n in found:
+            if status == SweepStatus.RUNNING and (beat is None or beat < now - LEASE_S):
+                status, driver = SweepStatus.INTERRUPTED, None
+            r = rows.setdefault(
+                sweep,
+                {
+                    "sweep": sweep,
+                    "status": status,
+                    "trials": 0,
+                    **{t.value: 0 for t in TrialStatus},
+                    "driver": driver,
+                    "updated": str(updated)[:19],
+                },
+            )
+            r[tstatus.value] = n
+            r["trials"] += n
         if name and not rows:
             self.sweep(name)  # raises when unknown
         return list(rows.values())
 
     def trials(self, sweep_id: int, statuses: tuple[TrialStatus, ...]) -> list[dict[str, Any]]:
-        with self.Session() as s:
+        def tx(s: Session) -> list[dict[str, Any]]:
             rows = s.scalars(
                 select(Trial)
                 .where(Trial.id.in_(_members(sweep_id)), Trial.status.in_(statuses))
@@ -422,28 +671,108 @@ class Store:
                     "attempts": t.attempts,
                     "worker": t.worker_host,
                     "gpu": t.gpu_id,
+                    "driver": t.owner,
                     "error": _last_line(t.error),
                 }
                 for t in rows
             ]
 
-
-def _me() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+        return self.transact("listing trials", tx)
 
 
-def _refuse_live_driver(row: Sweep) -> None:
-    if (
-        row.driver
-        and row.driver != _me()
-        and row.status == SweepStatus.RUNNING
-        and _driver_alive(row.driver, row.heartbeat_at)
-    ):
-        age = time.time() - (row.heartbeat_at or 0)
-        raise StoreError(
-            f"sweep {row.name!r} is being run by driver {row.driver} (heartbeat "
-            f"{age:.0f}s ago); wait, `orch cancel {row.name}`, or pass --force"
+def new_driver_id() -> str:
+    """host:pid:start:nonce; `start` is the process's start time (clock ticks after boot,
+    0 where /proc is missing)."""
+    start = _proc_stat(os.getpid())
+    return f"{HOST}:{os.getpid()}:{start[1] if start else 0}:{secrets.token_hex(4)}"
+
+
+def owner_alive(owner: str) -> bool:
+    """False when `owner` is a driver on this host whose process is gone: no such pid, a
+    zombie, or a pid now used by a process started at another time. True otherwise (a driver
+    on another host is judged by its lease alone)."""
+    try:
+        host, pid, start, _ = owner.rsplit(":", 3)
+    except ValueError:
+        return True
+    if host != HOST or not pid.isdigit():
+        return True
+    if os.path.isdir("/proc/self"):
+        stat = _proc_stat(int(pid))
+        return stat is not None and stat[0] != "Z" and stat[1] == start
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return True
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time) of a process from /proc, None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], fields[19]  # fields 3 and 22 of proc(5)
+
+
+def _transient(e: SQLAlchemyError, dialect: str) -> bool:
+    """A lost or busy connection, worth retrying (not a bad statement or a constraint)."""
+    if isinstance(e, DBAPIError) and e.connection_invalidated:
+        return True
+    if isinstance(e, PoolTimeout):
+        return True
+    if not isinstance(e, (OperationalError, InterfaceError)):
+        return False
+    if dialect == "sqlite":  # SQLite reports bad statements as OperationalError too
+        text = str(getattr(e, "orig", e)).lower()
+        return any(w in text for w in ("locked", "busy", "unable to open", "disk i/o"))
+    return True
+
+
+def _settled(s: Session, sweep_id: int) -> bool:
+    """Every trial of the sweep is done or failed."""
+    return (
+        s.scalar(
+            select(func.count())
+            .select_from(Trial)
+            .where(Trial.id.in_(_members(sweep_id)), Trial.status.in_(UNSETTLED))
         )
+        == 0
+    )
+
+
+def _settle(s: Session, trial_id: int) -> None:
+    """Mark finished every sweep containing the trial whose trials are all done or failed.
+    The sweep rows are locked first (in id order, after the trial row: the order of every
+    transaction here), so that of two drivers recording a sweep's last two trials at once,
+    the second sees the first's commit (each statement reads afresh after the lock wait)."""
+    containing = select(SweepTrial.sweep_id).where(SweepTrial.trial_id == trial_id)
+    s.execute(
+        select(Sweep.id)
+        .where(Sweep.id.in_(containing))
+        .order_by(Sweep.id)
+        .with_for_update(key_share=True)
+    ).all()
+    unsettled = (
+        select(SweepTrial.trial_id)
+        .join(Trial, Trial.id == SweepTrial.trial_id)
+        .where(SweepTrial.sweep_id == Sweep.id, Trial.status.in_(UNSETTLED))
+        .exists()
+    )
+    s.execute(
+        update(Sweep)
+        .where(
+            Sweep.id.in_(containing),
+            Sweep.status != SweepStatus.FINISHED,
+            ~unsettled,
+        )
+        .values(status=SweepStatus.FINISHED),
+        execution_options={"synchronize_session": False},
+    )
 
 
 def _last_line(text: str | None) -> str:
@@ -474,20 +803,3 @@ def _trial_row(t: TrialConfig) -> dict[str, Any]:
 def _chunks(items: list, n: int = _CHUNK):
     for i in range(0, len(items), n):
         yield items[i : i + n]
-
-
-def _driver_alive(driver: str, heartbeat_at: float | None) -> bool:
-    host, _, pid = driver.rpartition(":")
-    if host == socket.gethostname() and pid.isdigit():
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead
-        except OSError:
-            try:
-                os.kill(int(pid), 0)
-                return True
-            except (ProcessLookupError, ValueError):
-                return False
-            except PermissionError:
-                return True
-    return heartbeat_at is not None and time.time() - heartbeat_at < STALE_DRIVER_S

@@ -198,3 +198,40 @@ def test_an_upgrade_refuses_a_row_with_a_bad_status(engine):
         upgrade(engine)
     assert _counts(engine) == ROWS  # rolled back whole
     assert current_revision(engine) == "0001"
+
+
+def _shape(engine, table: str) -> tuple[set, set]:
+    """A table's CHECK constraints (name, allowed values) and indexes (name, columns)."""
+    insp = inspect(engine)
+    checks = {
+        (c["name"], tuple(sorted(re.findall(r"'(\w+)'", c["sqltext"]))))
+        for c in insp.get_check_constraints(table)
+    }
+    indexes = {(i["name"], tuple(i["column_names"])) for i in insp.get_indexes(table)}
+    return checks, indexes
+
+
+def test_0003_adds_lease_columns_and_goes_back_keeping_rows(engine, db_url):
+    """0003 adds trials.owner, lease_until and worker_node; a trial left running by a driver
+    of the old schema has no lease, so it is runnable at once. Down again (SQLite copies the
+    table) the rows, the CHECK constraint and the indexes are kept."""
+    assert upgrade(engine, "0002") == "0002"
+    _fill_0001(engine)
+    before = _shape(engine, "trials")
+    assert ("ck_trials_status", tuple(sorted(t.value for t in TrialStatus))) in before[0]
+    assert upgrade(engine) == head_revision()
+    assert _counts(engine) == ROWS and _shape(engine, "trials") == before
+    columns = {c["name"]: c for c in inspect(engine).get_columns("trials")}
+    for name, python_type in [("owner", str), ("lease_until", float), ("worker_node", str)]:
+        assert columns[name]["nullable"] and columns[name]["type"].python_type is python_type
+    assert columns["worker_node"]["type"].length == 64
+    store = Store(db_url)
+    running = [t["trial"] for t in store.trials(1, (TrialStatus.RUNNING,))]
+    assert running and [i for i, _, _ in store.runnable(1)] == running
+    store.close()
+    assert downgrade(engine, "0002") == "0002"
+    assert _counts(engine) == ROWS and _shape(engine, "trials") == before
+    assert "owner" not in {c["name"] for c in inspect(engine).get_columns("trials")}
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as c:
+            assert c.exec_driver_sql("PRAGMA foreign_key_check").all() == []

@@ -41,12 +41,12 @@ def filled(sqlite_url):
                 (cfg, fake_result(cfg, throughput=tp, acceptance_rate=acc, ttft_s=1000.0 / tp))
             )
     sid = store.submit("rep", {"name": "rep"}, [c for c, _ in trials], "v").sweep_id
-    store.claim_driver(sid)
+    store.begin_run(sid)
     ids = {c.config_hash: i for i, c, _ in store.runnable(sid)}
     for cfg, res in trials[:-1]:  # the last one stays pending: not reported
         store.mark_running(ids[cfg.config_hash], "h", None)
         store.record_result(ids[cfg.config_hash], res)
-    store.release_driver(sid)
+    store.finish_run(sid)
     store.close()
     return sqlite_url
 

@@ -1,22 +1,24 @@
 """The database layer on SQLite and on the real Postgres server: migrations, idempotent
-submission, compare-and-set claims, one result per config hash, cancel, driver claims."""
+submission, compare-and-set claims under leases, one result per config hash, cancel, sweep
+statuses that follow their trials."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import subprocess
 import sys
 import time
 
 import pytest
 from orch_helpers import fake_config, fake_result
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select, text, update
 
 from db import create_db_engine, current_revision, head_revision, upgrade
-from db.models import Base, ModelInfo, Result, Trial
+from db.models import Base, ModelInfo, Result, Sweep, Trial
 from orchestrator.records import TrialFailure
-from orchestrator.store import Store, StoreError
+from orchestrator.store import LEASE_S, CancelInfo, Store, StoreError, _proc_stat, owner_alive
 
 
 def _count(store, model, *where):
@@ -94,34 +96,35 @@ def test_claims_results_failures_and_cancel(db_url):
     store = Store(db_url)
     trials = [fake_config(i) for i in range(1, 5)]
     sid = store.submit("s", {"name": "s"}, trials, "v").sweep_id
-    store.claim_driver(sid)
+    store.begin_run(sid)
     jobs = store.runnable(sid)
     assert [c.config_hash for _, c, _ in jobs] == [t.config_hash for t in trials]
     (i1, c1, _), (i2, c2, _), (i3, _, _), (i4, _, _) = jobs
-    assert store.mark_running(i1, "h", "0") and not store.mark_running(i1, "h", "1")
+    assert store.mark_running(i1, "h", "0") and not Store(db_url).mark_running(i1, "h", "1")
     store.record_result(i1, fake_result(c1))
     dup = dataclasses.replace(fake_result(c1, throughput=5.0), host="other")
     store.record_result(i1, dup)  # a duplicate is ignored, with its worker and timing
     assert _count(store, Result) == 1
     assert _count(store, Result, Result.throughput == 100.0) == 1
     assert _count(store, Trial, Trial.worker_host == "testhost", Trial.status == "done") == 1
+    assert _count(store, Trial, Trial.owner.is_not(None)) == 0  # a result ends the lease
     assert _count(store, ModelInfo) == 1
     assert store.mark_running(i2, "h", "0")
-    store.record_failure(
-        i2,
-        TrialFailure(
-            c2.config_hash, "OutOfMemoryError: boom", "h", "0", time.time() - 1, time.time()
-        ),
+    failure = TrialFailure(
+        c2.config_hash, "OutOfMemoryError: boom", "h", "0", time.time() - 1, time.time(), "n1"
     )
+    assert not Store(db_url).record_failure(i2, failure)  # another driver: not its trial
+    assert store.record_failure(i2, failure)
+    assert _count(store, Trial, Trial.worker_node == "n1", Trial.status == "failed") == 1
     assert store.mark_running(i3, "h", "1")
     store.requeue(i3, "worker died")
-    assert store.cancel("s") == 2  # i3 (requeued) and i4 were pending
+    assert store.cancel("s") == CancelInfo(finished=False, cancelled=2, shared=0)  # i3, i4
     assert not store.mark_running(i4, "h", "0")  # cancelled meanwhile: skipped
-    assert store.release_driver(sid) == "cancelled"
+    assert store.finish_run(sid) == "cancelled"
     row = store.counts("s")[0]
     assert (row["done"], row["failed"], row["cancelled"]) == (1, 1, 2)
     # resume: cancelled trials run again, failed ones only with retry_failed
-    store.claim_driver(sid)
+    store.begin_run(sid)
     assert {i for i, _, _ in store.runnable(sid)} == {i3, i4}
     assert {i for i, _, _ in store.runnable(sid, retry_failed=True)} == {i2, i3, i4}
     failed = store.trials(sid, ("failed",))
@@ -129,32 +132,154 @@ def test_claims_results_failures_and_cancel(db_url):
     store.close()
 
 
-def test_a_live_driver_blocks_a_second_one(sqlite_url):
-    store = Store(sqlite_url)
-    sid = store.submit("s", {"name": "s"}, [fake_config(1)], "v").sweep_id
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        from orchestrator.store import Sweep
-
-        with store.Session.begin() as s:
-            row = s.get(Sweep, sid)
-            row.driver, row.status, row.heartbeat_at = (
-                f"{os.uname().nodename}:{other.pid}",
-                "running",
-                time.time(),
-            )
-        with pytest.raises(StoreError, match="is being run by driver"):
-            store.claim_driver(sid)
-        with pytest.raises(StoreError, match="is being run by driver"):
-            store.check_driver("s")  # what `orch submit` asks before writing anything
-        store.claim_driver(sid, force=True)
-        with store.Session.begin() as s:
-            s.get(Sweep, sid).driver = f"{os.uname().nodename}:{other.pid}"
-    finally:
-        other.kill()
-        other.wait()
-    store.claim_driver(sid)  # its driver is dead now
+def test_record_result_stores_the_worker_node(db_url):
+    store = Store(db_url)
+    cfg = fake_config(1)
+    sid = store.submit("s", {"name": "s"}, [cfg], "v").sweep_id
+    ((tid, _, _),) = store.runnable(sid)
+    assert store.mark_running(tid, "h", None)
+    store.record_result(tid, dataclasses.replace(fake_result(cfg), node="ab12" * 14))
+    assert _count(store, Trial, Trial.worker_node == "ab12" * 14) == 1
     store.close()
+
+
+def _lease(store, tid):
+    with store.Session() as s:
+        return s.execute(select(Trial.owner, Trial.lease_until).where(Trial.id == tid)).one()
+
+
+def _set_lease(store, tid, owner, lease_until):
+    with store.Session.begin() as s:
+        s.execute(
+            update(Trial)
+            .where(Trial.id == tid)
+            .values(status="running", owner=owner, lease_until=lease_until)
+        )
+
+
+def test_leases_keep_trials_of_live_drivers_and_expire(db_url):
+    """A second driver on the sweep gets only what the first does not hold; heartbeats renew
+    the leases; a lease that ran out (no heartbeat) hands the trial over, and the first
+    driver's late failure no longer counts."""
+    a, b = Store(db_url), Store(db_url, lease_s=5)
+    assert a.owner != b.owner and a.owner.startswith(f"{socket.gethostname()}:{os.getpid()}:")
+    trials = [fake_config(i) for i in range(1, 4)]
+    sid = a.submit("s", {"name": "s"}, trials, "v").sweep_id
+    (t1, c1, _), (t2, _, _), (t3, _, _) = a.runnable(sid)
+    assert a.mark_running(t1, "h", None) and b.mark_running(t2, "h", None)
+    assert not b.mark_running(t1, "h", None) and not a.mark_running(t2, "h", None)
+    assert [i for i, _, _ in b.runnable(sid)] == [t3] == [i for i, _, _ in a.runnable(sid)]
+    assert a.running_elsewhere(sid) == 1 == b.running_elsewhere(sid)
+    owner, until = _lease(a, t1)
+    assert owner == a.owner and 59 < until - a.clock() <= 60
+    time.sleep(0.05)
+    a.heartbeat(sid)
+    assert _lease(a, t1)[1] > until
+    _set_lease(a, t1, a.owner, a.clock() - 1)  # a stopped heartbeating a minute ago
+    assert [i for i, _, _ in b.runnable(sid)] == [t1, t3]
+    assert _lease(a, t1) == (None, None)
+    assert b.mark_running(t1, "h", None)
+    assert not a.record_failure(t1, TrialFailure(c1.config_hash, "late", "h", None, 0.0, 1.0))
+    assert not a.mark_running(t1, "h", None)
+    a.reset_running([t1])  # not a's any more: stays b's
+    assert _lease(a, t1)[0] == b.owner
+    b.record_result(t1, fake_result(c1))
+    assert _count(a, Trial, Trial.id == t1, Trial.status == "done") == 1
+    a.close(), b.close()
+
+
+def test_a_dead_or_reused_pid_loses_its_trials_at_once(sqlite_url):
+    """Owners on this host are checked against their process: gone, or a pid now used by a
+    process that started at another time (PID reuse), loses its trials before the lease runs
+    out; a live owner, or one on another host, keeps them until then."""
+    store = Store(sqlite_url)
+    trials = [fake_config(i) for i in range(1, 6)]
+    sid = store.submit("s", {"name": "s"}, trials, "v").sweep_id
+    ids = [i for i, _, _ in store.runnable(sid)]
+    host = socket.gethostname()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        start = _proc_stat(live.pid)[1]
+        later = store.clock() + 600
+        owners = [
+            f"{host}:{live.pid}:{start}:aa",  # alive: kept
+            f"{host}:{live.pid}:{int(start) + 1}:bb",  # that pid, another process: taken
+            f"{host}:{dead.pid}:{start}:cc",  # gone: taken
+            "elsewhere:1:1:dd",  # another host, live lease: kept
+            "elsewhere:1:1:ee",  # another host, lease ran out: taken
+        ]
+        for tid, owner in zip(ids, owners):
+            _set_lease(store, tid, owner, later)
+        _set_lease(store, ids[4], owners[4], store.clock() - 1)
+        assert owner_alive(owners[0]) and owner_alive(owners[3])
+        assert not owner_alive(owners[1]) and not owner_alive(owners[2])
+        assert [i for i, _, _ in store.runnable(sid)] == [ids[1], ids[2], ids[4]]
+        assert store.running_elsewhere(sid) == 2
+    finally:
+        live.kill()
+        live.wait()
+    assert [i for i, _, _ in store.runnable(sid)] == ids[:3] + ids[4:]
+    store.close()
+
+
+def test_sweep_status_follows_its_trials(db_url):
+    """x and y share configs 2 and 3. A driver of y finishes them; x is finished the moment
+    its last trial is recorded, by whichever driver. A sweep made of finished configs is
+    finished at once; cancelling a finished sweep changes nothing; cancelling a sweep leaves
+    pending the trials another live sweep holds."""
+    a, b = Store(db_url), Store(db_url)
+    cfg = {i: fake_config(i) for i in range(1, 6)}
+    x = a.submit("x", {"name": "x"}, [cfg[1], cfg[2], cfg[3]], "v").sweep_id
+    y = b.submit("y", {"name": "y"}, [cfg[2], cfg[3], cfg[4]], "v").sweep_id
+    b.begin_run(y)
+    for tid, c, _ in b.runnable(y):
+        assert b.mark_running(tid, "h", None)
+        b.record_result(tid, fake_result(c))
+    assert b.finish_run(y) == "finished" and a.sweep_status(x) == "submitted"
+    a.begin_run(x)
+    ((t1, c1, _),) = a.runnable(x)
+    assert a.mark_running(t1, "h", None)
+    assert a.finish_run(x) == "interrupted"  # (t1 still running: a is stopping)
+    a.record_result(t1, fake_result(c1))
+    assert a.sweep_status(x) == "finished"
+    assert a.submit("z", {"name": "z"}, [cfg[2], cfg[4]], "v").done == 2
+    assert a.sweep_status(a.sweep("z")["id"]) == "finished"
+    assert a.cancel("x") == CancelInfo(finished=True, cancelled=0, shared=0)
+    assert a.sweep_status(x) == "finished"
+    grown = a.submit("z", {"name": "z"}, [cfg[2], cfg[4], cfg[5]], "v").sweep_id
+    assert a.sweep_status(grown) == "submitted"
+    a.submit("w", {"name": "w"}, [cfg[5]], "v")
+    assert a.cancel("z") == CancelInfo(finished=False, cancelled=0, shared=1)
+    assert a.cancel("w") == CancelInfo(finished=False, cancelled=1, shared=0)
+    assert {r["sweep"]: r["status"] for r in a.counts()} == {
+        "x": "finished",
+        "y": "finished",
+        "z": "cancelled",
+        "w": "cancelled",
+    }
+    a.close(), b.close()
+
+
+def test_two_drivers_leaving_a_sweep(db_url):
+    """The first of two drivers to stop leaves the sweep running while the other
+    heartbeats it; a sweep whose driver was killed shows as interrupted once its heartbeat
+    is a lease old."""
+    a, b = Store(db_url), Store(db_url)
+    sid = a.submit("s", {"name": "s"}, [fake_config(1)], "v").sweep_id
+    a.begin_run(sid)
+    b.begin_run(sid)
+    a.heartbeat(sid)
+    assert b.finish_run(sid) == "running"
+    assert a.finish_run(sid) == "interrupted"
+    b.heartbeat(sid)  # b is still on it after all
+    assert a.counts("s")[0]["status"] == "running"
+    with a.Session.begin() as s:
+        s.execute(update(Sweep).values(heartbeat_at=a.clock() - LEASE_S - 1))
+    assert (a.counts("s")[0]["status"], a.counts("s")[0]["driver"]) == ("interrupted", None)
+    assert a.sweep_status(sid) == "running"  # as stored: the next driver settles it
+    a.close(), b.close()
 
 
 def test_unreachable_and_bad_urls_are_one_line_without_password(tmp_path):

@@ -1,6 +1,8 @@
 """A 24-config sweep on the tiny models end to end, on SQLite and on the real Postgres server:
-it completes, resubmitting runs nothing, and a driver killed with SIGKILL mid-sweep is
-finished by `orch resume` with exactly one result per config."""
+it completes, resubmitting runs nothing, two drivers share it, and a driver killed with
+SIGKILL mid-sweep is finished by `orch resume` with exactly one result per config. Drivers
+are held at a chosen trial through the ORCH_TEST_PAUSE hook, so that a kill, a Ctrl-C or a
+second driver lands at a known point whatever the machine's load."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from sqlalchemy import func, select
 from db.models import Result, Sweep, SweepTrial, Trial
 from orchestrator.cli import main
 from orchestrator.records import TrialConfig
+from orchestrator.runner import PAUSE_ENV
 from orchestrator.store import Store
 
 
@@ -73,10 +76,15 @@ def test_sweep_24_completes_and_resubmit_runs_nothing(db_url, tmp_path):
     assert _results(db_url, "tiny24") == (24, 24, 24, 24, [1])
     r = _cli("status", "tiny24", "--db", db_url, "--format", "json")
     assert '"done": 24' in r.output and '"status": "finished"' in r.output
+    r = _cli("cancel", "tiny24", "--db", db_url)
+    assert r.exit_code == 0 and r.output == "sweep 'tiny24' is finished: nothing to cancel\n"
+    assert _status(db_url, "tiny24")["status"] == "finished"
 
 
-def _start_driver(url, *args):
+def _start_driver(url, *args, pause=None):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if pause is not None:
+        env[PAUSE_ENV] = pause
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", *args, "--db", url, "--executor", "local"],
         cwd=REPO,
@@ -106,49 +114,93 @@ def _status(url, sweep):
     return json.loads(_cli("status", sweep, "--db", url, "--format", "json").stdout)[0]
 
 
-def test_sigkill_driver_then_ctrl_c_then_resume(db_url, tmp_path):
-    """SIGKILL mid-sweep leaves running trials behind; `orch resume` takes them over (on
-    SQLite, a first resume is stopped with Ctrl-C: exit 130, its trials in flight back to
-    pending). The last resume ends with exactly one result per config."""
-    spec = sweep_24(tmp_path / "k.yaml", name="kill24", max_new_tokens=12)
-    proc = _start_driver(db_url, "submit", str(spec))
+def _wait_paused(proc, path, timeout=300):
+    """Until the driver holds at its pause point (it created `path`)."""
+    deadline = time.time() + timeout
+    while not path.exists():
+        if proc is not None:
+            assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline, "the driver never reached its pause point"
+        time.sleep(0.05)
+
+
+def test_two_drivers_share_a_sweep(db_url, tmp_path):
+    """The first driver is held on its first trial; a second driver on the same sweep runs
+    the other 23, then waits for the held one instead of leaving the sweep unfinished. Both
+    exit 0 with the sweep finished."""
+    spec = sweep_24(tmp_path / "two.yaml", name="two24")
+    pause = tmp_path / "paused"
+    first = _start_driver(db_url, "submit", str(spec), pause=f"1:{pause}")
+    second = None
     try:
-        _wait_results(proc, db_url, "kill24", 3)
+        _wait_paused(first, pause)
+        second = _start_driver(db_url, "submit", str(spec))
+        _wait_results(second, db_url, "two24", 23)
+        time.sleep(1.0)
+        assert second.poll() is None  # waiting for the held trial
+        assert _status(db_url, "two24")["running"] == 1
+        pause.unlink()
+        outs = [p.communicate(timeout=300) for p in (first, second)]
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.kill()
+    assert (first.returncode, second.returncode) == (0, 0), outs
+    assert "ran 1 (1 done" in outs[0][0] and "ran 23 (23 done" in outs[1][0]
+    assert all("status finished" in out for out, _ in outs)
+    assert "waiting for 1 trials that other drivers are running" in outs[1][1]
+    assert _results(db_url, "two24") == (24, 24, 24, 24, [1])
+    assert _status(db_url, "two24")["status"] == "finished"
+
+
+def test_sigkill_driver_then_ctrl_c_then_resume(db_url, tmp_path):
+    """A driver killed with SIGKILL while it runs its 4th trial leaves 3 results and that
+    trial running under its lease; `orch resume` takes it over at once (the owner process is
+    gone). On SQLite a first resume is stopped with Ctrl-C while it runs its 3rd trial: exit
+    130, that trial back to pending. The last resume ends with one result per config."""
+    spec = sweep_24(tmp_path / "k.yaml", name="kill24", max_new_tokens=12)
+    pause = tmp_path / "paused"
+    proc = _start_driver(db_url, "submit", str(spec), pause=f"4:{pause}")
+    try:
+        _wait_paused(proc, pause)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         out, err = proc.communicate()
     assert proc.returncode == -signal.SIGKILL
     assert PG_PASSWORD not in out + err
-    killed = _results(db_url, "kill24")
-    assert 3 <= killed[0] < 24, killed
+    st = _status(db_url, "kill24")
+    assert (st["done"], st["running"], st["pending"]) == (3, 1, 20)
+    assert _results(db_url, "kill24")[0] == 3
 
     if db_url.startswith("sqlite"):  # (Ctrl-C handling does not depend on the backend)
-        _ctrl_c_resume(db_url, killed[0])
-    st = _status(db_url, "kill24")
+        _ctrl_c_resume(db_url, tmp_path / "paused2")
     r = _cli("resume", "kill24", "--db", db_url, "--executor", "local")
     assert r.exit_code == 0, r.output
-    assert f"ran {st['pending'] + st['running']} (" in r.output
+    left = 19 if db_url.startswith("sqlite") else 21
+    assert f"ran {left} (" in r.output and "status finished" in r.output
     assert _results(db_url, "kill24") == (24, 24, 24, 24, [1])
 
 
-def _ctrl_c_resume(db_url, before):
-    proc = _start_driver(db_url, "resume", "kill24")
+def _ctrl_c_resume(db_url, pause):
+    proc = _start_driver(db_url, "resume", "kill24", pause=f"3:{pause}")
     try:
-        _wait_results(proc, db_url, "kill24", before + 2)
+        _wait_paused(proc, pause)
         proc.send_signal(signal.SIGINT)
     finally:
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    assert "left pending; run `orch resume kill24`" in err and PG_PASSWORD not in out + err
+    assert "19 trials of sweep 'kill24' left pending; run `orch resume kill24`" in err
+    assert PG_PASSWORD not in out + err
     st = _status(db_url, "kill24")
-    assert (st["status"], st["running"]) == ("interrupted", 0)
-    assert st["pending"] + st["done"] == 24 and st["done"] >= before + 2
+    assert (st["status"], st["running"], st["pending"], st["done"]) == ("interrupted", 0, 19, 5)
 
 
-def test_cancel_stops_a_running_driver(sqlite_url, tmp_path):
+def test_cancel_stops_a_running_driver(sqlite_url, tmp_path, monkeypatch):
     from orchestrator.runner import RunOptions, submit
 
     spec = sweep_24(tmp_path / "c.yaml", name="cc24", max_new_tokens=12)
+    pause = tmp_path / "paused"
+    monkeypatch.setenv(PAUSE_ENV, f"3:{pause}")
     outcome = {}
     driver = threading.Thread(
         target=lambda: outcome.update(
@@ -156,14 +208,16 @@ def test_cancel_stops_a_running_driver(sqlite_url, tmp_path):
         )
     )
     driver.start()
-    _wait_results(None, sqlite_url, "cc24", 2)
+    _wait_paused(None, pause)
     r = _cli("cancel", "cc24", "--db", sqlite_url)
-    assert r.exit_code == 0 and "pending trials cancelled" in r.stdout
+    assert r.exit_code == 0 and "cancelled sweep 'cc24': 21 pending trials cancelled" in r.stdout
+    pause.unlink()
     driver.join(timeout=120)
-    assert outcome["s"].status == "cancelled" and outcome["s"].done < 24
+    assert outcome["s"].status == "cancelled" and outcome["s"].done == 3
     st = _status(sqlite_url, "cc24")
     assert (st["status"], st["running"], st["pending"]) == ("cancelled", 0, 0)
-    assert st["cancelled"] == 24 - st["done"]
+    assert (st["cancelled"], st["done"]) == (21, 3)
+    monkeypatch.delenv(PAUSE_ENV)
     r = _cli("resume", "--db", sqlite_url, "--executor", "local")  # the most recent sweep
     assert r.exit_code == 0, r.output
     assert _results(sqlite_url, "cc24") == (24, 24, 24, 24, [1])

@@ -23,11 +23,11 @@ def main(url: str, index: int) -> None:
     own = [fake_config(1000 + index * OWN + j) for j in range(OWN)]
     sid = store.submit("shared", {"name": "shared"}, shared, "v").sweep_id
     mine = store.submit(f"writer-{index}", {"name": f"writer-{index}"}, own, "v").sweep_id
-    store.claim_driver(mine)
+    store.begin_run(mine)
     for tid, cfg, _ in store.runnable(mine):
         assert store.mark_running(tid, f"writer-{index}", None)
         store.record_result(tid, fake_result(cfg, throughput=float(index)))
-    store.release_driver(mine)
+    store.finish_run(mine)
     with store.Session() as s:
         rows = s.execute(
             select(Trial.id, Trial.config)
