@@ -42,6 +42,19 @@ def driver_command(sweep_file: str, options: dict[str, object]) -> str:
     return shlex.join(args)
 
 
+def _submit(client, attempts: int = 10, **job) -> str:
+    """client.submit_job, retried while the cluster says no job agent is available yet (a
+    head that just started, or a node that just died and is still listed)."""
+    for attempt in range(attempts):
+        try:
+            return client.submit_job(**job)
+        except RuntimeError as e:
+            if "No available agent" not in str(e) or attempt == attempts - 1:
+                raise ConfigError(f"the Ray Jobs API refused the job: {e}") from None
+            time.sleep(3.0)
+    raise AssertionError("unreachable")
+
+
 def submit_job(
     path: str,
     address: str,
@@ -65,7 +78,8 @@ def submit_job(
         url = db_url or os.environ.get("ORCH_DB_URL")
         if url:
             env["ORCH_DB_URL"] = url
-        job = client.submit_job(
+        job = _submit(
+            client,
             entrypoint=driver_command(Path(path).name, options),
             runtime_env={"working_dir": str(workdir), "env_vars": env},
             metadata={"sweep": sweep.name, "trials": str(len(trials))},
