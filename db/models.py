@@ -194,6 +194,7 @@ class ModelInfo(Base):
     vocab_size: Mapped[int | None] = mapped_column(Integer)
     layers: Mapped[int | None] = mapped_column(Integer)
     dtype: Mapped[str | None] = mapped_column(String(16))
+    gguf_sha256: Mapped[str | None] = mapped_column(String(64))  # fetched real models
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
     )

@@ -169,6 +169,7 @@ def model_info(m: Any) -> dict[str, Any]:
         "vocab_size": getattr(cfg, "vocab_size", None),
         "layers": getattr(cfg, "num_hidden_layers", None),
         "dtype": str(m.dtype).removeprefix("torch."),
+        "gguf_sha256": m.gguf_sha256,
     }
 
 

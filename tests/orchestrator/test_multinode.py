@@ -273,6 +273,10 @@ def test_real_pair_from_a_driver_without_models(cluster, tmp_path):
     assert driver.returncode == 0, err
     assert not (tmp_path / "driver-home" / "models").exists()
     _check_sweep(db, nodes, pairs=1, actors=1)
+    from engine.fetch import REAL_MODELS
+
+    shas = dict(_rows(db, "SELECT name, gguf_sha256 FROM models"))
+    assert shas == {m: REAL_MODELS[m].sha256 for m in REAL_PAIR}  # as the worker checked it
 
 
 def test_submit_through_the_ray_jobs_api(cluster, tmp_path, monkeypatch):
