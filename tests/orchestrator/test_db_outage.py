@@ -80,7 +80,7 @@ def test_lost_connections_are_retried_then_reported(db_url):
 
     assert len(store.runnable(sweep_id)) == len(CONFIGS)
     assert [t.split(": ")[0] for t in told] == ["finding runnable trials"] * 2
-    assert "retrying for up to 30s" in told[0] and "database back after" in told[1]
+    assert "retrying for up to" in told[0] and "database back after" in told[1]
     failures = itertools.count()
     store.retry_s = 0.3
     with pytest.raises(StoreError) as e:
