@@ -138,27 +138,30 @@ class Store:
         raises. A lost connection is retried with backoff for up to `retry_s` seconds (not
         at all with retry=False); any other database error, or the last one, is a StoreError
         naming `what`."""
-        deadline = time.monotonic() + (self.retry_s if retry else 0.0)
-        delay, told = RETRY_FIRST_S, False
+        start = time.monotonic()
+        deadline = start + (self.retry_s if retry else 0.0)
+        delay, failed = RETRY_FIRST_S, False
         while True:
             try:
                 with self.Session.begin() as s:
-                    return fn(s)
+                    out = fn(s)
             except SQLAlchemyError as e:
                 error = describe_error(e, self.url)
-                if not _transient(e, self.dialect):
-                    raise StoreError(f"{what} in {self.display_url} failed: {error}") from None
                 left = deadline - time.monotonic()
-                if left <= 0:
-                    waited = f" for {self.retry_s:g}s" if retry and self.retry_s else ""
+                if not _transient(e, self.dialect) or left <= 0:
+                    after = f" after retrying for {self.retry_s:g}s" if failed else ""
                     raise StoreError(
-                        f"{what}: database {self.display_url} unreachable{waited} ({error})"
+                        f"{what} in {self.display_url} failed{after}: {error}"
                     ) from None
-                if self.on_retry is not None and not told:
+                if self.on_retry is not None and not failed:
                     self.on_retry(f"{what}: {error}; retrying for up to {left:.0f}s")
-                    told = True
+                failed = True
                 time.sleep(min(delay, left))
                 delay = min(2 * delay, RETRY_MAX_S)
+                continue
+            if failed and self.on_retry is not None:
+                self.on_retry(f"{what}: database back after {time.monotonic() - start:.0f}s")
+            return out
 
     def clock(self) -> float:
         """The database's time (unix seconds): what leases and heartbeats are measured in."""

@@ -116,8 +116,9 @@ def test_drivers_killed_at_random_points(db_url, tmp_path):
 
 def test_a_stopped_driver_loses_its_trial_when_its_lease_runs_out(db_url, tmp_path):
     """Driver A (3 s lease) is held on its first trial and then stopped (SIGSTOP: alive, no
-    heartbeat). Driver B runs the rest, waits, and takes A's trial over once A's lease has
-    run out. Resumed, A finishes its copy too late: B's result stands; both exit 0."""
+    heartbeat). Driver B runs the rest and takes A's trial over once A's lease has run out
+    (waiting for it if B is done first). Resumed, A finishes its copy too late: B's result
+    stands; both exit 0."""
     log = tmp_path / "runs.log"
     pause = tmp_path / "paused"
     a = _start(db_url, "a", log, lease_s=3.0, pause=f"1:{pause}")
@@ -128,14 +129,13 @@ def test_a_stopped_driver_loses_its_trial_when_its_lease_runs_out(db_url, tmp_pa
     os.kill(a.pid, signal.SIGSTOP)
     b = _start(db_url, "a", log)
     try:
-        ((b_out, b_err),) = _finish([b])
+        ((b_out, _),) = _finish([b])
     finally:
         pause.unlink()
         os.kill(a.pid, signal.SIGCONT)
     ((a_out, _),) = _finish([a])
     assert (a_out["ran"], b_out["ran"]) == (1, 16)
     assert a_out["status"] == b_out["status"] == "finished"
-    assert "waiting for 1 trials that other drivers are running" in b_err
     first = HASHES[0]
     assert executions(str(log)) == {h: 2 if h == first else 1 for h in HASHES[:16]}
     store = Store(db_url)

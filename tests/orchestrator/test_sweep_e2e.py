@@ -18,11 +18,11 @@ from click.testing import CliRunner
 from orch_helpers import PG_PASSWORD, REPO, sweep_24
 from sqlalchemy import func, select
 
-from db.models import Result, Sweep, SweepTrial, Trial
+from db.models import Result, Sweep, SweepStatus, SweepTrial, Trial
 from orchestrator.cli import main
 from orchestrator.records import TrialConfig
 from orchestrator.runner import PAUSE_ENV
-from orchestrator.store import Store
+from orchestrator.store import DB_RETRY_S, LEASE_S, Store
 
 
 def _cli(*args):
@@ -79,6 +79,23 @@ def test_sweep_24_completes_and_resubmit_runs_nothing(db_url, tmp_path):
     r = _cli("cancel", "tiny24", "--db", db_url)
     assert r.exit_code == 0 and r.output == "sweep 'tiny24' is finished: nothing to cancel\n"
     assert _status(db_url, "tiny24")["status"] == "finished"
+
+
+def test_lease_and_retry_options(sqlite_url, tmp_path, monkeypatch):
+    """--lease-s and --db-retry-s reach the run (their help shows the store's defaults)."""
+    import orchestrator.runner as runner
+
+    help_text = " ".join(_cli("submit", "--help").output.split())
+    assert f"[default: {LEASE_S:g}]" in help_text and f"[default: {DB_RETRY_S:g}]" in help_text
+    seen = []
+    summary = runner.RunSummary("x", 0, 0, 0, 0, 0, 0, SweepStatus.FINISHED, 0.0)
+    monkeypatch.setattr(runner, "resume", lambda name, url, opts, log: seen.append(opts) or summary)
+    r = _cli("resume", "x", "--db", sqlite_url, "--lease-s", "7.5", "--db-retry-s", "0")
+    assert r.exit_code == 0 and (seen[0].lease_s, seen[0].db_retry_s) == (7.5, 0.0)
+    _cli("resume", "x", "--db", sqlite_url)
+    assert (seen[1].lease_s, seen[1].db_retry_s) == (LEASE_S, DB_RETRY_S)
+    r = _cli("resume", "x", "--db", sqlite_url, "--lease-s", "0.5")
+    assert r.exit_code == 2 and "--lease-s" in r.output
 
 
 def _start_driver(url, *args, pause=None):
