@@ -59,11 +59,18 @@ class SubmitInfo:
 
 
 class Store:
-    def __init__(self, url: str | None = None) -> None:
-        self.url = resolve_url(url)
+    def __init__(self, url: str | None = None, mode: str = "create") -> None:
+        """`mode`: "create" (submit: a new SQLite file and the schema are created), "write"
+        (resume, cancel: the database must exist and be writable) or "read" (status, query,
+        ...: the database must exist; nothing is created)."""
+        if mode not in ("create", "write", "read"):
+            raise ValueError(f"unknown store mode {mode!r}")
         try:
-            self.engine = create_db_engine(self.url)
-            ensure_schema(self.engine)
+            self.url = resolve_url(url)
+            self.engine = create_db_engine(
+                self.url, must_exist=mode != "create", writable=mode != "read"
+            )
+            ensure_schema(self.engine, create=mode == "create")
         except DatabaseError as e:
             raise StoreError(str(e)) from None
         except SQLAlchemyError as e:

@@ -68,7 +68,7 @@ def test_old_schema_is_refused(sqlite_url):
     engine = create_db_engine(sqlite_url)
     upgrade(engine)
     with engine.begin() as c:
-        c.execute(text("UPDATE alembic_version SET version_num = '0000'"))
+        c.execute(text("UPDATE alembic_version SET version_num = '0001'"))
     with pytest.raises(StoreError, match="run `orch db upgrade`"):
         Store(sqlite_url)
 
