@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from db.models import SweepStatus
 from orchestrator.executors import Job, Worker, make_executor
+from orchestrator.preflight import check_run
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.spec import load_sweep
 from orchestrator.store import OPEN, Store
@@ -128,6 +129,7 @@ def submit(
     path: str | Path, url: str | None, opts: RunOptions, log: Callable[[str], None] = print
 ) -> RunSummary:
     sweep, trials = load_sweep(path)  # everything validated before the database is touched
+    check_run(opts, {t.device for t in trials})  # and how it will run: Ray, GPUs, devices
     store = Store(url)
     try:
         store.check_driver(sweep.name, force=opts.force)  # before anything is written
@@ -146,9 +148,10 @@ def submit(
 def resume(
     name: str | None, url: str | None, opts: RunOptions, log: Callable[[str], None] = print
 ) -> RunSummary:
-    store = Store(url)
+    store = Store(url, mode="write")
     try:
         sweep = store.sweep(name)
+        check_run(opts, {sweep["spec"].get("device", "auto")})
         log(f"resuming sweep {sweep['name']!r} in {store.display_url}")
         return run_sweep(store, sweep["id"], opts, new=0, log=log)
     finally:
