@@ -19,6 +19,12 @@ from engine.model_names import DEFAULT_PAIR
 class OrchGroup(click.Group):
     def main(self, *args, **kwargs):  # noqa: D401 - click API
         kwargs.pop("standalone_mode", None)
+        if not args and "args" not in kwargs:  # a real process: hide a --db password from ps
+            kwargs["args"] = sys.argv[1:]
+            if any("://" in a for a in kwargs["args"]):
+                from orchestrator.secrets import hide_in_cmdline, passwords_in_args
+
+                hide_in_cmdline(passwords_in_args(kwargs["args"]))
         try:
             rv = super().main(*args, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as e:
