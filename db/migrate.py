@@ -1,7 +1,9 @@
 """Alembic migrations, run programmatically (`orch db upgrade`) or on first use.
 
-`ensure_schema` creates the schema on an empty database and refuses (one line) a database at
-an older revision: upgrading a shared lab database is an explicit `orch db upgrade`.
+`ensure_schema` creates the schema on an empty database (unless told not to: commands that only
+read never create anything) and refuses (one line) a database at an older revision: upgrading a
+shared lab database is an explicit `orch db upgrade`. A database at a revision this code does
+not know was migrated by newer code; it is refused with the revision it needs, never touched.
 Concurrent first use is safe: the upgrade runs inside one transaction that holds the SQLite
 write lock (BEGIN IMMEDIATE) or a Postgres advisory lock (see migrations/env.py), and Alembic
 reads the current revision inside it.
@@ -21,6 +23,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -37,6 +40,10 @@ def _config() -> Config:
 
 def head_revision() -> str:
     return ScriptDirectory.from_config(_config()).get_current_head()
+
+
+def known_revisions() -> set[str]:
+    return {s.revision for s in ScriptDirectory.from_config(_config()).walk_revisions()}
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -80,24 +87,46 @@ def downgrade(engine: Engine, revision: str) -> str:
 
 def _migrate(engine: Engine, step, revision: str, doing: str) -> str:
     cfg = _config()
+    url = engine.url.render_as_string(hide_password=False)
     try:
+        _refuse_newer(engine, current_revision(engine))
         with migration_transaction(engine) as conn:
             cfg.attributes["connection"] = conn
             step(cfg, revision)
         return current_revision(engine) or ""
     except SQLAlchemyError as e:
-        url = engine.url.render_as_string(hide_password=False)
+        raise DatabaseError(f"{doing} {redact(url)} failed: {describe_error(e, url)}") from None
+    except CommandError as e:  # e.g. an unknown target revision
         raise DatabaseError(f"{doing} {redact(url)} failed: {describe_error(e, url)}") from None
 
 
-def ensure_schema(engine: Engine) -> None:
+def _refuse_newer(engine: Engine, current: str | None) -> None:
+    if current is None or current in known_revisions():
+        return
+    url = engine.url.render_as_string(hide_password=True)
+    raise DatabaseError(
+        f"database {url} has schema revision {current}, newer than this code (it knows "
+        f"revisions up to {head_revision()}): use a treespec-orch with migration {current} "
+        f"(db/migrations/versions), or a database of this version"
+    )
+
+
+def ensure_schema(engine: Engine, create: bool = True) -> None:
+    """Return when the database is at this code's head revision; with `create`, create the
+    schema on an empty database; else DatabaseError (one line)."""
     current, head = current_revision(engine), head_revision()
     if current == head:
         return
+    url = engine.url.render_as_string(hide_password=True)
     if current is None:
+        if not create:
+            raise DatabaseError(
+                f"database {url} has no orch tables yet (nothing was submitted to it): check "
+                f"the URL, or create them with `orch db upgrade`"
+            )
         upgrade(engine)
         return
-    url = engine.url.render_as_string(hide_password=True)
+    _refuse_newer(engine, current)
     raise DatabaseError(
         f"database {url} has schema revision {current}, this code needs {head}: "
         f"run `orch db upgrade`"

@@ -1,6 +1,8 @@
 """Database engines and sessions, Optuna-storage style.
 
-URL: the `--db` option, else `$ORCH_DB_URL`, else `sqlite:///orch.db`.
+URL: the `--db` option (or the file named by `--db-file`), else `$ORCH_DB_URL`, else the file
+named by `$ORCH_DB_URL_FILE`, else `sqlite:///orch.db`. A file keeps a password off every
+command line (`ps`); it holds the URL on one line.
 
 - SQLite: WAL journal, a 60 s busy timeout, foreign keys on, and every transaction opened
   with BEGIN IMMEDIATE (the write lock is taken up front, so concurrent writers queue on the
@@ -26,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 DEFAULT_URL = "sqlite:///orch.db"
 ENV_URL = "ORCH_DB_URL"
+ENV_URL_FILE = "ORCH_DB_URL_FILE"
 SQLITE_BUSY_TIMEOUT_S = 60
 
 
@@ -34,7 +37,30 @@ class DatabaseError(RuntimeError):
 
 
 def resolve_url(url: str | None = None) -> str:
-    return url or os.environ.get(ENV_URL) or DEFAULT_URL
+    if url:
+        return url
+    if os.environ.get(ENV_URL):
+        return os.environ[ENV_URL]
+    if os.environ.get(ENV_URL_FILE):
+        return read_url_file(os.environ[ENV_URL_FILE], ENV_URL_FILE)
+    return DEFAULT_URL
+
+
+def read_url_file(path: str, label: str = "--db-file") -> str:
+    """The database URL held in file `path` (surrounding whitespace ignored); DatabaseError
+    naming `label` and the path, never the content, when it cannot be used."""
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as f:
+            url = f.read().strip()
+    except OSError as e:
+        raise DatabaseError(f"cannot read {label} {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise DatabaseError(f"{label} {path} is not UTF-8 text") from None
+    if not url:
+        raise DatabaseError(f"{label} {path} is empty (it should hold the database URL)")
+    if "\n" in url:
+        raise DatabaseError(f"{label} {path} holds more than one line (give the URL alone)")
+    return url
 
 
 def redact(url: str) -> str:
@@ -44,15 +70,21 @@ def redact(url: str) -> str:
         return "<unparseable database URL>"
 
 
-def scrub(text: str, url: str) -> str:
-    """`text` with the URL's password (raw and URL-encoded forms) replaced by ***."""
+def secret_forms(url: str) -> set[str]:
+    """The URL's password as it may appear in text: raw and URL-encoded (empty: none)."""
     try:
         password = make_url(url).password
     except ArgumentError:
-        password = None
-    if password:
-        for form in {str(password), quote(str(password), safe=""), quote_plus(str(password))}:
-            text = text.replace(form, "***")
+        return set()
+    if not password:
+        return set()
+    return {str(password), quote(str(password), safe=""), quote_plus(str(password))}
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` with the URL's password (raw and URL-encoded forms) replaced by ***."""
+    for form in sorted(secret_forms(url), key=len, reverse=True):
+        text = text.replace(form, "***")
     return text
 
 
@@ -63,9 +95,13 @@ def describe_error(e: BaseException, url: str) -> str:
     return scrub(lines[0] if lines else type(orig).__name__, url)
 
 
-def create_db_engine(url: str | None = None, check: bool = True) -> Engine:
+def create_db_engine(
+    url: str | None = None, check: bool = True, must_exist: bool = False, writable: bool = False
+) -> Engine:
     """An engine for `url` (resolved as above); with `check`, connect once or raise
-    DatabaseError with one clear line."""
+    DatabaseError with one clear line. For a SQLite file, `must_exist` refuses a missing file
+    (instead of creating an empty one) and `writable` a file or folder this process cannot
+    write (SQLite writes the -wal and -shm files beside the database)."""
     url = resolve_url(url)
     try:
         u = make_url(url)
@@ -76,6 +112,7 @@ def create_db_engine(url: str | None = None, check: bool = True) -> Engine:
         ) from None
     try:
         if u.get_backend_name() == "sqlite":
+            _check_sqlite_file(u.database, must_exist, writable)
             engine = _sqlite_engine(u)
         else:
             args = {"connect_timeout": 10} if u.get_backend_name() == "postgresql" else {}
@@ -101,6 +138,37 @@ def create_db_engine(url: str | None = None, check: bool = True) -> Engine:
                 f"cannot connect to database {redact(url)}: {describe_error(e, url)}"
             ) from None
     return engine
+
+
+def _check_sqlite_file(database: str | None, must_exist: bool, writable: bool) -> None:
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = os.path.abspath(database)
+    folder = os.path.dirname(path)
+    exists = os.path.exists(path)
+    if must_exist and not exists:
+        raise DatabaseError(
+            f"no database file {path} (check --db; `orch submit` or `orch db upgrade` creates one)"
+        )
+    if not os.path.isdir(folder):
+        return  # reported by _sqlite_engine
+    if not writable:  # reading a WAL database needs its -shm file, or a folder to create it in
+        if exists and not os.path.exists(path + "-shm") and not os.access(folder, os.W_OK):
+            raise DatabaseError(
+                f"cannot read database file {path}: its folder {folder} is read-only and "
+                f"SQLite must create {os.path.basename(path)}-shm there (make the folder "
+                f"writable, or copy the file elsewhere)"
+            )
+        return
+    if exists and not os.access(path, os.W_OK):
+        raise DatabaseError(f"database file {path} is read-only")
+    if not os.access(folder, os.W_OK):
+        if exists:
+            raise DatabaseError(
+                f"folder {folder} of database file {path} is read-only (SQLite writes its "
+                f"-wal and -shm files there)"
+            )
+        raise DatabaseError(f"folder {folder} is read-only: cannot create database file {path}")
 
 
 def _sqlite_engine(u) -> Engine:

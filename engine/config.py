@@ -7,6 +7,7 @@ Values arrive as strings from the CLI (`--param depth=4`) or typed from YAML; bo
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any, Literal
@@ -60,14 +61,17 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
                 pass
         raise ConfigError(f"{where}: expected an integer, got {value!r}")
     if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
+        number = None
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
             try:
-                return float(value)
-            except ValueError:
+                number = float(value)
+            except (ValueError, OverflowError):
                 pass
-        raise ConfigError(f"{where}: expected a number, got {value!r}")
+        if number is None:
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        if not math.isfinite(number):
+            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+        return number
     if tp is str:
         if isinstance(value, str):
             return value

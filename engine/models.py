@@ -13,6 +13,8 @@ Names resolve in this order (DESIGN.md, "Built-in model names"):
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,16 +146,25 @@ def is_folder_name(name: str) -> bool:
 
 def resolve(name: str, local: bool = True) -> str:
     """Check that `name` can be loaded, without loading it. Returns what kind it is:
-    "tiny", "real" (fetched on first use, engine.fetch.ensure_fetched) or "folder". Raises
-    ConfigError with one clear line otherwise. local=False (a driver validating for remote
-    workers): a folder is checked by the worker that loads it, not here."""
+    "tiny", "real" (fetched on first use, engine.fetch.ensure_fetched) or "folder". A local
+    folder must be readable, with a config.json that parses and names its architecture, and
+    weights. Raises ConfigError with one clear line otherwise. local=False (a driver
+    validating for remote workers): a folder path absent here is checked by the worker that
+    loads it."""
     if name in TINY_MODELS:
         return "tiny"
     if name in real_model_names():
         return "real"
     path = Path(name).expanduser()
-    if path.is_dir() and (path / "config.json").is_file():
-        return "folder"
+    try:
+        is_folder = path.is_dir() and (path / "config.json").is_file()
+        if is_folder:
+            read_model_config(path)
+            if not any(next(path.glob(p), None) for p in WEIGHT_FILES):
+                raise ConfigError(f"model folder {path} has no weights (*.safetensors or *.bin)")
+            return "folder"
+    except OSError as e:
+        raise ConfigError(f"cannot read model folder {path}: {e.strerror or e}") from None
     if not local and is_folder_name(name):
         return "folder"
     known = ", ".join(list(TINY_MODELS) + real_model_names())
@@ -162,8 +173,75 @@ def resolve(name: str, local: bool = True) -> str:
     )
 
 
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json", "*.pt")
+
+
+def read_model_config(folder: Path) -> dict[str, Any]:
+    """A model folder's config.json as a dict, or ConfigError naming what is wrong with it."""
+    where = f"model folder {folder}"
+    try:
+        raw = (folder / "config.json").read_bytes()
+    except OSError as e:
+        raise ConfigError(f"cannot read {where}: config.json: {e.strerror or e}") from None
+    try:
+        cfg = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: config.json is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(
+            f"{where}: config.json is not valid JSON ({e.msg} at line {e.lineno})"
+        ) from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{where}: config.json is not a JSON object")
+    if not isinstance(cfg.get("model_type"), str):
+        raise ConfigError(
+            f"{where}: config.json has no model_type (transformers needs it to pick the "
+            f"architecture)"
+        )
+    return cfg
+
+
+def vocab_size(name: str) -> int | None:
+    """The embedding size of model `name` from its config, without loading it; None when the
+    config does not say."""
+    kind = resolve(name)
+    if kind == "tiny":
+        return TINY_VOCAB
+    if kind == "real":
+        from engine.fetch import model_dir
+
+        try:
+            cfg = read_model_config(model_dir(name))
+        except ConfigError:
+            return None
+    else:
+        cfg = read_model_config(Path(name).expanduser())
+    v = cfg.get("vocab_size")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+
+
+def check_device(device: str | None) -> str:
+    """`device` if this machine has it (auto, cpu, cuda, cuda:N, mps), else ConfigError."""
+    d = "auto" if device is None else device
+    if not DEVICE.fullmatch(d):
+        raise ConfigError(f"device {d!r} is not one of auto, cpu, cuda, cuda:N, mps")
+    if d.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {d!r}: CUDA is not available on this machine")
+        n, index = torch.cuda.device_count(), int(d.partition(":")[2] or 0)
+        if index >= n:
+            raise ConfigError(f"device {d!r}: this machine has {n} CUDA devices (cuda:0..{n - 1})")
+    if d == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"device {d!r}: MPS is not available on this machine")
+    return d
+
+
 def pick_device(device: str | None = None) -> torch.device:
-    if device in (None, "auto"):
+    device = check_device(device)
+    if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
 
@@ -222,8 +300,16 @@ def load_model(
         else:
             folder = str(Path(name).expanduser())
         dt = pick_dtype(dtype, dev)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt)
-        tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(folder))
+        try:
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt)
+            tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(folder))
+        except MemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a bad folder
+            first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
+            raise ConfigError(
+                f"cannot load model {name}: {type(e).__name__}: {first}"[:500]
+            ) from None
     if attn == "tree_triton":
         from kernels.hf_attention import register
 

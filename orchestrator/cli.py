@@ -7,6 +7,7 @@ User errors (engine.config.ConfigError and subclasses, Click usage errors) print
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import click
@@ -18,6 +19,12 @@ from engine.model_names import DEFAULT_PAIR
 class OrchGroup(click.Group):
     def main(self, *args, **kwargs):  # noqa: D401 - click API
         kwargs.pop("standalone_mode", None)
+        if not args and "args" not in kwargs:  # a real process: hide a --db password from ps
+            kwargs["args"] = sys.argv[1:]
+            if any("://" in a for a in kwargs["args"]):
+                from orchestrator.secrets import hide_in_cmdline, passwords_in_args
+
+                hide_in_cmdline(passwords_in_args(kwargs["args"]))
         try:
             rv = super().main(*args, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as e:
@@ -37,6 +44,16 @@ class OrchGroup(click.Group):
 @click.group(cls=OrchGroup)
 def main() -> None:
     """Tree speculative decoding: one generation, sweeps on Ray, results in SQL."""
+
+
+class Finite(click.FloatRange):
+    """A float range that also refuses nan and inf (FloatRange lets nan through)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value} is not a finite number", param, ctx)
+        return number
 
 
 def _parse_prompt_ids(text: str) -> list[int]:
@@ -68,14 +85,14 @@ def _parse_prompt_ids(text: str) -> list[int]:
 @click.option("--prompt-ids", default=None, help="prompt token ids, comma-separated")
 @click.option("--chat/--no-chat", default=False, help="wrap the prompt in the chat template")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=64, show_default=True)
-@click.option("--temperature", type=click.FloatRange(min=0.0), default=0.0, show_default=True)
+@click.option("--temperature", type=Finite(min=0.0), default=0.0, show_default=True)
 @click.option(
     "--top-p",
-    type=click.FloatRange(min=0.0, max=1.0, min_open=True),
+    type=Finite(min=0.0, max=1.0, min_open=True),
     default=1.0,
     show_default=True,
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--dtype", default="auto", show_default=True)
 @click.option(
@@ -106,12 +123,14 @@ def generate(
     from engine.decode import generate as run
     from engine.methods import method_params, resolve_method
     from engine.models import check_attn, load_pair, resolve
+    from orchestrator.limits import check_generate
 
     m = resolve_method(method, parse_key_values(params), temperature)
     if (prompt is None) == (prompt_ids is None):
         raise ConfigError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")
     ids = _parse_prompt_ids(prompt_ids) if prompt_ids is not None else None
     resolve(target), resolve(draft), check_attn(attn)
+    check_generate(target, draft, m, ids, max_new_tokens, temperature, device)
     pair = load_pair(target, draft, device=device, dtype=dtype, attn=attn)
     tok = pair.target.tokenizer
     if ids is None:

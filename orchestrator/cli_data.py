@@ -98,7 +98,10 @@ def datasets() -> None:
 @_FORMAT
 def datasets_list(fmt: str) -> None:
     """Every registered dataset: file, whether it is present, items and categories."""
-    rows = [dataset_info(name) for name in DATASETS]
+    try:
+        rows = [dataset_info(name) for name in DATASETS]
+    except DatasetError as exc:
+        _fail(str(exc), 2)
     if fmt == "json":
         click.echo(json.dumps(rows))
         return

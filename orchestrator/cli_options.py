@@ -2,15 +2,53 @@
 
 from __future__ import annotations
 
+import functools
+
 import click
 
-db_option = click.option(
-    "--db",
-    "db_url",
-    default=None,
-    metavar="URL",
-    help="database URL (default: $ORCH_DB_URL, else sqlite:///orch.db)",
-)
+
+def db_option(f):
+    """`--db URL` and `--db-file PATH` (a file holding the URL, so that a password stays off
+    the command line); the command receives `db_url`: the URL given, or None for the default
+    (db.session.resolve_url: $ORCH_DB_URL, $ORCH_DB_URL_FILE, sqlite:///orch.db)."""
+
+    @functools.wraps(f)
+    def command(*args, db_url=None, db_file=None, **kwargs):
+        return f(*args, db_url=url_from_options(db_url, db_file), **kwargs)
+
+    command = click.option(
+        "--db-file",
+        "db_file",
+        default=None,
+        metavar="PATH",
+        help="file holding the database URL: keeps a password out of `ps` "
+        "(default: $ORCH_DB_URL_FILE)",
+    )(command)
+    return click.option(
+        "--db",
+        "db_url",
+        default=None,
+        metavar="URL",
+        help="database URL (default: $ORCH_DB_URL, else $ORCH_DB_URL_FILE, else sqlite:///orch.db)",
+    )(command)
+
+
+def url_from_options(db_url: str | None, db_file: str | None) -> str | None:
+    if db_url and db_file:
+        from engine.config import ConfigError
+
+        raise ConfigError("give --db or --db-file, not both")
+    if db_file is None:
+        return db_url
+    from db.session import DatabaseError, read_url_file
+    from orchestrator.store import StoreError
+
+    try:
+        return read_url_file(db_file, "--db-file")
+    except DatabaseError as e:
+        raise StoreError(str(e)) from None
+
+
 format_option = click.option(
     "--format",
     "fmt",

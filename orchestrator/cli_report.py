@@ -13,7 +13,7 @@ def _frame(db_url, sweep, details=False):
     from orchestrator.report import load_frame
     from orchestrator.store import Store
 
-    return load_frame(Store(db_url), sweep, details=details)
+    return load_frame(Store(db_url, mode="read"), sweep, details=details)
 
 
 @click.command()
@@ -73,8 +73,10 @@ def compare(where, sweep, db_url, fmt) -> None:
 @db_option
 def export(fmt, output, details, where, sweep, db_url) -> None:
     """One row per finished trial: resolved config, placement, every metric."""
-    from orchestrator.report import apply_where, export_frame, write_export
+    from orchestrator.report import apply_where, check_output_file, export_frame, write_export
 
+    if output:
+        check_output_file(output)  # before the database is read
     df = export_frame(apply_where(_frame(db_url, sweep, details=details), where))
     write_export(df, fmt, output, sys.stdout)
     if output:
@@ -90,7 +92,8 @@ def plot(out_dir, where, sweep, db_url) -> None:
     """PNG figures: speedup against each grid axis, acceptance against depth, best speedup
     per method and pair."""
     from orchestrator.plots import make_plots
-    from orchestrator.report import apply_where
+    from orchestrator.report import apply_where, check_output_dir
 
+    check_output_dir(out_dir)  # before the database is read
     for path in make_plots(apply_where(_frame(db_url, sweep), where), out_dir):
         click.echo(str(path))

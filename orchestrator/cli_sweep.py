@@ -95,6 +95,13 @@ def _finish(run) -> None:
         f"sweep {s.sweep!r}: {s.total} trials; ran {s.ran} ({s.done} done, {s.failed} "
         f"failed, {s.retried} retried) in {s.wall_s:.1f}s; status {s.status}"
     )
+    if s.failed:
+        click.echo(
+            f"error: {s.failed} of {s.ran} trials failed; `orch status {s.sweep}` shows "
+            f"their errors, `orch resume {s.sweep} --retry-failed` runs them again",
+            err=True,
+        )
+        sys.exit(1)
 
 
 @click.command()
@@ -145,7 +152,7 @@ def cancel(sweep, db_url) -> None:
     later. A finished sweep is left as it is (exit 0)."""
     from orchestrator.store import Store
 
-    store = Store(db_url)
+    store = Store(db_url, mode="write")
     try:
         c = store.cancel(sweep)
     finally:
@@ -167,7 +174,7 @@ def status(sweep, db_url, fmt) -> None:
     from orchestrator.report import render, status_frame
     from orchestrator.store import Store
 
-    store = Store(db_url)
+    store = Store(db_url, mode="read")
     click.echo(render(status_frame(store, sweep), fmt))
     if sweep and fmt == "table":
         import pandas as pd
@@ -192,11 +199,12 @@ def db_upgrade(db_url, revision) -> None:
     from orchestrator.store import StoreError
 
     try:
-        engine = create_db_engine(db_url)
+        url = resolve_url(db_url)
+        engine = create_db_engine(url, writable=True)
         rev = upgrade(engine, revision)
     except DatabaseError as e:
         raise StoreError(str(e)) from None
-    click.echo(f"{redact(resolve_url(db_url))} is at revision {rev}")
+    click.echo(f"{redact(url)} is at revision {rev}")
 
 
 @db.command("current")
@@ -207,7 +215,7 @@ def db_current(db_url) -> None:
     from orchestrator.store import StoreError
 
     try:
-        rev = current_revision(create_db_engine(db_url))
+        rev = current_revision(create_db_engine(db_url, must_exist=True))
     except DatabaseError as e:
         raise StoreError(str(e)) from None
     click.echo(f"current {rev or '(empty)'}; head {head_revision()}")

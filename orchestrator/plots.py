@@ -25,7 +25,14 @@ def make_plots(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        return _plots(plt, df, out)
+    except OSError as e:  # orchestrator.report.check_output_dir ran first; the disk said no
+        raise QueryError(f"cannot write plots to {out_dir}: {e.strerror or e}") from None
+
+
+def _plots(plt, df: pd.DataFrame, out: Path) -> list[Path]:
     files: list[Path] = []
     has_base = df["speedup"].notna()
     for method, g in df[(df["method"] != BASELINE) & has_base].groupby("method", sort=False):

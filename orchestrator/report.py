@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -266,7 +268,49 @@ def export_frame(df: pd.DataFrame) -> pd.DataFrame:
     return df.drop(columns=["pair"], errors="ignore")
 
 
+def check_output_file(path: str) -> None:
+    """QueryError (one line) unless a file can be written at `path`: its folder exists, is a
+    folder and is writable, and `path` is not a folder or a read-only file."""
+    p = Path(path)
+    folder = p.parent
+    if p.is_dir():
+        raise QueryError(f"cannot write {path}: it is a folder")
+    if not folder.exists():
+        raise QueryError(f"cannot write {path}: folder {folder} does not exist")
+    if not folder.is_dir():
+        raise QueryError(f"cannot write {path}: {folder} is not a folder")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise QueryError(f"cannot write {path}: the file is read-only")
+    if not p.exists() and not os.access(folder, os.W_OK):
+        raise QueryError(f"cannot write {path}: folder {folder} is not writable")
+
+
+def check_output_dir(path: str | Path) -> None:
+    """QueryError (one line) unless files can be written into folder `path`, made if needed."""
+    p = Path(path)
+    if p.exists():
+        if not p.is_dir():
+            raise QueryError(f"cannot write plots to {path}: it is not a folder")
+        if not os.access(p, os.W_OK):
+            raise QueryError(f"cannot write plots to {path}: folder {p} is not writable")
+        return
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise QueryError(f"cannot write plots to {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK):
+        raise QueryError(f"cannot write plots to {path}: folder {parent} is not writable")
+
+
 def write_export(df: pd.DataFrame, fmt: str, out: str | None, stdout) -> None:
+    try:
+        _write_export(df, fmt, out, stdout)
+    except OSError as e:  # the checks passed, but the disk said no (full, gone, ...)
+        raise QueryError(f"cannot write {out or 'stdout'}: {e.strerror or e}") from None
+
+
+def _write_export(df: pd.DataFrame, fmt: str, out: str | None, stdout) -> None:
     if fmt == "csv":
         data = df.assign(
             **{c: df[c].map(json.dumps) for c in ("per_prompt", "per_iteration") if c in df.columns}

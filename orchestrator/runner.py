@@ -29,6 +29,7 @@ from typing import Any, Callable
 from db.models import SweepStatus
 from engine.config import ConfigError
 from orchestrator.executors import Job, Worker, make_executor
+from orchestrator.preflight import check_run
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.spec import load_sweep
 from orchestrator.store import DB_RETRY_S, LEASE_S, OPEN, Store, StoreError
@@ -142,8 +143,10 @@ class DriverSink:
         self.bar.update(1)
 
 
-def open_store(url: str | None, opts: RunOptions, log: Callable[[str], None]) -> Store:
-    return Store(url, lease_s=opts.lease_s, retry_s=opts.db_retry_s, on_retry=log)
+def open_store(
+    url: str | None, opts: RunOptions, log: Callable[[str], None], mode: str = "create"
+) -> Store:
+    return Store(url, mode=mode, lease_s=opts.lease_s, retry_s=opts.db_retry_s, on_retry=log)
 
 
 def submit(
@@ -152,6 +155,7 @@ def submit(
     # everything validated before the database is touched; for a remote cluster (an address)
     # model folders are checked where they load, on the workers
     sweep, trials = load_sweep(path, local_models=opts.address is None)
+    check_run(opts, {t.device for t in trials})  # and how it will run: Ray, GPUs, devices
     store = open_store(url, opts, log)
     try:
         info = store.submit(sweep.name, sweep.to_dict(), trials, code_version())
@@ -169,9 +173,10 @@ def submit(
 def resume(
     name: str | None, url: str | None, opts: RunOptions, log: Callable[[str], None] = print
 ) -> RunSummary:
-    store = open_store(url, opts, log)
+    store = open_store(url, opts, log, mode="write")
     try:
         sweep = store.sweep(name)
+        check_run(opts, {sweep["spec"].get("device", "auto")})
         log(f"resuming sweep {sweep['name']!r} in {store.display_url}")
         return run_sweep(store, sweep["id"], opts, new=0, log=log)
     finally:

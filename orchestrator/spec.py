@@ -15,6 +15,7 @@ warmup: 0                           # generations per actor and pair before timi
 max_attempts: 3                     # dispatches of a trial whose worker died
 device: auto                        # auto | cpu | cuda | cuda:N
 dtype: auto                         # auto | float32 | bfloat16 | float16
+limits: {max_trials: 100000}        # caps (orchestrator/limits.py), each optional
 methods:                            # required, non-empty
   - name: dynatree                  # a key of engine.drafters.DRAFTERS
     params: {verifier: greedy}      # fixed values
@@ -30,12 +31,16 @@ rejected with their path, method parameters are type-checked against the method'
 dataclass (YAML values must already have the right type), every combination is resolved with
 `engine.methods.resolve_method` (range checks, the verifier's pairing with the method's
 tree sampling at each temperature), models are resolved by name and the
-dataset selection is loaded. Errors are `SpecError`, one line naming the file and path.
+dataset selection is loaded. The file must be UTF-8 and may not repeat a key in a mapping.
+Names are checked against the database's columns, counts against the caps (`limits:`; the
+grid's size is computed before it is expanded), tree sizes against the node cap and tree widths
+against the models' vocabularies. Errors are `SpecError`, one line naming the file and path.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import types
 import typing
@@ -43,14 +48,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from engine.config import ConfigError
+from orchestrator.limits import (
+    DEFAULT,
+    MODEL_MAX,
+    NAME_MAX,
+    NAMES,
+    Limits,
+    check_grid,
+    check_tree,
+    text_problem,
+)
 from orchestrator.records import TrialConfig
+from orchestrator.yaml_file import read_yaml
 
 DEFAULT_MAX_NEW_TOKENS = 128
 _EXTRA_PARAMS = ("verifier", "max_new_tokens")  # accepted by every method
 _YAML11_FLOAT = re.compile(r"^[-+]?\d+(\.\d*)?[eE][-+]?\d+$")  # `1e-2` is a string in YAML 1.1
+SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes unsigned 64-bit seeds
 
 
 class SpecError(ConfigError):
@@ -89,6 +104,7 @@ class Sweep:
     device: str = "auto"
     dtype: str = "auto"
     description: str = ""
+    limits: Limits = DEFAULT
 
     def to_dict(self) -> dict[str, Any]:
         """The normalised spec, JSON-ready (stored with the sweep)."""
@@ -105,6 +121,7 @@ class Sweep:
             "max_attempts": self.max_attempts,
             "device": self.device,
             "dtype": self.dtype,
+            "limits": vars(self.limits),
             "methods": [
                 {
                     "name": m.name,
@@ -127,17 +144,14 @@ def load_sweep(path: str | Path, local_models: bool = True) -> tuple[Sweep, list
     model given as a folder path is checked by the worker that loads it."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise SpecError(f"cannot read sweep file {str(path)!r}: {e.strerror or e}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise SpecError(f"{path}: malformed YAML{where}: {problem}") from None
+        data = read_yaml(path)
+    except ConfigError as e:
+        raise SpecError(str(e)) from None
     sweep = parse_sweep(data, source=str(path))
+    try:
+        check_grid(sweep, sweep.limits)  # before expanding: a huge grid fails here, at once
+    except ConfigError as e:
+        raise SpecError(f"{path}: {e}") from None
     return sweep, expand(sweep, source=str(path), local_models=local_models)
 
 
@@ -158,25 +172,31 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
             "max_attempts",
             "device",
             "dtype",
+            "limits",
         ),
         root=True,
     )
     at = lambda key: f"{source}: {key}"  # noqa: E731
+    limits = _limits(top.get("limits", {}), at("limits"))
     name = _str(top["name"], at("name"))
     if not name.strip():
         raise SpecError(f"{at('name')}: must not be empty")
+    _name(name, at("name"), NAME_MAX)
     pairs = []
     for i, p in enumerate(_list(top["pairs"], at("pairs"))):
         m = _mapping(p, at(f"pairs[{i}]"), required=("target", "draft"))
-        pairs.append(
-            (_str(m["target"], at(f"pairs[{i}].target")), _str(m["draft"], at(f"pairs[{i}].draft")))
-        )
+        target = _name(_str(m["target"], at(f"pairs[{i}].target")), at(f"pairs[{i}].target"))
+        draft = _name(_str(m["draft"], at(f"pairs[{i}].draft")), at(f"pairs[{i}].draft"))
+        pairs.append((target, draft))
     ds = top.get("dataset", {"name": "spec_bench", "prompts": 10})
     ds_list = ds if isinstance(ds, list) else [ds]
     ds_where = (
         (lambda i: at(f"dataset[{i}]")) if isinstance(ds, list) else (lambda i: at("dataset"))
     )
-    datasets = tuple(_dataset(d, ds_where(i)) for i, d in enumerate(_list(ds_list, at("dataset"))))
+    datasets = tuple(
+        _dataset(d, ds_where(i), limits.max_prompts)
+        for i, d in enumerate(_list(ds_list, at("dataset")))
+    )
     sampling = _mapping(top.get("sampling", {}), at("sampling"), optional=("temperature", "top_p"))
     temps = _axis(
         sampling.get("temperature", 0.0),
@@ -191,7 +211,7 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
     mnt = _axis(
         top.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS),
         at("max_new_tokens"),
-        lambda v, w: _int(v, w, lo=1),
+        lambda v, w: _int(v, w, lo=1, hi=limits.max_new_tokens, cap="limits.max_new_tokens"),
     )
     methods = tuple(
         _method(m, at(f"methods[{i}]")) for i, m in enumerate(_list(top["methods"], at("methods")))
@@ -202,6 +222,14 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
     dtype = _str(top.get("dtype", "auto"), at("dtype"))
     if dtype not in ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"):
         raise SpecError(f"{at('dtype')}: {dtype!r} is not one of auto, float32, bfloat16, float16")
+    repeats = _int(top.get("repeats", 1), at("repeats"), lo=1)
+    seed = _int(top.get("seed", 0), at("seed"), lo=0, hi=SEED_MAX)
+    if seed + repeats - 1 > SEED_MAX:
+        raise SpecError(
+            f"{at('seed')}: seed + repeats - 1 must be <= {SEED_MAX} (repeat r runs with "
+            f"seed + r), got seed {seed} and repeats {repeats}"
+        )
+    warmup = top.get("warmup", 0)
     return Sweep(
         name=name,
         pairs=tuple(pairs),
@@ -210,24 +238,40 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
         top_ps=top_ps,
         max_new_tokens=mnt,
         methods=methods,
-        repeats=_int(top.get("repeats", 1), at("repeats"), lo=1),
-        seed=_int(top.get("seed", 0), at("seed")),
-        warmup=_int(top.get("warmup", 0), at("warmup"), lo=0),
+        repeats=repeats,
+        seed=seed,
+        warmup=_int(warmup, at("warmup"), lo=0, hi=limits.max_warmup, cap="limits.max_warmup"),
         max_attempts=_int(top.get("max_attempts", 3), at("max_attempts"), lo=1),
         device=device,
         dtype=dtype,
         description=_str(top.get("description", ""), at("description")),
+        limits=limits,
     )
 
 
-def _dataset(value: Any, where: str) -> DatasetSel:
+def _limits(value: Any, where: str) -> Limits:
+    m = _mapping(value, where, optional=NAMES)
+    return Limits(**{k: _int(v, f"{where}.{k}", lo=int(k != "max_warmup")) for k, v in m.items()})
+
+
+def _name(value: str, where: str, max_len: int = MODEL_MAX) -> str:
+    """A name the database stores: it fits its column and holds no control characters."""
+    problem = text_problem(value, max_len)
+    if problem:
+        raise SpecError(f"{where}: {problem}")
+    return value
+
+
+def _dataset(value: Any, where: str, max_prompts: int) -> DatasetSel:
     m = _mapping(
         value, where, required=("name",), optional=("prompts", "prompt_tokens", "category", "chat")
     )
     pt, cat, chat = m.get("prompt_tokens"), m.get("category"), m.get("chat")
     return DatasetSel(
         name=_str(m["name"], f"{where}.name"),
-        prompts=_int(m.get("prompts", 10), f"{where}.prompts", lo=1),
+        prompts=_int(
+            m.get("prompts", 10), f"{where}.prompts", lo=1, hi=max_prompts, cap="limits.max_prompts"
+        ),
         prompt_tokens=None if pt is None else _int(pt, f"{where}.prompt_tokens", lo=1),
         category=None if cat is None else _str(cat, f"{where}.category"),
         chat=None if chat is None else _bool(chat, f"{where}.chat"),
@@ -277,16 +321,19 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
             load_prompts(d.name, n=d.prompts, category=d.category)
         except DatasetError as e:
             raise SpecError(f"{source}: dataset: {e}") from None
-    points = {}  # (method index, temperature) -> list of (params, max_new_tokens axis)
+    points = {}  # (method index, temperature) -> list of (params, max_new_tokens axis, method)
     for t in sweep.temperatures:
         for i, m in enumerate(sweep.methods):
-            points[i, t] = _method_points(m, t, sweep.max_new_tokens, f"{source}: methods[{i}]")
+            points[i, t] = _method_points(
+                m, t, sweep.max_new_tokens, f"{source}: methods[{i}]", sweep.limits
+            )
+    _check_vocabularies(sweep, points, source)
     trials: dict[str, TrialConfig] = {}
     for (target, draft), d, t, p in itertools.product(
         sweep.pairs, sweep.datasets, sweep.temperatures, sweep.top_ps
     ):
         for i, m in enumerate(sweep.methods):
-            for params, mnts in points[i, t]:
+            for params, mnts, _ in points[i, t]:
                 for mnt, r in itertools.product(mnts, range(sweep.repeats)):
                     cfg = TrialConfig(
                         target=target,
@@ -310,10 +357,33 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
     return list(trials.values())
 
 
+def _check_vocabularies(sweep: Sweep, points: dict, source: str) -> None:
+    """No node may need more distinct children than a pair's vocabulary (from the models'
+    configs, before loading) has tokens."""
+    from engine.models import vocab_size
+    from engine.tree_bounds import check_vocab
+
+    for target, draft in sweep.pairs:
+        known = [(v, n) for n in (target, draft) if (v := vocab_size(n)) is not None]
+        if not known:
+            continue
+        vocab, model = min(known, key=lambda k: k[0])
+        for (i, t), pts in points.items():
+            for _, _, method in pts:
+                try:
+                    check_vocab(method, t, vocab, model)
+                except ConfigError as e:
+                    raise SpecError(f"{source}: methods[{i}]: {e}") from None
+
+
 def _method_points(
-    m: MethodSpec, temperature: float, default_mnt: tuple[int, ...], where: str
-) -> list[tuple[dict[str, Any], tuple[int, ...]]]:
-    """Every grid point of one method as (resolved params, max_new_tokens values)."""
+    m: MethodSpec,
+    temperature: float,
+    default_mnt: tuple[int, ...],
+    where: str,
+    limits: Limits = DEFAULT,
+) -> list[tuple[dict[str, Any], tuple[int, ...], Any]]:
+    """Every grid point of one method as (resolved params, max_new_tokens values, method)."""
     from engine.config import config_fields
     from engine.drafters import DRAFTERS
     from engine.methods import method_params, resolve_method
@@ -333,14 +403,16 @@ def _method_points(
                 path = f"{where}.{section}.{key}" + (f"[{j}]" if section == "grid" else "")
                 _check_type(v, types_[key], path)
                 if key == "max_new_tokens":
-                    _int(v, path, lo=1)
+                    _int(v, path, lo=1, hi=limits.max_new_tokens, cap="limits.max_new_tokens")
     keys = list(m.grid)
     out, seen = [], set()
     for combo in itertools.product(*(m.grid[k] for k in keys)):
         raw = {**m.params, **dict(zip(keys, combo))}
         mnt = raw.pop("max_new_tokens", None)
         try:
-            resolved = method_params(resolve_method(m.name, raw, temperature))
+            method = resolve_method(m.name, raw, temperature)
+            check_tree(method, limits)
+            resolved = method_params(method)
         except ConfigError as e:
             shown = ", ".join(f"{k}={v}" for k, v in dict(zip(keys, combo)).items())
             at = f" (grid point {shown})" if shown else ""
@@ -349,7 +421,7 @@ def _method_points(
         key = (tuple(sorted(resolved.items())), mnts)
         if key not in seen:
             seen.add(key)
-            out.append((resolved, mnts))
+            out.append((resolved, mnts, method))
     return out
 
 
@@ -429,11 +501,16 @@ def _bool(value: Any, where: str) -> bool:
     return value
 
 
-def _int(value: Any, where: str, lo: int | None = None) -> int:
+def _int(
+    value: Any, where: str, lo: int | None = None, hi: int | None = None, cap: str = ""
+) -> int:
+    """An integer in [lo, hi]; `cap` names where `hi` comes from (a limits key)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise SpecError(f"{where}: expected an integer, got {_shown(value)}")
     if lo is not None and value < lo:
         raise SpecError(f"{where}: must be >= {lo}, got {value}")
+    if hi is not None and value > hi:
+        raise SpecError(f"{where}: must be <= {hi}{f' ({cap})' if cap else ''}, got {value}")
     return value
 
 
@@ -444,6 +521,12 @@ def _number(
         value = float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpecError(f"{where}: expected a number, got {_shown(value)}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        finite = False
+    if not finite:
+        raise SpecError(f"{where}: must be a finite number, got {_shown(value)}")
     if lo is not None and (value < lo or (lo_open and value == lo)):
         raise SpecError(f"{where}: must be {'>' if lo_open else '>='} {lo}, got {value}")
     if hi is not None and value > hi:

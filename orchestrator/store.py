@@ -98,18 +98,26 @@ class Store:
     def __init__(
         self,
         url: str | None = None,
+        mode: str = "create",
         lease_s: float = LEASE_S,
         retry_s: float = 0.0,
         on_retry: Callable[[str], None] | None = None,
     ) -> None:
+        """`mode`: "create" (submit: a new SQLite file and the schema are created), "write"
+        (resume, cancel: the database must exist and be writable) or "read" (status, query,
+        ...: the database must exist; nothing is created)."""
+        if mode not in ("create", "write", "read"):
+            raise ValueError(f"unknown store mode {mode!r}")
         if not lease_s > 0 or retry_s < 0:
             raise StoreError(
                 f"lease ({lease_s}s) must be positive, retry ({retry_s}s) not negative"
             )
-        self.url = resolve_url(url)
         try:
-            self.engine = create_db_engine(self.url)
-            ensure_schema(self.engine)
+            self.url = resolve_url(url)
+            self.engine = create_db_engine(
+                self.url, must_exist=mode != "create", writable=mode != "read"
+            )
+            ensure_schema(self.engine, create=mode == "create")
         except DatabaseError as e:
             raise StoreError(str(e)) from None
         except SQLAlchemyError as e:

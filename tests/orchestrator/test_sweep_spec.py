@@ -172,8 +172,8 @@ def test_bad_specs_name_the_path(tmp_path, body, message):
         ),
         (
             "name: x\npairs: [{target: tiny-llama, draft: tiny-llama-draft}]\n"
-            "dataset: {name: humaneval, prompts: 100000}\nmethods: [{name: linear}]\n",
-            "asked for 100000 prompts",
+            "dataset: {name: humaneval, prompts: 1000}\nmethods: [{name: linear}]\n",
+            "asked for 1000 prompts",
         ),
         ("name: x\npairs: [{target: a, draft: b}\nmethods: [", "malformed YAML at line"),
         ("- just\n- a list\n", "expected a mapping"),
