@@ -12,8 +12,7 @@ Trials are global rows keyed by `config_hash`, linked to sweeps through `sweep_t
 inserts use ON CONFLICT DO NOTHING so concurrent submitters and a repeated submission never
 duplicate a trial or a result.
 
-Leases: each Store is one driver with an id `host:pid:start:nonce` (`start`: when the process
-started, so a reused pid is told apart; `nonce`: drivers in one process). It claims a trial
+Leases: each Store is one driver with an id from orchestrator.leases. It claims a trial
 with a compare-and-set, pending -> running, that writes its id as the trial's `owner` and a
 lease of `lease_s` seconds on the database's clock; `heartbeat` renews the leases of all its
 running trials. `runnable` hands out pending trials and running ones whose lease ran out or
@@ -27,9 +26,6 @@ outcome settles every sweep that contains the trial.
 
 from __future__ import annotations
 
-import os
-import secrets
-import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -60,16 +56,14 @@ from db.session import (
     session_factory,
 )
 from engine.config import ConfigError
+from orchestrator.leases import HEARTBEAT_S, HOST, LEASE_S, new_driver_id, owner_alive
 from orchestrator.records import METRICS, TrialConfig, TrialFailure, TrialResult
 
 OPEN = (TrialStatus.PENDING, TrialStatus.RUNNING)  # trials a sweep still has to run
 # A sweep holding any of these is not finished (cancelled trials wait for a resume).
 UNSETTLED = (TrialStatus.PENDING, TrialStatus.RUNNING, TrialStatus.CANCELLED)
-LEASE_S = 60.0  # a driver's claim on a trial, renewed by its heartbeat
-HEARTBEAT_S = 10.0  # the longest time between two heartbeats (lease_s / 6 when shorter)
 DB_RETRY_S = 300.0  # how long a driver retries a lost database before it stops
 RETRY_FIRST_S, RETRY_MAX_S = 0.1, 5.0  # backoff between retries: doubling, capped
-HOST = socket.gethostname()
 _CHUNK = 400
 
 T = TypeVar("T")
@@ -689,45 +683,6 @@ class Store:
             ]
 
         return self.transact("listing trials", tx)
-
-
-def new_driver_id() -> str:
-    """host:pid:start:nonce; `start` is the process's start time (clock ticks after boot,
-    0 where /proc is missing)."""
-    start = _proc_stat(os.getpid())
-    return f"{HOST}:{os.getpid()}:{start[1] if start else 0}:{secrets.token_hex(4)}"
-
-
-def owner_alive(owner: str) -> bool:
-    """False when `owner` is a driver on this host whose process is gone: no such pid, a
-    zombie, or a pid now used by a process started at another time. True otherwise (a driver
-    on another host is judged by its lease alone)."""
-    try:
-        host, pid, start, _ = owner.rsplit(":", 3)
-    except ValueError:
-        return True
-    if host != HOST or not pid.isdigit():
-        return True
-    if os.path.isdir("/proc/self"):
-        stat = _proc_stat(int(pid))
-        return stat is not None and stat[0] != "Z" and stat[1] == start
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        pass
-    return True
-
-
-def _proc_stat(pid: int) -> tuple[str, str] | None:
-    """(state, start time) of a process from /proc, None when there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[0], fields[19]  # fields 3 and 22 of proc(5)
 
 
 def _transient(e: SQLAlchemyError, dialect: str) -> bool:

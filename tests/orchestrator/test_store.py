@@ -17,8 +17,9 @@ from sqlalchemy import func, select, text, update
 
 from db import create_db_engine, current_revision, head_revision, upgrade
 from db.models import Base, ModelInfo, Result, Sweep, Trial
+from orchestrator.leases import owner_alive, proc_stat
 from orchestrator.records import TrialFailure
-from orchestrator.store import LEASE_S, CancelInfo, Store, StoreError, _proc_stat, owner_alive
+from orchestrator.store import LEASE_S, CancelInfo, Store, StoreError
 
 
 def _count(store, model, *where):
@@ -201,7 +202,7 @@ def test_a_dead_or_reused_pid_loses_its_trials_at_once(sqlite_url):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     try:
-        start = _proc_stat(live.pid)[1]
+        start = proc_stat(live.pid)[1]
         later = store.clock() + 600
         owners = [
             f"{host}:{live.pid}:{start}:aa",  # alive: kept
