@@ -6,7 +6,9 @@ them, model folders left to the workers), so bad input fails before anything rea
 cluster. Then a Ray job runs `orch submit <file> --address auto ...` on the head, with the
 sweep file as its working directory. The database URL is not put on that command line: the
 job uses the head's own ORCH_DB_URL (cluster.yaml sets it; the password lives in the head's
-~/.pgpass), or, when --db / ORCH_DB_URL is given here, it travels in the job's environment.
+~/.pgpass), or, when --db / ORCH_DB_URL is given here, it travels in the job's runtime
+environment, which anyone who can list the cluster's jobs can read: so a URL that holds a
+password is refused here, never sent.
 The job's log is followed until it ends; the exit code is the driver's (0 when it succeeded).
 """
 
@@ -24,6 +26,16 @@ from engine.config import ConfigError
 from orchestrator.spec import load_sweep
 
 POLL_S = 2.0
+
+
+def _has_password(url: str) -> bool:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).password is not None
+    except ArgumentError:
+        return False  # not a URL the store would accept either: it says so on the head
 
 
 def is_jobs_address(address: str | None) -> bool:
@@ -65,6 +77,13 @@ def submit_job(
 ) -> int:
     """Submit the sweep's driver as a Ray job at `address`; returns the exit code."""
     sweep, trials = load_sweep(path, local_models=False)
+    url = db_url or os.environ.get("ORCH_DB_URL")
+    if url and _has_password(url):
+        raise ConfigError(
+            "a database URL with a password is not sent to the cluster (a job's environment "
+            "is readable from its job list): set ORCH_DB_URL on the head, password in its "
+            "~/.pgpass, and submit without --db"
+        )
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     try:
@@ -74,10 +93,7 @@ def submit_job(
     workdir = Path(tempfile.mkdtemp(prefix="orch-job-"))
     try:
         shutil.copy(path, workdir / Path(path).name)
-        env = {}
-        url = db_url or os.environ.get("ORCH_DB_URL")
-        if url:
-            env["ORCH_DB_URL"] = url
+        env = {"ORCH_DB_URL": url} if url else {}
         job = _submit(
             client,
             entrypoint=driver_command(Path(path).name, options),

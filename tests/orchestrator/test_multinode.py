@@ -307,3 +307,21 @@ def test_submit_through_the_ray_jobs_api(cluster, tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     jobs = JobSubmissionClient(cluster["jobs"]).list_jobs()
     assert all(str(db) not in j.entrypoint for j in jobs)
+
+
+def test_jobs_api_refuses_to_send_a_password(tmp_path):
+    """A URL with a password would be readable in the cluster's job list: refused, one line,
+    before anything is sent (no cluster needed)."""
+    from orch_helpers import PG_PASSWORD, orch
+
+    spec = sweep_24(tmp_path / "p.yaml", name="pw")
+    r = orch(
+        "submit",
+        str(spec),
+        "--address",
+        "http://127.0.0.1:9",
+        env={"ORCH_DB_URL": f"postgresql+psycopg://u:{PG_PASSWORD}@db/lab"},
+    )
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("error: a database URL with a password is not sent")
+    assert PG_PASSWORD not in r.stderr and r.stderr.count("\n") == 1
