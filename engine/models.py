@@ -203,8 +203,8 @@ def read_model_config(folder: Path) -> dict[str, Any]:
 
 def vocab_size(name: str) -> int | None:
     """The embedding size of model `name` from its config, without loading it; None when the
-    config does not say."""
-    kind = resolve(name)
+    config does not say or is not on this machine (a folder the workers check)."""
+    kind = resolve(name, local=False)
     if kind == "tiny":
         return TINY_VOCAB
     if kind == "real":
@@ -215,7 +215,10 @@ def vocab_size(name: str) -> int | None:
         except ConfigError:
             return None
     else:
-        cfg = read_model_config(Path(name).expanduser())
+        path = Path(name).expanduser()
+        if not path.is_dir():
+            return None
+        cfg = read_model_config(path)
     v = cfg.get("vocab_size")
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 

@@ -89,6 +89,33 @@ class TrialActor:
         return {"/".join(k[:2]): n for k, n in LOADS.items()}
 
 
+def _start_reaper() -> None:
+    """A process of its own that ends this local Ray's processes if the driver dies without
+    shutting them down (SIGKILL): orchestrator/executors/reaper.py."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    session = ray._private.worker._global_node.get_session_dir_path()
+    me = psutil.Process()
+    subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator.executors.reaper",
+            str(me.pid),
+            repr(me.create_time()),
+            session,
+        ],
+        cwd=REPO_ROOT,
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def _free_cuda() -> None:
     import torch
 
@@ -148,6 +175,7 @@ class RayExecutor:
                 log_to_driver=False,
                 runtime_env={"env_vars": {"PYTHONPATH": path}},
             )
+            _start_reaper()
             return True
         finally:
             os.environ.update(hidden)
