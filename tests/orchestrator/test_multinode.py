@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 from orch_helpers import REPO, sweep_24
 
+from orchestrator.executors.reaper import session_processes
+
 pytestmark = pytest.mark.slow
 psutil = pytest.importorskip("psutil")
 pytest.importorskip("ray")
@@ -36,21 +38,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _ours(temp: str) -> list:
-    """The Ray processes of this test cluster: their command line names its temp dir, or they
-    hold a file in it open (Ray renames its agents and workers, `ray::...`, but they log there)."""
-    out = []
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            if any(temp in part for part in p.info["cmdline"] or []) or any(
-                f.path.startswith(temp) for f in p.open_files()
-            ):
-                out.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return out
 
 
 def _kill(procs: list) -> None:
@@ -133,8 +120,8 @@ def cluster():
             "env": env,
         }
     finally:
-        _kill(_ours(temp))
-        assert not _ours(temp), "Ray processes of the test cluster outlived it"
+        _kill(session_processes(temp))
+        assert not session_processes(temp), "Ray processes of the test cluster outlived it"
 
 
 def _orch_async(args: list[str], env: dict) -> subprocess.Popen:
@@ -225,7 +212,7 @@ def test_tiny_sweep_survives_a_dead_worker_node(cluster, tmp_path):
     busy = _rows(db, "SELECT worker_node FROM trials WHERE worker_node IS NOT NULL LIMIT 1")[0][0]
     victim = [
         p
-        for p in _ours(cluster["temp"])
+        for p in session_processes(cluster["temp"])
         if "raylet" in p.name() and f"--node_id={busy}" in p.cmdline()
     ]
     assert len(victim) == 1
