@@ -26,6 +26,7 @@ import pytest
 from orch_helpers import REPO, sweep_24
 
 from orchestrator.executors.reaper import session_processes
+from orchestrator.runner import PAUSE_ENV
 
 pytestmark = pytest.mark.slow
 psutil = pytest.importorskip("psutil")
@@ -183,33 +184,34 @@ def _check_sweep(db: Path, nodes: set[str], pairs: int, actors: int) -> None:
 
 
 def test_tiny_sweep_survives_a_dead_worker_node(cluster, tmp_path):
+    """The driver is held at its 6th claim (the ORCH_TEST_PAUSE hook: both actors have run
+    trials and hold more), a worker node's raylet is killed, then the driver goes on."""
     nodes = _worker_nodes(cluster)
     assert len(nodes) == 2
     db = tmp_path / "orch.db"
-    spec = sweep_24(tmp_path / "s.yaml", name="multinode", prompts=3, max_new_tokens=48)
-    driver = _orch_async(
-        [
-            "submit",
-            str(spec),
-            "--db",
-            f"sqlite:///{db}",
-            "--executor",
-            "ray",
-            "--address",
-            cluster["address"],
-            "--accelerator",
-            "gpu",
-        ],
-        _driver_env(cluster, tmp_path),
-    )
-    deadline = time.time() + 300
-    while time.time() < deadline and driver.poll() is None:
-        if db.exists() and _rows(db, "SELECT COUNT(*) FROM results")[0][0] >= 3:
-            break
-        time.sleep(0.2)
-    assert driver.poll() is None, driver.communicate()
-    # kill the raylet of a node that holds an actor right now: its actor and trials are lost
-    busy = _rows(db, "SELECT worker_node FROM trials WHERE worker_node IS NOT NULL LIMIT 1")[0][0]
+    pause = tmp_path / "paused"
+    spec = sweep_24(tmp_path / "s.yaml", name="multinode", prompts=2, max_new_tokens=24)
+    env = {**_driver_env(cluster, tmp_path), PAUSE_ENV: f"6:{pause}"}
+    args = [
+        "submit",
+        str(spec),
+        "--db",
+        f"sqlite:///{db}",
+        "--executor",
+        "ray",
+        "--address",
+        cluster["address"],
+        "--accelerator",
+        "gpu",
+    ]
+    driver = _orch_async(args, env)
+    deadline = time.time() + 600
+    while not pause.exists():
+        assert driver.poll() is None, driver.communicate()
+        assert time.time() < deadline, "the driver never reached its pause point"
+        time.sleep(0.1)
+    ran = {n for (n,) in _rows(db, "SELECT worker_node FROM trials WHERE worker_node NOT NULL")}
+    busy = sorted(ran)[0] if ran else sorted(nodes)[0]
     victim = [
         p
         for p in session_processes(cluster["temp"])
@@ -217,6 +219,7 @@ def test_tiny_sweep_survives_a_dead_worker_node(cluster, tmp_path):
     ]
     assert len(victim) == 1
     _kill(victim)
+    pause.unlink()  # the driver goes on, with one node fewer
     out, err = driver.communicate(timeout=600)
     assert driver.returncode == 0, err
     retried = re.search(r"(\d+) retried", out + err)
