@@ -36,6 +36,7 @@ from orchestrator.records import TrialConfig, TrialFailure, TrialResult
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 SECRET_ENV = ("ORCH_DB_URL",)  # never handed to a Ray process started here
+MAX_SPAWNS_PER_ACTOR = 10  # replacements of actors that die as they start, then give up
 
 
 @ray.remote(max_restarts=0, max_task_retries=0)
@@ -216,10 +217,17 @@ class RayExecutor:
             timeout=timeout,
         )
         for s in waiting:
-            if s.info in placed:
+            if s.info not in placed:
+                continue
+            try:
                 info = ray.get(s.info)
-                s.worker = Worker(name=s.worker.name, host=info["host"], gpu_id=info["gpu_id"])
-                s.ready = True
+            except RayError:  # died as it started (placed on a node that was dying): again
+                s.alive = False
+                if self._spawned < MAX_SPAWNS_PER_ACTOR * len(self.slots):
+                    self.slots[self.slots.index(s)] = self._spawn()
+                continue
+            s.worker = Worker(name=s.worker.name, host=info["host"], gpu_id=info["gpu_id"])
+            s.ready = True
 
     # ------------------------------------------------------------------ main loop
 
