@@ -57,14 +57,13 @@ def driver_command(sweep_file: str, options: dict[str, object]) -> str:
 def _submit(client, attempts: int = 10, **job) -> str:
     """client.submit_job, retried while the cluster says no job agent is available yet (a
     head that just started, or a node that just died and is still listed)."""
-    for attempt in range(attempts):
+    for attempt in range(1, attempts + 1):
         try:
             return client.submit_job(**job)
         except RuntimeError as e:
-            if "No available agent" not in str(e) or attempt == attempts - 1:
+            if "No available agent" not in str(e) or attempt == attempts:
                 raise ConfigError(f"the Ray Jobs API refused the job: {e}") from None
-            time.sleep(3.0)
-    raise AssertionError("unreachable")
+        time.sleep(3.0)
 
 
 def submit_job(
