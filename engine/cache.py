@@ -36,6 +36,7 @@ class CachedModel:
         self.committed = 0  # leading cache slots that hold committed tokens
         self.forward_seconds = 0.0  # wall time inside model forwards (synchronised on CUDA)
         self.forward_calls = 0
+        self.forward_tokens = 0  # tokens fed over all forwards
 
     @property
     def length(self) -> int:
@@ -88,6 +89,7 @@ class CachedModel:
         sync(self.device)
         self.forward_seconds += time.perf_counter() - start
         self.forward_calls += 1
+        self.forward_tokens += n
         return logits
 
     def extend(self, tokens: list[int], keep: int = 1) -> torch.Tensor | None:

@@ -50,6 +50,8 @@ class Step:
     verify_s: float  # warping the target logits and verifying
     draft_forward_s: float  # part of draft_s inside draft-model forwards
     target_forward_s: float  # part of target_s inside the target forward
+    draft_forwards: int  # draft-model forwards while building the tree
+    draft_tokens: int  # tokens fed in them
 
 
 def decode_step(
@@ -64,6 +66,7 @@ def decode_step(
     verify (the loop commits the caches: it alone knows whether decoding goes on)."""
     device = target.device
     draft_fwd0, target_fwd0 = draft.lm.forward_seconds, target.forward_seconds
+    calls0, tokens0 = draft.lm.forward_calls, draft.lm.forward_tokens
     t0 = time.perf_counter()
     tree = DRAFTERS[method.name].build(draft.start(committed), state, method.cfg, gen)
     sync(device)
@@ -88,6 +91,8 @@ def decode_step(
         verify_s=t3 - t2,
         draft_forward_s=draft.lm.forward_seconds - draft_fwd0,
         target_forward_s=target.forward_seconds - target_fwd0,
+        draft_forwards=draft.lm.forward_calls - calls0,
+        draft_tokens=draft.lm.forward_tokens - tokens0,
     )
 
 
@@ -165,6 +170,8 @@ def generate(
                 bookkeeping_s=t4 - t3,
                 draft_forward_s=step.draft_forward_s,
                 target_forward_s=step.target_forward_s,
+                draft_forwards=step.draft_forwards,
+                draft_tokens=step.draft_tokens,
             )
         )
     total_s = time.perf_counter() - start

@@ -37,6 +37,8 @@ class IterationStats:
     bookkeeping_s: float
     draft_forward_s: float  # part of draft_s spent inside draft-model forwards
     target_forward_s: float  # part of target_s spent inside the target forward
+    draft_forwards: int = 0  # draft-model forwards while building the tree
+    draft_tokens: int = 0  # tokens fed in those forwards (pending committed tokens included)
 
 
 @dataclass(frozen=True)
