@@ -61,6 +61,23 @@ class CachedModel:
         Triton tree kernel instead of a dense masked attention.
         """
         n = tokens.shape[0]
+        kwargs, ctx = self._inputs(tokens, positions, visible, parents)
+        sync(self.device)
+        start = time.perf_counter()
+        with ctx:
+            logits = self._run_model(kwargs, keep)  # [n, V], or [keep, V]
+        sync(self.device)
+        self.forward_seconds += time.perf_counter() - start
+        self.forward_calls += 1
+        self.forward_tokens += n
+        return logits
+
+    def _inputs(
+        self, tokens, positions, visible, parents
+    ) -> tuple[dict, contextlib.AbstractContextManager]:
+        """The model's keyword arguments for one forward over the DynamicCache, and the context
+        to run it in (the Triton tree kernel's parents, when the model uses it)."""
+        n = tokens.shape[0]
         mask = None
         if visible is not None and not bool(visible.all()):
             mask = additive_mask(visible, self.dtype)[None, None]  # [1, 1, n, length + n]
@@ -74,23 +91,16 @@ class CachedModel:
             from kernels.hf_attention import tree_parents
 
             ctx = tree_parents(parents)
-        sync(self.device)
-        start = time.perf_counter()
-        with ctx:
-            out = self.model(
-                input_ids=tokens.view(1, n),
-                position_ids=positions.view(1, n),
-                attention_mask=mask,
-                past_key_values=self.cache,
-                use_cache=True,
-                logits_to_keep=keep,
-            )
-        logits = out.logits[0]  # [n, V], or [keep, V]
-        sync(self.device)
-        self.forward_seconds += time.perf_counter() - start
-        self.forward_calls += 1
-        self.forward_tokens += n
-        return logits
+        kwargs = dict(
+            input_ids=tokens.view(1, n),
+            position_ids=positions.view(1, n),
+            attention_mask=mask,
+            past_key_values=self.cache,
+        )
+        return kwargs, ctx
+
+    def _run_model(self, kwargs: dict, keep: int) -> torch.Tensor:
+        return self.model(**kwargs, use_cache=True, logits_to_keep=keep).logits[0]
 
     def extend(self, tokens: list[int], keep: int = 1) -> torch.Tensor | None:
         """Feed committed tokens causally (prefill / catch-up); returns the logits of the last

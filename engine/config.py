@@ -17,6 +17,12 @@ class ConfigError(ValueError):
     """Bad user input (unknown method, parameter, wrong type, ...): one line, no traceback."""
 
 
+# how a trial runs its models (engine/static_cache.py): "eager" is the reference (a growing
+# DynamicCache, masks from the host); "fast" a preallocated cache compacted in place with masks
+# built on the device; "compiled" the fast path under torch.compile (CUDA graphs on CUDA)
+ENGINES = ("eager", "fast", "compiled")
+
+
 def config_fields(cls: type) -> dict[str, Any]:
     """name -> resolved type annotation of a config dataclass."""
     hints = typing.get_type_hints(cls)

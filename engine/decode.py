@@ -28,6 +28,7 @@ from engine.methods import Method, resolve_method
 from engine.metrics import GenerationStats, IterationStats, peak_memory, reset_peak_memory
 from engine.models import Pair
 from engine.sampling import Warp, warp
+from engine.static_cache import MIN_CAPACITY, cached_model
 from engine.tree import Tree
 from engine.verify import VERIFIERS, Accept
 
@@ -105,9 +106,10 @@ def generate(
     top_p: float = 1.0,
     seed: int = 0,
     params: dict | None = None,
+    engine: str = "eager",
 ) -> Generation:
     """Decode until `max_new_tokens` or EOS; timing, truncation, caches and stats live here,
-    one iteration is `decode_step`."""
+    one iteration is `decode_step`. engine: how the models run (engine/config.py ENGINES)."""
     if isinstance(method, str):
         method = resolve_method(method, params, temperature)
     if not prompt_ids:
@@ -118,8 +120,9 @@ def generate(
     device = pair.target.device
     gen = torch.Generator(device=device).manual_seed(seed)
     eos = pair.target.tokenizer.eos_token_id
-    target = CachedModel(pair.target.model)
-    draft = DraftModel(pair.draft.model, w)
+    capacity = len(prompt_ids) + max_new_tokens + MIN_CAPACITY
+    target = cached_model(pair.target.model, engine, capacity)
+    draft = DraftModel(pair.draft.model, w, cached_model(pair.draft.model, engine, capacity))
     reset_peak_memory(device)
 
     sync(device)

@@ -194,8 +194,8 @@ def gather_q(
 class DraftModel:
     """A draft LM, its KV cache, and where each node of the tree being built sits in it."""
 
-    def __init__(self, model, w: Warp) -> None:
-        self.lm = CachedModel(model)
+    def __init__(self, model, w: Warp, lm: CachedModel | None = None) -> None:
+        self.lm = lm if lm is not None else CachedModel(model)  # or the fast path's
         self.warp = w
         self.pending: list[int] = []  # committed tokens (before the root) not yet in the cache
         self.prefix_len = 0  # committed tokens before the root

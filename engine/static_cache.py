@@ -1,0 +1,214 @@
+"""The fast path's KV cache: preallocated, appended in place, compacted in place (`engine: fast`).
+
+Same interface and cache layout as `CachedModel` (engine/cache.py: committed prefix, then the
+tree nodes of this iteration); what changes is how the keys/values are kept:
+
+- One buffer `kv` [layers, 2, 1, H_kv, capacity, D] is allocated up front. A forward of n new
+  tokens writes their keys/values at slots [length, length + n) with `index_copy_`: no
+  `torch.cat` of the whole cache per layer and forward (DynamicCache), no reallocation.
+- `commit` moves the accepted slots down with one gather and one scatter over all layers at
+  once, then lowers the length; nothing is freed.
+- Masks are built on the model's device: no host read of a tensor value inside a forward (the
+  eager path's `bool(visible.all())`).
+- Compiled (`compile=True`): each forward is padded to a size bucket (a power of two) and
+  attends to all `capacity` slots with the unused tail masked, so every forward of one bucket
+  has the same shapes; `torch.compile` then captures one graph per bucket, with CUDA graphs on
+  CUDA (`mode="reduce-overhead"`) as gpt-fast and vLLM do. Pad rows see only their own slot
+  and their keys land past the length, where the next forward overwrites them.
+
+Uncompiled, a forward attends to the first length + n slots only (views of the buffer), so
+attention costs what the eager path's does.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from engine.cache import CachedModel
+from engine.config import ENGINES, ConfigError
+from engine.tree import additive_mask
+
+MIN_CAPACITY = 256
+
+
+class SlotCache:
+    """What the attention layers see as the cache: `update` writes layer i's new keys/values
+    at `slots` [n] and returns the layer's keys/values over the first `width` slots."""
+
+    is_compileable = True
+
+    def __init__(self, kv: torch.Tensor) -> None:
+        self.kv = kv  # [layers, 2, 1, H_kv, capacity, D]
+        self.slots: torch.Tensor | None = None  # [n] where this forward writes
+        self.width = 0  # slots the attention reads (length + n, or capacity when compiled)
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        keys, values = self.kv[layer_idx, 0], self.kv[layer_idx, 1]  # [1, H_kv, capacity, D]
+        keys.index_copy_(2, self.slots, key_states)
+        values.index_copy_(2, self.slots, value_states)
+        return keys[:, :, : self.width], values[:, :, : self.width]
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        raise NotImplementedError("the fast path always passes position ids")
+
+
+def kv_shape(config) -> tuple[int, int, int]:
+    """(layers, H_kv, head_dim) of a Llama/Qwen2 or GPT-NeoX config."""
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return config.num_hidden_layers, kv_heads, head_dim
+
+
+def bucket(n: int) -> int:
+    """The compiled forward size for n new tokens: the next power of two."""
+    return 1 << (n - 1).bit_length()
+
+
+class StaticCachedModel(CachedModel):
+    """A causal LM over a preallocated KV cache; see the module docstring."""
+
+    def __init__(self, model, capacity: int = MIN_CAPACITY, compile: bool = False) -> None:
+        self.model = model
+        self.device = model.device
+        self.dtype = model.dtype
+        self.committed = 0
+        self.forward_seconds = 0.0
+        self.forward_calls = 0
+        self.forward_tokens = 0
+        self._length = 0
+        self._n = 0  # rows of the current forward before padding
+        self.compiled = compile
+        self.cache = SlotCache(self._alloc(max(capacity, MIN_CAPACITY)))
+        self._call = self._model_call
+        if compile:
+            mode = "reduce-overhead" if self.device.type == "cuda" else None
+            self._call = torch.compile(self._model_call, mode=mode, dynamic=False)
+
+    def _alloc(self, capacity: int) -> torch.Tensor:
+        layers, kv_heads, head_dim = kv_shape(self.model.config)
+        kv = torch.zeros(
+            layers, 2, 1, kv_heads, capacity, head_dim, dtype=self.dtype, device=self.device
+        )
+        self._slot_ids = torch.arange(capacity, device=self.device)  # [capacity]
+        if self.compiled:
+            torch._dynamo.mark_static_address(kv)
+        return kv
+
+    def reset(self, capacity: int) -> None:
+        """Empty the cache (keeping its buffer, grown to `capacity` if smaller) and the
+        counters, for a new generation."""
+        self.committed = self._length = 0
+        self.forward_seconds, self.forward_calls, self.forward_tokens = 0.0, 0, 0
+        if capacity > self.capacity:
+            self._grow(capacity)
+
+    @property
+    def capacity(self) -> int:
+        return self.cache.kv.shape[4]
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    def _grow(self, needed: int) -> None:
+        """Double the buffer until `needed` slots fit (a long generation or a huge tree);
+        compiled graphs are captured again for the new shapes."""
+        capacity = self.capacity
+        while capacity < needed:
+            capacity *= 2
+        old = self.cache.kv
+        self.cache.kv = self._alloc(capacity)
+        self.cache.kv[..., : old.shape[4], :] = old
+
+    def _model_call(self, input_ids, position_ids, mask, slots, keep: int = 0):
+        self.cache.slots = slots
+        return self.model(
+            input_ids=input_ids,
+            position_ids=position_ids,
+            attention_mask=mask,
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=keep,
+        ).logits[0]
+
+    @torch.inference_mode()
+    def forward(self, tokens, positions, visible=None, parents=None, keep=0) -> torch.Tensor:
+        logits = super().forward(tokens, positions, visible, parents, keep)
+        self._length += tokens.shape[0]
+        return logits
+
+    def _inputs(self, tokens, positions, visible, parents):
+        """Slots, positions and the additive mask [1, 1, rows, width], built on the device.
+
+        visible: [n, length + n] bool or None (causal continuation)."""
+        import contextlib
+
+        n, start = tokens.shape[0], self._length
+        self._n = n
+        rows = bucket(n) if self.compiled else n
+        if start + rows > self.capacity:
+            self._grow(start + rows)
+        width = self.capacity if self.compiled else start + n
+        dev = self.device
+        cols = self._slot_ids[:width]  # [width]
+        slots = self._slot_ids[start : start + rows]  # [rows]
+        if visible is None:  # causal: node i sees every slot up to its own
+            seen = cols[None, :] <= slots[:n, None]  # [n, width]
+        else:
+            seen = torch.zeros(n, width, dtype=torch.bool, device=dev)
+            seen[:, : start + n] = visible.to(dev, non_blocking=True)
+        if rows > n:  # pad rows see only their own slot
+            seen = torch.cat([seen, cols[None, :] == slots[n:, None]])
+            tokens = torch.cat([tokens, tokens[-1:].expand(rows - n)])
+            positions = torch.cat([positions, positions[-1:].expand(rows - n)])
+        self.cache.width = width
+        kwargs = dict(
+            input_ids=tokens.view(1, rows),
+            position_ids=positions.view(1, rows),
+            mask=additive_mask(seen, self.dtype)[None, None],
+            slots=slots,
+        )
+        return kwargs, contextlib.nullcontext()
+
+    def _run_model(self, kwargs: dict, keep: int) -> torch.Tensor:
+        """[n or keep, V]: compiled forwards compute every (padded) row, then drop pads."""
+        if not self.compiled:
+            return self._call(**kwargs, keep=keep)
+        logits = self._call(**kwargs)[: self._n]  # [n, V]
+        return logits[-keep:] if keep else logits
+
+    @torch.inference_mode()
+    def commit(self, accepted_slots: list[int]) -> None:
+        """Keep the committed prefix followed by the given slots (ascending): one gather and
+        one scatter over all layers for the slots not already in place."""
+        n, k = self.committed, len(accepted_slots)
+        moved = [(d, s) for d, s in enumerate(accepted_slots, start=n) if d != s]
+        if moved:
+            dst = torch.tensor([d for d, _ in moved], device=self.device)
+            src = torch.tensor([s for _, s in moved], device=self.device)
+            kv = self.cache.kv
+            kv.index_copy_(4, dst, kv.index_select(4, src))
+        self.committed = self._length = n + k
+
+
+_FAST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {engine: cached}
+
+
+def cached_model(model, engine: str = "eager", capacity: int = MIN_CAPACITY) -> CachedModel:
+    """An empty cached model for one generation on the given engine path (engine/config.py
+    ENGINES). The fast paths keep one instance per model and reset it, so a buffer is
+    allocated, and a compiled graph captured, once per model and size bucket, not per
+    generation."""
+    if engine == "eager":
+        return CachedModel(model)
+    if engine not in ENGINES:
+        raise ConfigError(f"engine: {engine!r} is not one of {', '.join(ENGINES)}")
+    per_model = _FAST.setdefault(model, {})
+    if engine not in per_model:
+        per_model[engine] = StaticCachedModel(model, capacity, compile=engine == "compiled")
+    lm = per_model[engine]
+    lm.reset(capacity)
+    return lm

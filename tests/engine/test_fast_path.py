@@ -1,0 +1,99 @@
+"""The fast path (engine/static_cache.py): the same tokens as the eager reference for every
+method on both tiny families, and a preallocated cache that behaves like the DynamicCache."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.cache import CachedModel
+from engine.config import ConfigError
+from engine.decode import generate
+from engine.draft import DraftModel
+from engine.drafters import DRAFTERS
+from engine.sampling import Warp
+from engine.static_cache import StaticCachedModel, bucket, cached_model
+from engine.tree import make_tree
+from tests.engine.drafters.test_greedy_golden import METHODS, PROMPTS, reference
+from tests.engine.test_cache import PARENTS, PROMPT, TOKENS
+
+# every registered method with its defaults, plus the stress variants of the greedy golden test
+CASES = [(m, {}) for m in DRAFTERS] + [(m, p) for m, sets in METHODS.items() for p in sets[1:]]
+
+
+@pytest.mark.parametrize("method,params", CASES, ids=[f"{m}-{i}" for i, (m, _) in enumerate(CASES)])
+def test_fast_path_greedy_equals_autoregressive(tiny_pair, method, params):
+    accepted = 0
+    for k, prompt in enumerate(PROMPTS):
+        n = 64 if k != 1 else 37  # 37: the last iteration is truncated mid-tree
+        ids = tiny_pair.target.tokenizer.encode(prompt)
+        got = generate(tiny_pair, ids, method, n, params=params, engine="fast")
+        assert tuple(got.tokens) == reference(tiny_pair, prompt, n), (method, params, prompt)
+        accepted += sum(s.accepted for s in got.stats.iterations)
+    assert method == "autoregressive" or accepted > 0
+
+
+def _tree_then_commit(lm: CachedModel) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prefill, one tree forward, keep a depth-4 path, one more token: (tree logits, last)."""
+    tree = make_tree(TOKENS, PARENTS)
+    lm.extend(PROMPT[:-1])
+    prefix = lm.committed
+    tree_logits = lm.forward(tree.tokens, tree.position_ids(prefix)[0], tree.visibility(prefix))
+    lm.commit([prefix + i for i in [0, 1, 3, 6, 9]])
+    last = lm.forward(torch.tensor([99]), torch.tensor([lm.length]))
+    return tree_logits, last
+
+
+@pytest.mark.parametrize("capacity", [4, 256])  # 4: the buffer grows mid-generation
+def test_static_cache_tree_forward_and_compaction_match_the_dynamic_cache(tiny_pair, capacity):
+    model = tiny_pair.target.model
+    want = _tree_then_commit(CachedModel(model))
+    lm = StaticCachedModel(model, capacity)
+    lm.cache.kv = lm._alloc(capacity)  # below MIN_CAPACITY, to exercise growth
+    got = _tree_then_commit(lm)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert lm.committed == len(PROMPT) - 1 + 5 and lm.length == lm.committed + 1
+    if capacity == 4:
+        assert lm.capacity >= lm.length  # doubled as needed
+
+
+def test_draft_on_the_static_cache_matches_sequential(tiny_pair):
+    model = tiny_pair.draft.model
+    d = DraftModel(model, Warp(0.0), StaticCachedModel(model))
+    d.lm.extend(PROMPT[:5])
+    b = d.start(PROMPT)
+    for parent, token in zip(PARENTS[1:], TOKENS[1:]):
+        b.add(parent, token)
+    for level in [[0], [1, 2, 12], [3, 4, 5], [6, 7, 8]]:
+        probs = b.expand(level)
+        for row, node in zip(probs, level):
+            seq = CachedModel(model).extend(PROMPT + b.path_tokens(node))
+            torch.testing.assert_close(row, torch.softmax(seq[-1], -1), atol=1e-5, rtol=1e-4)
+
+
+def test_cached_model_reuses_one_buffer_per_model_and_resets_it(tiny_pair):
+    model = tiny_pair.target.model
+    a = cached_model(model, "fast", 300)
+    a.extend(PROMPT)
+    kv = a.cache.kv
+    b = cached_model(model, "fast", 300)
+    assert b is a and b.length == b.committed == 0 and b.forward_calls == 0
+    assert b.cache.kv is kv  # no reallocation between generations
+    assert cached_model(model, "fast", 10 * kv.shape[4]).capacity >= 10 * kv.shape[4]
+    assert isinstance(cached_model(model, "eager"), CachedModel)
+    with pytest.raises(ConfigError, match="engine: 'turbo' is not one of eager, fast, compiled"):
+        cached_model(model, "turbo")
+
+
+def test_bucket_is_the_next_power_of_two():
+    assert [bucket(n) for n in (1, 2, 3, 4, 5, 17, 64, 65)] == [1, 2, 4, 4, 8, 32, 64, 128]
+
+
+@pytest.mark.slow
+def test_compiled_path_greedy_equals_autoregressive(llama_pair):
+    """torch.compile over padded size buckets (inductor on the CPU; CUDA graphs on CUDA)."""
+    ids = llama_pair.target.tokenizer.encode(PROMPTS[2])
+    for method, params in [("autoregressive", {}), ("linear", {"k": 3}), ("dynatree", {})]:
+        got = generate(llama_pair, ids, method, 24, params=params, engine="compiled")
+        assert tuple(got.tokens) == reference(llama_pair, PROMPTS[2], 24), method
