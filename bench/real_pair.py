@@ -7,6 +7,7 @@ measured in this one run. Greedy; every contender's tokens are checked against o
 autoregressive output (HF stops at EOS like we do).
 
     python bench/real_pair.py --n-prompts 5 --max-new-tokens 64
+    python bench/real_pair.py --methods linear:k=4 linear:k=4@fast    # NAME[:k=v,...][@ENGINE]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import load_prompts  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
+from engine.config import ENGINES  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.fetch import REAL_PAIR  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
@@ -62,7 +64,10 @@ def main() -> None:
     args = ap.parse_args()
 
     wanted = args.methods if args.methods is not None else DEFAULT_METHODS
-    methods = {t: resolve_method(*parse_method(t)) for t in wanted}  # bad names fail here
+    engines = {t: t.partition("@")[2] or "eager" for t in wanted}  # engine/config.py ENGINES
+    methods = {t: resolve_method(*parse_method(t.partition("@")[0])) for t in wanted}
+    if bad := sorted(e for e in engines.values() if e not in ENGINES):
+        sys.exit(f"error: engine {bad[0]!r} is not one of {', '.join(ENGINES)}")
     pair = load_pair(args.target, args.draft, dtype=args.dtype)
     ids = load_prompts(pair, args.n_prompts, args.prompt_tokens, args.dataset)
     generate(pair, ids[0][:8], "autoregressive", 2)  # warm-up
@@ -75,7 +80,7 @@ def main() -> None:
         ref = generate(pair, x, "autoregressive", args.max_new_tokens)
         runs = {"ours:autoregressive": (ref.tokens, ref.stats)}
         for t, m in methods.items():
-            g = generate(pair, x, m, args.max_new_tokens)
+            g = generate(pair, x, m, args.max_new_tokens, engine=engines[t])
             runs[t] = (g.tokens, g.stats)
         for k, assisted in (("hf:greedy", False), ("hf:assisted", True)):
             toks, secs = hf_generate(pair, x, args.max_new_tokens, assisted)

@@ -2,6 +2,15 @@
 
 Greedy: each token is the draft's argmax. Sampling: each token is drawn from the warped draft
 distribution q, so the chain is one i.i.d. rollout (sampling="iid") for speculative sampling.
+
+Variant (ours, off by default): `stop_below` > 0 ends the chain early, after the first token
+whose draft probability is below it (the draft's confidence in it), as Hugging Face assisted
+generation's confidence criterion does (`assistant_confidence_threshold`, with up to
+`num_assistant_tokens` = k tokens) and SpecDec++ motivates: a token the draft is unsure of is
+likely rejected, and every token drafted after it is then wasted. The stopping rule depends
+only on the draft's own tokens, so speculative sampling stays lossless over the chain it
+drafted. On a CPU, where a draft forward costs a large share of a target forward
+(../shared/MODELS.md), this is what lets long chains pay off.
 """
 
 from __future__ import annotations
@@ -20,11 +29,14 @@ SAMPLING = TreeSampling(greedy="deterministic", sampled="iid")
 
 @dataclass(frozen=True)
 class LinearConfig:
-    k: int = 4  # draft tokens per iteration (gamma in Leviathan et al.)
+    k: int = 4  # draft tokens per iteration at most (gamma in Leviathan et al.)
+    stop_below: float = 0.0  # end the chain after a token the draft gives less than this
 
     def __post_init__(self) -> None:
         if self.k < 1:
             raise ValueError(f"k must be >= 1, got {self.k}")
+        if not 0.0 <= self.stop_below <= 1.0:
+            raise ValueError(f"stop_below must be in [0, 1], got {self.stop_below}")
 
 
 def build(draft: TreeBuilder, state: DecodeState, cfg: LinearConfig, gen: torch.Generator) -> Tree:
@@ -33,4 +45,6 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: LinearConfig, gen: torch.
         probs = draft.expand([node])[0]  # [V]
         token = int(probs.argmax()) if state.warp.greedy else int(sample(probs, gen))
         node = draft.add(node, token)
+        if cfg.stop_below > 0 and float(probs[token]) < cfg.stop_below:
+            break
     return draft.tree(SAMPLING.at(state.warp.greedy))

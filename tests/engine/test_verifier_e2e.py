@@ -34,7 +34,9 @@ PROMPT = [256, 72, 105, 1, 2, 3]  # BOS "Hi" then tokens inside the small vocabu
 SEEDS = 400  # generate() samples per verifier
 AR_SEEDS = 1200  # autoregressive reference samples
 FAMILY_ALPHA = 1e-3
-ALPHA = FAMILY_ALPHA / (2 * len(STOCHASTIC))  # 2 chi-square tests per verifier, Bonferroni
+ENGINES = ["eager", "fast"]  # engine/config.py ENGINES (compiled: tests/engine/test_fast_path.py)
+# 2 chi-square tests per verifier and engine path, Bonferroni
+ALPHA = FAMILY_ALPHA / (2 * len(STOCHASTIC) * len(ENGINES))
 WARP = Warp(temperature=1.0, top_p=0.9)
 MIN_POWER = 0.99  # required power of both tests against the draft law (checked below)
 
@@ -66,7 +68,7 @@ def two_token_law(model) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=None)
-def _samples(pair: Pair, name: str) -> torch.Tensor:
+def _samples(pair: Pair, name: str, engine: str = "eager") -> torch.Tensor:
     """[n] first two generated tokens as y1 * V + y2, one generate() per seed."""
     if name == "autoregressive":
         seeds, method, params = range(10_000, 10_000 + AR_SEEDS), "autoregressive", {}
@@ -82,6 +84,7 @@ def _samples(pair: Pair, name: str) -> torch.Tensor:
             top_p=WARP.top_p,
             seed=s,
             params=params,
+            engine=engine,
         ).tokens
         for s in seeds
     ]
@@ -134,8 +137,9 @@ def two_sample(
     return pvalue, power
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", STOCHASTIC)
-def test_sampling_matches_autoregressive(llama_pair, name):
+def test_sampling_matches_autoregressive(llama_pair, name, engine):
     """Tokens 1 and 2 of generate() (iid tree K = 2, L = 2) at temperature 1, top-p 0.9, on the
     8-token view of the tiny llama pair. Checks, at level FAMILY_ALPHA / 16 each (Bonferroni over
     8 verifiers x 2 chi-square tests):
@@ -151,12 +155,12 @@ def test_sampling_matches_autoregressive(llama_pair, name):
     - against a half-half mixture of target and draft law (TV 0.10): 0.10 and 0.24 only.
     Subtle bias is the Monte Carlo contract suite's job (test_verifier_contract.py, 1e5 samples
     per verifier); this test checks the wiring through generate(): warping of draft and target,
-    rows of p and q, path and bonus tokens.
+    rows of p and q, path and bonus tokens, on both engine paths.
     """
     pair = small_pair(llama_pair)
     law = two_token_law(pair.target.model)
     draft_law = two_token_law(pair.draft.model)
-    got, ref = _samples(pair, name), _samples(pair, "autoregressive")
+    got, ref = _samples(pair, name, engine), _samples(pair, "autoregressive")
     assert bool((law[got] > 0).all()), "a token pair outside the target's top-p support"
     two, power2 = two_sample(got, ref, law, draft_law)
     one, power1 = one_sample(got, law, draft_law)

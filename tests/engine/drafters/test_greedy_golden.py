@@ -18,6 +18,7 @@ PROMPTS = ["Hi", "The quick brown fox jumps over", "def fib(n):\n    return n if
 # The tiny drafts are nearly uniform (top-1 probability ~0.02), so variants with small
 # thresholds are needed to grow non-trivial trees with the threshold-based methods.
 METHODS = {
+    "linear": [{}, {"k": 12, "stop_below": 0.015}],
     "dynatree": [
         {},
         {
