@@ -26,6 +26,8 @@ def sync(device: torch.device) -> None:
 
 
 class CachedModel:
+    fast = False  # the eager reference path (engine/static_cache.py: the fast one)
+
     def __init__(self, model) -> None:
         from transformers import DynamicCache
 

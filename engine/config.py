@@ -17,6 +17,11 @@ class ConfigError(ValueError):
     """Bad user input (unknown method, parameter, wrong type, ...): one line, no traceback."""
 
 
+# Field metadata of a method parameter added after its method was first released: at its
+# default it is left out of the resolved parameters (engine/methods.py method_params), so the
+# trials stored before it existed keep their config hashes (orchestrator/records.py).
+ADDED_LATER = {"omit_at_default": True}
+
 # how a trial runs its models (engine/static_cache.py): "eager" is the reference (a growing
 # DynamicCache, masks from the host); "fast" a preallocated cache compacted in place with masks
 # built on the device; "compiled" the fast path under torch.compile (CUDA graphs on CUDA)

@@ -54,8 +54,11 @@ one's parent fed before or in `new`). DraftModel.feed runs the draft LM; tests p
 class TreeBuilder:
     """Grows one draft tree in topological order; see the module docstring."""
 
-    def __init__(self, feed: Feed, root_token: int, device: torch.device | None = None) -> None:
+    def __init__(
+        self, feed: Feed, root_token: int, device: torch.device | None = None, keep_q: bool = True
+    ) -> None:
         self.feed = feed
+        self.keep_q = keep_q  # False: tree() leaves q None (a greedy verifier never reads it)
         self.device = device or torch.device("cpu")  # where tree() puts the Tree
         self.tokens: list[int] = [root_token]
         self.parents: list[int] = [-1]
@@ -137,7 +140,7 @@ class TreeBuilder:
             tokens=torch.tensor([self.tokens[i] for i in old_of], device=dev),
             parents=torch.tensor(parents, device=dev),
             depth=torch.tensor([self.depth[i] for i in old_of], device=dev),
-            q=gather_q(self._batches, new_of, len(old_of), dev),
+            q=gather_q(self._batches, new_of, len(old_of), dev) if self.keep_q else None,
             sampling=sampling,
             multiplicity=None
             if multiplicity is None
@@ -202,14 +205,15 @@ class DraftModel:
         self.path_slots: dict[int, list[int]] = {}  # fed node -> cache slots of root..node
         self.builder: TreeBuilder | None = None  # this iteration's tree
 
-    def start(self, committed: list[int]) -> TreeBuilder:
-        """Begin a tree rooted at committed[-1]; drops the previous iteration's nodes."""
+    def start(self, committed: list[int], keep_q: bool = True) -> TreeBuilder:
+        """Begin a tree rooted at committed[-1]; drops the previous iteration's nodes.
+        keep_q=False: the tree carries no q (for the greedy verifier, on the fast path)."""
         if self.lm.length > self.lm.committed:
             self.lm.commit([])
         self.pending = committed[self.lm.committed : -1]
         self.prefix_len = len(committed) - 1
         self.path_slots = {}
-        self.builder = TreeBuilder(self.feed, committed[-1], self.lm.device)
+        self.builder = TreeBuilder(self.feed, committed[-1], self.lm.device, keep_q)
         return self.builder
 
     def feed(self, b: TreeBuilder, new: list[int]) -> Batch:

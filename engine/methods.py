@@ -66,7 +66,13 @@ def resolve_method(
 
 
 def method_params(m: Method) -> dict[str, Any]:
-    """The fully resolved parameters of a method (defaults filled in), verifier included."""
-    out = {f.name: getattr(m.cfg, f.name) for f in fields(m.cfg)}
+    """The fully resolved parameters of a method (defaults filled in), verifier included;
+    parameters added later (engine/config.py ADDED_LATER) only where they differ from their
+    default."""
+    out = {
+        f.name: getattr(m.cfg, f.name)
+        for f in fields(m.cfg)
+        if not (f.metadata.get("omit_at_default") and getattr(m.cfg, f.name) == f.default)
+    }
     out["verifier"] = m.verifier
     return out

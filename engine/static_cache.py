@@ -70,6 +70,8 @@ def bucket(n: int) -> int:
 class StaticCachedModel(CachedModel):
     """A causal LM over a preallocated KV cache; see the module docstring."""
 
+    fast = True
+
     def __init__(self, model, capacity: int = MIN_CAPACITY, compile: bool = False) -> None:
         self.model = model
         self.device = model.device

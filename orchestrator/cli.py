@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from engine.config import ConfigError, parse_key_values
+from engine.config import ENGINES, ConfigError, parse_key_values
 from engine.model_names import DEFAULT_PAIR
 
 
@@ -101,6 +101,13 @@ def _parse_prompt_ids(text: str) -> list[int]:
     show_default=True,
     help="target attention: sdpa, eager, or tree_triton (Triton tree kernel)",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default="eager",
+    show_default=True,
+    help="eager (reference), fast (static KV cache), compiled (fast + torch.compile)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print tokens, text and stats as JSON")
 def generate(
     target,
@@ -117,6 +124,7 @@ def generate(
     device,
     dtype,
     attn,
+    engine,
     as_json,
 ) -> None:
     """Run one generation with one method and print the result."""
@@ -135,7 +143,9 @@ def generate(
     tok = pair.target.tokenizer
     if ids is None:
         ids = (tok.chat_template_encode(prompt) if chat else None) or tok.encode(prompt)
-    g = run(pair, ids, m, max_new_tokens, temperature=temperature, top_p=top_p, seed=seed)
+    g = run(
+        pair, ids, m, max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, engine=engine
+    )
     text = tok.decode(g.tokens)
     if as_json:
         click.echo(

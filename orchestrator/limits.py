@@ -61,6 +61,7 @@ def grid_size(sweep: Any) -> int:
             len(sweep.temperatures),
             len(sweep.top_ps),
             sweep.repeats,
+            len(sweep.engines),
             per_setting,
         )
     )

@@ -18,6 +18,9 @@ from engine.metrics import METRICS as ENGINE_METRICS
 
 # Bump only when the meaning of a config field changes: it is part of every hash.
 CONFIG_VERSION = 1
+# Fields added after version 1, with the value every earlier trial had: a trial at that value
+# leaves the field out of its hash, so adding a field does not change the stored trials' ids.
+HASH_DEFAULTS = {"engine": "eager"}
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class TrialConfig:
     chat: bool | None = None  # None: the dataset's default
     device: str = "auto"
     dtype: str = "auto"
+    engine: str = "eager"  # engine/config.py ENGINES
 
     def __post_init__(self) -> None:  # 0 and 0.0 must hash alike
         object.__setattr__(self, "temperature", float(self.temperature))
@@ -56,6 +60,9 @@ class TrialConfig:
     @property
     def config_hash(self) -> str:
         payload = {"v": CONFIG_VERSION, **self.to_dict()}
+        for k, default in HASH_DEFAULTS.items():
+            if payload[k] == default:
+                del payload[k]
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -66,9 +73,10 @@ class TrialConfig:
 
     def label(self) -> str:
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        engine = f" {self.engine}" if self.engine != "eager" else ""
         return (
             f"{self.method}[{params}] {self.target}/{self.draft} {self.dataset} "
-            f"n={self.max_new_tokens} r={self.repeat}"
+            f"n={self.max_new_tokens} r={self.repeat}{engine}"
         )
 
 

@@ -15,6 +15,7 @@ warmup: 0                           # generations per actor and pair before timi
 max_attempts: 3                     # dispatches of a trial whose worker died
 device: auto                        # auto | cpu | cuda | cuda:N
 dtype: auto                         # auto | float32 | bfloat16 | float16
+engine: eager                       # eager | fast | compiled, or a list (a grid axis)
 limits: {max_trials: 100000}        # caps (orchestrator/limits.py), each optional
 methods:                            # required, non-empty
   - name: dynatree                  # a key of engine.drafters.DRAFTERS
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from engine.config import ConfigError
+from engine.config import ENGINES, ConfigError
 from orchestrator.limits import (
     DEFAULT,
     MODEL_MAX,
@@ -103,6 +104,7 @@ class Sweep:
     max_attempts: int = 3
     device: str = "auto"
     dtype: str = "auto"
+    engines: tuple[str, ...] = ("eager",)
     description: str = ""
     limits: Limits = DEFAULT
 
@@ -121,6 +123,7 @@ class Sweep:
             "max_attempts": self.max_attempts,
             "device": self.device,
             "dtype": self.dtype,
+            "engine": list(self.engines),
             "limits": vars(self.limits),
             "methods": [
                 {
@@ -172,6 +175,7 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
             "max_attempts",
             "device",
             "dtype",
+            "engine",
             "limits",
         ),
         root=True,
@@ -222,6 +226,7 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
     dtype = _str(top.get("dtype", "auto"), at("dtype"))
     if dtype not in ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"):
         raise SpecError(f"{at('dtype')}: {dtype!r} is not one of auto, float32, bfloat16, float16")
+    engines = _axis(top.get("engine", "eager"), at("engine"), _engine)
     repeats = _int(top.get("repeats", 1), at("repeats"), lo=1)
     seed = _int(top.get("seed", 0), at("seed"), lo=0, hi=SEED_MAX)
     if seed + repeats - 1 > SEED_MAX:
@@ -244,9 +249,16 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
         max_attempts=_int(top.get("max_attempts", 3), at("max_attempts"), lo=1),
         device=device,
         dtype=dtype,
+        engines=engines,
         description=_str(top.get("description", ""), at("description")),
         limits=limits,
     )
+
+
+def _engine(value: Any, where: str) -> str:
+    if value not in ENGINES:
+        raise SpecError(f"{where}: {value!r} is not one of {', '.join(ENGINES)}")
+    return value
 
 
 def _limits(value: Any, where: str) -> Limits:
@@ -304,7 +316,8 @@ def _method(value: Any, where: str) -> MethodSpec:
 def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> list[TrialConfig]:
     """Check models, dataset and every method combination; return the trials in order.
 
-    Order: pair, dataset, temperature, top_p, method, grid point, max_new_tokens, repeat.
+    Order: pair, dataset, temperature, top_p, method, grid point, max_new_tokens, engine,
+    repeat.
     Configs that resolve identically are kept once.
     """
     from engine.datasets import DatasetError, load_prompts
@@ -334,7 +347,7 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
     ):
         for i, m in enumerate(sweep.methods):
             for params, mnts, _ in points[i, t]:
-                for mnt, r in itertools.product(mnts, range(sweep.repeats)):
+                for mnt, e, r in itertools.product(mnts, sweep.engines, range(sweep.repeats)):
                     cfg = TrialConfig(
                         target=target,
                         draft=draft,
@@ -352,6 +365,7 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
                         seed=sweep.seed + r,
                         device=sweep.device,
                         dtype=sweep.dtype,
+                        engine=e,
                     )
                     trials.setdefault(cfg.config_hash, cfg)
     return list(trials.values())

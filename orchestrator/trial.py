@@ -113,6 +113,7 @@ def run_trial(
                 temperature=config.temperature,
                 top_p=config.top_p,
                 seed=config.seed,
+                engine=config.engine,
             )
         warmup_s = time.perf_counter() - t0
     _WARM.add(config.pair_key)
@@ -126,6 +127,7 @@ def run_trial(
             temperature=config.temperature,
             top_p=config.top_p,
             seed=(config.seed * 1_000_003 + i) % 2**64,  # any 64-bit seed (unchanged below 2^44)
+            engine=config.engine,
         )
         stats.append(g.stats)
         d = g.stats.to_dict()

@@ -15,10 +15,11 @@ drafted. On a CPU, where a draft forward costs a large share of a target forward
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from engine.config import ADDED_LATER
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import sample
 from engine.tree import Tree, TreeSampling
@@ -30,7 +31,8 @@ SAMPLING = TreeSampling(greedy="deterministic", sampled="iid")
 @dataclass(frozen=True)
 class LinearConfig:
     k: int = 4  # draft tokens per iteration at most (gamma in Leviathan et al.)
-    stop_below: float = 0.0  # end the chain after a token the draft gives less than this
+    # end the chain after a token the draft gives less than this (0: the paper's fixed k)
+    stop_below: float = field(default=0.0, metadata=ADDED_LATER)
 
     def __post_init__(self) -> None:
         if self.k < 1:

@@ -14,7 +14,8 @@ MODES = SAMPLING_MODES
 
 
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:
-    """p: [N, V] target distribution after each node (one-hot at temperature 0)."""
+    """p: [N, V] target distribution after each node (one-hot at temperature 0), or the
+    target's logits, which have the same argmax (the fast path passes those)."""
     best = p.argmax(-1).tolist()  # [N] target's greedy token after each node
     tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
     children: dict[int, list[int]] = {}

@@ -1,5 +1,5 @@
 """Greedy golden test with the real Qwen2.5-Coder pair: 2 prompts x 16 tokens, every method
-equal to autoregressive decoding. Slow (fp32 1.5B forwards on a 2-core CPU), marked `slow`;
+equal to autoregressive decoding, on the eager reference path and on the fast path. Slow (fp32 1.5B forwards on a 2-core CPU), marked `slow`;
 skipped when the pair is not fetched (`orch models fetch NAME`). Sized so that `make test`
 (CI) stays well under 30 minutes; `bench/methods.py` checks the same on longer generations.
 
@@ -50,13 +50,14 @@ SMALL_TREES = {
 }
 
 
+@pytest.mark.parametrize("engine", ["eager", "fast"])
 @pytest.mark.parametrize("method", [m for m in DRAFTERS if m != "autoregressive"])
-def test_every_method_matches_autoregressive_on_the_real_pair(method):
+def test_every_method_matches_autoregressive_on_the_real_pair(method, engine):
     pair = real_pair()
     ids, ref = prompts_and_reference()
     accepted = 0
     for x, r in zip(ids, ref):
-        g = generate(pair, x, method, NEW, params=SMALL_TREES.get(method))
+        g = generate(pair, x, method, NEW, params=SMALL_TREES.get(method), engine=engine)
         assert g.tokens == r, method
         accepted += sum(s.accepted for s in g.stats.iterations)
     assert accepted > 0

@@ -96,6 +96,23 @@ methods: [{name: fixed_tree, grid: {depth: [2]}}]
     assert (t.dataset, t.prompts, t.max_new_tokens) == ("spec_bench", 10, 128)
 
 
+def test_engine_axis_and_hashes_of_eager_trials(tmp_path):
+    """`engine` is a grid axis; an eager trial keeps the hash it had before the field existed
+    (the golden hash above), a fast one differs."""
+    p = tmp_path / "e.yaml"
+    p.write_text(
+        "name: e\npairs: [{target: tiny-llama, draft: tiny-llama-draft}]\n"
+        "dataset: {name: spec_bench, prompts: 1}\nengine: [eager, fast]\n"
+        "methods: [{name: linear, grid: {k: [2, 3]}}]\n"
+    )
+    sweep, trials = load_sweep(p)
+    assert sweep.engines == ("eager", "fast") and sweep.to_dict()["engine"] == ["eager", "fast"]
+    assert Counter(t.engine for t in trials) == {"eager": 2, "fast": 2}
+    eager = next(t for t in trials if t.engine == "eager")
+    fast = TrialConfig.from_dict({**eager.to_dict(), "engine": "fast"})
+    assert fast.config_hash != eager.config_hash
+
+
 BASE = """\
 name: bad
 pairs: [{target: tiny-llama, draft: tiny-llama-draft}]
@@ -143,6 +160,10 @@ dataset: {name: spec_bench, prompts: 2}
             "max_new_tokens[1]: expected an integ",
         ),
         ("methods: [{name: linear}]\ndevice: gpu", "device: 'gpu' is not one of"),
+        (
+            "methods: [{name: linear}]\nengine: [fast, turbo]",
+            "engine[1]: 'turbo' is not one of eager, fast, compiled",
+        ),
     ],
 )
 def test_bad_specs_name_the_path(tmp_path, body, message):

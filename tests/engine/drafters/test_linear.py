@@ -37,3 +37,13 @@ def test_chain_ends_after_the_first_token_below_stop_below(stop_below, want):
 def test_stop_below_is_a_probability():
     with pytest.raises(ValueError, match="stop_below must be in"):
         LinearConfig(stop_below=1.5)
+
+
+def test_stop_below_leaves_the_resolved_params_unchanged_at_its_default():
+    """A parameter added later (engine/config.py ADDED_LATER): linear trials stored before it
+    existed keep their config hashes."""
+    from engine.methods import method_params, resolve_method
+
+    assert method_params(resolve_method("linear", {"k": 3})) == {"k": 3, "verifier": "greedy"}
+    got = method_params(resolve_method("linear", {"k": 3, "stop_below": 0.4}))
+    assert got == {"k": 3, "stop_below": 0.4, "verifier": "greedy"}
