@@ -140,6 +140,7 @@ def generate(
     iterations: list[IterationStats] = []
     history: list[int] = []
     history_depth: list[int] = []
+    history_size: list[int] = []
     done = False
     while not done:
         state = DecodeState(
@@ -149,6 +150,7 @@ def generate(
             remaining=max_new_tokens - len(out),
             history=tuple(history),
             history_depth=tuple(history_depth),
+            history_size=tuple(history_size),
         )
         step = decode_step(target, draft, method, committed, state, gen)
         t3 = time.perf_counter()
@@ -164,6 +166,7 @@ def generate(
             draft.commit(path)
         history.append(len(path))
         history_depth.append(int(step.tree.depth.max()))
+        history_size.append(step.tree.size - 1)
         t4 = time.perf_counter()
         if not iterations:
             ttft_s = t3 - start

@@ -35,6 +35,7 @@ class DecodeState:
     remaining: int  # tokens still to emit; a tree deeper than this is wasted work
     history: tuple[int, ...] = ()  # accepted draft tokens of each earlier iteration
     history_depth: tuple[int, ...] = ()  # depth of each earlier iteration's draft tree
+    history_size: tuple[int, ...] = ()  # drafted nodes of each earlier iteration's tree
 
 
 class Batch(NamedTuple):

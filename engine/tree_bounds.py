@@ -60,8 +60,8 @@ BOUNDS: dict[str, Bound] = {
     ),
     "iid": Bound(lambda c: c.K * c.L, lambda c: ("K", c.K)),
     "delayed": Bound(lambda c: c.L1 + c.K * c.L2, lambda c: ("K", c.K)),
-    "dynatree": Bound(
-        lambda c: min(c.N_max, full_tree(c.B_max, c.D_max, c.N_max)),
+    "dynatree": Bound(  # paper: the top-1 root u0, then up to D_max levels below it
+        lambda c: min(c.N_max, (c.variant == "paper") + full_tree(c.B_max, c.D_max, c.N_max)),
         lambda c: ("B_max", c.B_max),
     ),
     "dyspec": Bound(lambda c: c.budget, lambda c: None),

@@ -1,30 +1,46 @@
 """DynaTree: confidence-aware adaptive tree drafting (Chen, Liu, Li 2025; "dynatree.txt").
 
-One iteration grows the tree breadth-first from the root (the last committed token, path
-probability p = 1) under a node budget N_max (Sec. 3.3, Algorithm 1 DRAFTTREE):
+Two variants (`variant`), the paper's Algorithm 1 by default:
 
-- Phase 1, dynamic breadth (Sec. 3.3 "Tree expansion"): a node u with draft confidence
-  c(u) = max_v q_D(v | u) gets B(u) = B_min if c(u) >= tau_h, B_max if c(u) < tau_l, else B_mid
-  children: its B(u) most probable draft tokens.
-- Phase 2, dynamic depth (Sec. 3.3 "Dynamic depth control"): u is expandable iff
-  d(u) < D_max and p(u) >= rho_stop and (d(u) < D0 or p(u) >= rho_deep), with the cumulative
-  path probability p(u) = exp(sum of draft log-probabilities along the path).
-- Probability-threshold pruning (Sec. 3.3 "Adaptive pruning", Alg. 1 l. 14): a node with
-  p(u) < tau is pruned. Such a node can never be expanded (Alg. 1 skips it), so it is a leaf;
-  we prune it by not adding it, which saves its verification slot.
-- Phase 3, history adaptation (Sec. 3.3 "Historical adjustment", Alg. 1 l. 7): the mean a_bar
-  of the per-iteration acceptance statistic over the last W iterations adjusts (tau_l, tau_h,
-  D0). The paper defers the schedule to its Appendix D, which does not give it; we use the
-  statistic and rule of the authors' public code: a_r = accepted path length / tree depth of
-  iteration r; a_bar >= accept_high -> more aggressive (D0 + 1, tau_h and tau_l lowered by
-  adjust_step), a_bar < accept_low -> more conservative (D0 - 1, thresholds raised). We apply
-  it as a stateless offset from the configured values (a function of the last W iterations),
-  so a tree depends only on the decoding state.
+variant "paper" (App. D, Algorithm 1 DRAFTTREE, lines 9-31, step by step):
+- l. 10: run the draft on the prefix and root the tree at its top-1 token u0. In our Tree
+  node 0 is the last committed token, so u0 is node 0's single child; its cumulative
+  log-probability is l_u0 = log q_D(u0 | x_1:t) (Sec. 3.3: path(u) includes the root) and its
+  depth d(u0) = 0 (our depth 1). SELECTCOMMIT (l. 32-42) is then exactly our greedy verifier:
+  u0 is committed iff it equals the target's first greedy token, else `first` is emitted.
+- l. 11-13: a FIFO frontier A = [u0]; pop while A is non-empty and |T| < N_max (|T| counts
+  u0: at most N_max drafted nodes).
+- l. 14-25: a popped u is skipped (left in T as an unexpanded leaf) if p(u) < tau (pruning),
+  d(u) >= D_max, p(u) < rho_stop (early stopping), or d(u) >= D0 and p(u) < rho_deep (depth
+  gating). Children below tau are therefore added and kept as leaves, never dropped.
+- l. 26-28: expand u: c(u) = max q_D(.|u); B(u) = B_min if c >= tau_h, B_max if c < tau_l,
+  else B_mid; add the top-B(u) children in rank order, pushing each, until |T| = N_max.
+- l. 7 / Sec. 3.3 "Historical adjustment": after each iteration r, a_r = the fraction of
+  drafted tokens committed (accepted path length / drafted nodes); once W iterations are
+  known, a_bar_t = (1/W) sum_{i<W} a_{t-i} and ADJUST(tau_l, tau_h, D0) changes the
+  thresholds *persistently* (each adjustment starts from the previous one): a_bar >=
+  accept_high -> more aggressive (D0 + 1, tau_h and tau_l lowered by adjust_step), a_bar <
+  accept_low -> more conservative (D0 - 1, raised). The paper defers the schedule to App. D,
+  which gives only ADJUST's arguments; accept_high / accept_low / adjust_step are the authors'
+  public code's values (target acceptance 0.7 +- 0.1, step 0.05). The state is replayed from
+  the decoding history (DecodeState.history, history_size), so a tree is still a function of
+  the decoding state alone.
 
-Each phase can be switched off for the paper's ablation (Table 3): `dynamic_breadth=false`
-gives every node B_mid children, `dynamic_depth=false` expands exactly to depth D0,
-`history_adaptation=false` keeps the configured thresholds. With all three off the method is
-the paper's fixed-tree backbone (depth D0, branch B_mid, pruning tau, budget N_max).
+variant "ours" (the engine's earlier version; see bench numbers in the commit message):
+- the tree is rooted at the last committed token (p = 1, depth 0) and the root gets B(root)
+  children like any node, so the first drafted level can branch;
+- a child with p(u) < tau is not added (it could never be expanded, so it is dropped instead
+  of spending a verification slot);
+- Phase 3 statistic a_r = accepted path length / tree depth, applied as a stateless offset
+  from the configured values from the last W iterations only.
+
+Both: Phase 1 dynamic breadth (Sec. 3.3 "Tree expansion"), Phase 2 dynamic depth (Sec. 3.3
+"Dynamic depth control": expandable iff d(u) < D_max and p(u) >= rho_stop and (d(u) < D0 or
+p(u) >= rho_deep)), each phase switchable for the paper's ablation (Table 3):
+`dynamic_breadth=false` gives every node B_mid children, `dynamic_depth=false` expands exactly
+to depth D0 (gates of l. 17-25 replaced by d(u) < D0), `history_adaptation=false` keeps the
+configured thresholds. With all three off the method is the paper's fixed-tree backbone
+(depth D0, branch B_mid, pruning tau, budget N_max).
 
 Sweep names (DESIGN.md "Sweep file"; paper App. B grid over D, B, tau): `depth` sets D0,
 `branch` sets B_mid, `threshold` sets tau. They are consumed when the config is built (the
@@ -32,18 +48,19 @@ resolved config shows D0 / B_mid / tau), so `depth=6` and `D0=6` are the same tr
 450-config grid was run on the fixed-tree backbone; to reproduce it, also pass
 dynamic_breadth=false, dynamic_depth=false, history_adaptation=false.
 
-Level by level: the expandable nodes of one depth are fed to the draft in one forward, in FIFO
-order, and their children are added in that order until N_max, which is the tree Algorithm 1's
-FIFO frontier builds (N_max counts drafted nodes; the root is the committed token). Children
-are deterministic (top-B), so at temperature > 0 the tree needs a verifier for deterministic
-trees; the paper evaluates greedy decoding only.
+Level by level: the FIFO frontier of Algorithm 1 holds one depth at a time, so the nodes of
+one depth that pass the gates are fed to the draft in one forward, and their children are
+added in FIFO-then-rank order until N_max: the same tree, in the same BFS order (l. 3
+BFSFLATTEN), as popping one node at a time. Children are deterministic (top-B), so at
+temperature > 0 the tree needs a verifier for deterministic trees; the paper evaluates greedy
+decoding only. A tree is never grown deeper than the tokens still to emit.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
 import torch
 
@@ -56,6 +73,7 @@ SAMPLING = DETERMINISTIC
 
 @dataclass(frozen=True)
 class DynaTreeConfig:
+    variant: Literal["paper", "ours"] = "paper"  # Algorithm 1 as written / our earlier version
     D0: int = 5  # base depth (App. A)
     D_max: Optional[int] = None  # hard maximum depth; None -> D0 + 3 (App. A: 5 and 8)
     B_min: int = 1  # children of a confident node, c(u) >= tau_h (App. A)
@@ -110,22 +128,41 @@ class DynaTreeConfig:
             raise ValueError("need 0 <= accept_low <= accept_high <= 1 and adjust_step >= 0")
 
 
+def _shift(cfg: DynaTreeConfig, a_bar: float, d0: int, tau_h: float, tau_l: float):
+    """One ADJUST(tau_l, tau_h, D0) step from (d0, tau_h, tau_l) given a_bar; the thresholds
+    move only while they stay valid (0 < tau_l < tau_h < 1)."""
+    if a_bar >= cfg.accept_high:
+        shift, d0 = -cfg.adjust_step, min(d0 + 1, cfg.D_max - 1)
+    elif a_bar < cfg.accept_low:
+        shift, d0 = cfg.adjust_step, max(d0 - 1, 1)
+    else:
+        return d0, tau_h, tau_l
+    if 0.0 < tau_l + shift < tau_h + shift < 1.0:
+        tau_h, tau_l = tau_h + shift, tau_l + shift
+    return d0, tau_h, tau_l
+
+
 def adapted(cfg: DynaTreeConfig, state: DecodeState) -> tuple[int, float, float]:
-    """Phase 3: (D0, tau_h, tau_l) for this iteration from the last W iterations (Sec. 3.3,
-    a_bar_t = (1/W) sum_{i<W} a_{t-i}); the configured values until W iterations are known."""
+    """Phase 3: (D0, tau_h, tau_l) for this iteration (Sec. 3.3 "Historical adjustment",
+    a_bar_t = (1/W) sum_{i<W} a_{t-i}; Alg. 1 l. 7); the configured values until W iterations
+    are known. See the module docstring for the two variants' statistic and schedule."""
     if not cfg.history_adaptation or len(state.history) < cfg.W:
         return cfg.D0, cfg.tau_h, cfg.tau_l
-    recent = zip(state.history[-cfg.W :], state.history_depth[-cfg.W :])
-    a_bar = sum(min(1.0, acc / d) if d > 0 else 0.0 for acc, d in recent) / cfg.W
-    if a_bar >= cfg.accept_high:
-        shift, d0 = -cfg.adjust_step, min(cfg.D0 + 1, cfg.D_max - 1)
-    elif a_bar < cfg.accept_low:
-        shift, d0 = cfg.adjust_step, max(cfg.D0 - 1, 1)
-    else:
-        return cfg.D0, cfg.tau_h, cfg.tau_l
-    tau_h, tau_l = cfg.tau_h + shift, cfg.tau_l + shift
-    if not 0.0 < tau_l < tau_h < 1.0:  # keep the thresholds valid at the clamp
-        tau_h, tau_l = cfg.tau_h, cfg.tau_l
+    if cfg.variant == "ours":
+        recent = zip(state.history[-cfg.W :], state.history_depth[-cfg.W :])
+        a_bar = sum(min(1.0, acc / d) if d > 0 else 0.0 for acc, d in recent) / cfg.W
+        return _shift(cfg, a_bar, cfg.D0, cfg.tau_h, cfg.tau_l)
+    # paper: a_r = committed drafted tokens / drafted tokens; ADJUST after every iteration
+    # r >= W (l. 7), each step from the previous state: replay it from the history
+    if len(state.history_size) != len(state.history):
+        raise ValueError("DynaTree's history adaptation needs DecodeState.history_size")
+    a = [acc / n if n > 0 else 0.0 for acc, n in zip(state.history, state.history_size)]
+    d0, tau_h, tau_l = cfg.D0, cfg.tau_h, cfg.tau_l
+    window = sum(a[: cfg.W])
+    for t in range(cfg.W, len(a) + 1):  # after iteration t - 1: the last W are a[t-W:t]
+        d0, tau_h, tau_l = _shift(cfg, window / cfg.W, d0, tau_h, tau_l)
+        if t < len(a):
+            window += a[t] - a[t - cfg.W]
     return d0, tau_h, tau_l
 
 
@@ -133,30 +170,41 @@ def build(
     draft: TreeBuilder, state: DecodeState, cfg: DynaTreeConfig, gen: torch.Generator
 ) -> Tree:
     d0, tau_h, tau_l = adapted(cfg, state)
-    max_depth = min(cfg.D_max if cfg.dynamic_depth else d0, state.remaining)
+    paper = cfg.variant == "paper"
     log_tau = math.log(cfg.tau) if cfg.tau > 0 else -math.inf
     log_stop, log_deep = math.log(cfg.rho_stop), math.log(cfg.rho_deep)
-    logp = [0.0]  # node -> log p(u), the cumulative draft log-probability of its path
+    # d(u) below is the paper's depth: our depth - 1 for the paper (root u0 at our depth 1)
+    lift = 1 if paper else 0
+    # a node is worth expanding only while its children fit the tokens still to emit
+    max_depth = min(cfg.D_max if cfg.dynamic_depth else d0, state.remaining - lift)
+    logp = [0.0]  # builder node -> log p(u), the cumulative draft log-probability of its path
 
-    def expandable(u: int) -> bool:
-        d, lp = draft.depth[u], logp[u]
-        if d >= max_depth or lp < log_tau:
+    def expandable(u: int) -> bool:  # Alg. 1 l. 14-25 (l. 14 already applied at add for ours)
+        d, lp = draft.depth[u] - lift, logp[u]
+        if lp < log_tau or d >= max_depth:  # l. 14 pruning, l. 17 hard depth limit
             return False
         if not cfg.dynamic_depth:
             return True  # d < D0 already
-        return lp >= log_stop and (d < d0 or lp >= log_deep)
+        return lp >= log_stop and (d < d0 or lp >= log_deep)  # l. 20 and l. 23
 
     level = [0]
-    while level and draft.size - 1 < cfg.N_max:
+    if paper:  # l. 10: the root u0 is the draft's top-1 token after the prefix
+        if draft.size - 1 >= cfg.N_max or state.remaining < 1:
+            return draft.tree(SAMPLING.at(state.warp.greedy))
+        probs = draft.expand([0])[0]  # [V]
+        top = int(probs.argmax())
+        level = [draft.add(0, top)]
+        logp.append(math.log(max(float(probs[top]), 1e-30)))
+    while level and draft.size - 1 < cfg.N_max:  # l. 12
         frontier = [u for u in level if expandable(u)]  # FIFO order of Algorithm 1
         level = []
         while frontier and draft.size - 1 < cfg.N_max:
             # an expanded node adds at least one child unless pruned: feed at most `room`
             room = cfg.N_max - (draft.size - 1)
             chunk, frontier = frontier[:room], frontier[room:]
-            probs = draft.expand(chunk)  # [n, V] drafting distribution below each node
+            probs = draft.expand(chunk)  # [n, V] drafting distribution below each node (l. 26)
             top_p, top_t = probs.topk(min(cfg.B_max, probs.shape[-1]), dim=-1)  # [n, B_max]
-            if cfg.dynamic_breadth:
+            if cfg.dynamic_breadth:  # l. 27
                 conf = top_p[:, 0]  # [n] c(u)
                 width = torch.where(
                     conf >= tau_h, cfg.B_min, torch.where(conf < tau_l, cfg.B_max, cfg.B_mid)
@@ -167,12 +215,13 @@ def build(
                 torch.log(top_p.clamp(min=1e-30))
                 + torch.tensor([logp[u] for u in chunk], device=probs.device)[:, None]
             )  # [n, B_max]
-            keep = (
-                torch.arange(top_p.shape[-1], device=probs.device)[None]
-                < width[:, None].to(probs.device)
-            ) & (child_lp >= log_tau)  # [n, B_max]
+            keep = torch.arange(top_p.shape[-1], device=probs.device)[None] < width[:, None].to(
+                probs.device
+            )  # [n, B_max]
+            if not paper:  # ours: a child below tau is dropped, not kept as a leaf
+                keep &= child_lp >= log_tau
             tokens, lps = top_t.tolist(), child_lp.tolist()
-            for row, col in keep.nonzero().tolist():  # row-major: FIFO, then rank order
+            for row, col in keep.nonzero().tolist():  # l. 28 row-major: FIFO, then rank order
                 if draft.size - 1 >= cfg.N_max:
                     break
                 level.append(draft.add(chunk[row], tokens[row][col]))

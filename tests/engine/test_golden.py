@@ -20,6 +20,26 @@ METHODS = [("linear", {"k": k}) for k in range(1, 7)] + [
     ("fixed_tree", {"depth": 4, "branch": 2, "budget": 16}),
     ("fixed_tree", {"depth": 6, "branch": 3, "budget": 40}),
     ("fixed_tree", {"depth": 2, "branch": 8, "budget": 10}),
+    # DynaTree's two variants (Alg. 1 rooted at the draft's top-1 token, and ours), with
+    # thresholds low enough for the tiny drafts' flat distributions to grow real trees
+    *(
+        (
+            "dynatree",
+            {
+                "variant": v,
+                "tau": 1e-4,
+                "rho_stop": 1e-5,
+                "rho_deep": 2e-4,
+                "tau_l": 0.018,
+                "tau_h": 0.03,
+                "N_max": 24,
+                "W": 2,
+                "accept_high": 0.3,
+                "accept_low": 0.1,
+            },
+        )  # fmt: skip
+        for v in ("paper", "ours")
+    ),
 ]
 NEW = 64
 

@@ -47,7 +47,9 @@ def fake_builder(next_probs: NextProbs, root_token: int = 0) -> TreeBuilder:
     return TreeBuilder(PathFeed(next_probs), root_token)
 
 
-def state(remaining: int = 1000, temperature: float = 0.0, history=(), history_depth=()):
+def state(
+    remaining: int = 1000, temperature: float = 0.0, history=(), history_depth=(), history_size=()
+):
     return DecodeState(
         prefix_len=0,
         root_token=0,
@@ -55,6 +57,7 @@ def state(remaining: int = 1000, temperature: float = 0.0, history=(), history_d
         remaining=remaining,
         history=tuple(history),
         history_depth=tuple(history_depth),
+        history_size=tuple(history_size),
     )
 
 
