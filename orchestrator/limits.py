@@ -58,8 +58,7 @@ def grid_size(sweep: Any) -> int:
         (
             len(sweep.pairs),
             len(sweep.datasets),
-            len(sweep.temperatures),
-            len(sweep.top_ps),
+            len(sweep.settings),  # the temperature x top_p grid and the explicit points
             sweep.repeats,
             len(sweep.engines),
             per_setting,

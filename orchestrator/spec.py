@@ -8,6 +8,9 @@ dataset: {name: wikitext2, prompts: 10, prompt_tokens: 256, category: null, chat
                                     # or a list of such mappings (one more grid axis);
                                     # default {name: spec_bench, prompts: 10}
 sampling: {temperature: 0.0, top_p: 1.0}   # each a number or a list (grid axes)
+  # and/or explicit settings beside the grid (Delayed Tree Expansion's 8: T at top-p 1, plus
+  # T=1 at top-p 0.9 and 0.99): points: [{temperature: 1.0, top_p: 0.9}, ...] (top_p
+  # defaults to 1.0); with points only, the grid is empty instead of its default T=0, top-p 1
 max_new_tokens: 128                 # a number or a list; default for every method
 repeats: 1                          # repeat r runs with seed + r
 seed: 0
@@ -94,7 +97,7 @@ class Sweep:
     name: str
     pairs: tuple[tuple[str, str], ...]
     datasets: tuple[DatasetSel, ...]
-    temperatures: tuple[float, ...]
+    temperatures: tuple[float, ...]  # the temperature x top_p grid (both empty: no grid)
     top_ps: tuple[float, ...]
     max_new_tokens: tuple[int, ...]
     methods: tuple[MethodSpec, ...]
@@ -107,6 +110,12 @@ class Sweep:
     engines: tuple[str, ...] = ("eager",)
     description: str = ""
     limits: Limits = DEFAULT
+    points: tuple[tuple[float, float], ...] = ()  # explicit (temperature, top_p) settings
+
+    @property
+    def settings(self) -> tuple[tuple[float, float], ...]:
+        """Every (temperature, top_p) the sweep runs: the grid, then the explicit points."""
+        return tuple(itertools.product(self.temperatures, self.top_ps)) + self.points
 
     def to_dict(self) -> dict[str, Any]:
         """The normalised spec, JSON-ready (stored with the sweep)."""
@@ -115,7 +124,8 @@ class Sweep:
             "description": self.description,
             "pairs": [{"target": t, "draft": d} for t, d in self.pairs],
             "datasets": [vars(d) for d in self.datasets],
-            "sampling": {"temperature": list(self.temperatures), "top_p": list(self.top_ps)},
+            "sampling": {"temperature": list(self.temperatures), "top_p": list(self.top_ps)}
+            | ({"points": [list(x) for x in self.points]} if self.points else {}),
             "max_new_tokens": list(self.max_new_tokens),
             "repeats": self.repeats,
             "seed": self.seed,
@@ -201,17 +211,10 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
         _dataset(d, ds_where(i), limits.max_prompts)
         for i, d in enumerate(_list(ds_list, at("dataset")))
     )
-    sampling = _mapping(top.get("sampling", {}), at("sampling"), optional=("temperature", "top_p"))
-    temps = _axis(
-        sampling.get("temperature", 0.0),
-        at("sampling.temperature"),
-        lambda v, w: _number(v, w, lo=0.0),
+    sampling = _mapping(
+        top.get("sampling", {}), at("sampling"), optional=("temperature", "top_p", "points")
     )
-    top_ps = _axis(
-        sampling.get("top_p", 1.0),
-        at("sampling.top_p"),
-        lambda v, w: _number(v, w, lo=0.0, hi=1.0, lo_open=True),
-    )
+    temps, top_ps, points = _sampling(sampling, at("sampling"))
     mnt = _axis(
         top.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS),
         at("max_new_tokens"),
@@ -241,6 +244,7 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
         datasets=datasets,
         temperatures=temps,
         top_ps=top_ps,
+        points=points,
         max_new_tokens=mnt,
         methods=methods,
         repeats=repeats,
@@ -316,8 +320,8 @@ def _method(value: Any, where: str) -> MethodSpec:
 def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> list[TrialConfig]:
     """Check models, dataset and every method combination; return the trials in order.
 
-    Order: pair, dataset, temperature, top_p, method, grid point, max_new_tokens, engine,
-    repeat.
+    Order: pair, dataset, sampling setting (the temperature x top_p grid, then the explicit
+    points), method, grid point, max_new_tokens, engine, repeat.
     Configs that resolve identically are kept once.
     """
     from engine.datasets import DatasetError, load_prompts
@@ -335,15 +339,15 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
         except DatasetError as e:
             raise SpecError(f"{source}: dataset: {e}") from None
     points = {}  # (method index, temperature) -> list of (params, max_new_tokens axis, method)
-    for t in sweep.temperatures:
+    for t in dict.fromkeys(t for t, _ in sweep.settings):
         for i, m in enumerate(sweep.methods):
             points[i, t] = _method_points(
                 m, t, sweep.max_new_tokens, f"{source}: methods[{i}]", sweep.limits
             )
     _check_vocabularies(sweep, points, source)
     trials: dict[str, TrialConfig] = {}
-    for (target, draft), d, t, p in itertools.product(
-        sweep.pairs, sweep.datasets, sweep.temperatures, sweep.top_ps
+    for (target, draft), d, (t, p) in itertools.product(
+        sweep.pairs, sweep.datasets, sweep.settings
     ):
         for i, m in enumerate(sweep.methods):
             for params, mnts, _ in points[i, t]:
@@ -495,6 +499,43 @@ def _list(value: Any, where: str) -> list:
     if not value:
         raise SpecError(f"{where}: empty list (give at least one entry)")
     return value
+
+
+def _temperature(value: Any, where: str) -> float:
+    return _number(value, where, lo=0.0)
+
+
+def _top_p(value: Any, where: str) -> float:
+    return _number(value, where, lo=0.0, hi=1.0, lo_open=True)
+
+
+def _sampling(sampling: dict, where: str) -> tuple[tuple, tuple, tuple]:
+    """(temperatures, top_ps, points): the grid axes and the explicit settings. Without
+    `points` the grid defaults to temperature 0, top_p 1; with `points` only, there is no grid.
+    A point repeated, or already in the grid, is an error."""
+    gridded = "temperature" in sampling or "top_p" in sampling or "points" not in sampling
+    temps = _axis(sampling.get("temperature", 0.0), f"{where}.temperature", _temperature)
+    top_ps = _axis(sampling.get("top_p", 1.0), f"{where}.top_p", _top_p)
+    if not gridded:
+        temps, top_ps = (), ()
+    seen = set(itertools.product(temps, top_ps))
+    points = []
+    raw = _list(sampling["points"], f"{where}.points") if "points" in sampling else []
+    for j, point in enumerate(raw):
+        at = f"{where}.points[{j}]"
+        point = _mapping(point, at, required=("temperature",), optional=("top_p",))
+        x = (
+            _temperature(point["temperature"], f"{at}.temperature"),
+            _top_p(point.get("top_p", 1.0), f"{at}.top_p"),
+        )
+        if x in seen:
+            raise SpecError(
+                f"{at}: temperature {x[0]:g}, top_p {x[1]:g} is given twice "
+                "(already a point or in the temperature x top_p grid)"
+            )
+        seen.add(x)
+        points.append(x)
+    return temps, top_ps, tuple(points)
 
 
 def _axis(value: Any, where: str, check) -> tuple:

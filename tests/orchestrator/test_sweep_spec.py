@@ -154,6 +154,31 @@ dataset: {name: spec_bench, prompts: 2}
             "methods: [{name: linear}]\nsampling: {temperature: hot}",
             "sampling.temperature: expected",
         ),
+        (
+            "methods: [{name: linear}]\nsampling: {points: []}",
+            "sampling.points: empty list",
+        ),
+        (
+            "methods: [{name: linear}]\nsampling: {points: [{top_p: 0.9}]}",
+            "sampling.points[0]: missing required key 'temperature'",
+        ),
+        (
+            "methods: [{name: linear}]\nsampling: {points: [{temperature: 1, top_p: 1.5}]}",
+            "sampling.points[0].top_p: must be <= 1.0, got 1.5",
+        ),
+        (
+            "methods: [{name: linear}]\nsampling: {points: [{temperature: 1, top: 0.9}]}",
+            "sampling.points[0].top: unknown key",
+        ),
+        (
+            "methods: [{name: linear}]\nsampling: {points: [[1.0, 0.9]]}",
+            "sampling.points[0]: expected a mapping",
+        ),
+        (
+            "methods: [{name: linear}]\nsampling: {temperature: [0, 1], "
+            "points: [{temperature: 1.0}]}",
+            "sampling.points[0]: temperature 1, top_p 1 is given twice",
+        ),
         ("methods: [{name: linear}]\nrepeats: 0", "repeats: must be >= 1"),
         (
             "methods: [{name: linear}]\nmax_new_tokens: [8, x]",
@@ -262,3 +287,30 @@ def test_model_folders_are_checked_where_they_load(tmp_path):
     p.write_text(p.read_text().replace("/models/llama-7b", "llama-7b"))
     with pytest.raises(SpecError, match="unknown model 'llama-7b'"):
         load_sweep(p, local_models=False)
+
+
+def test_explicit_sampling_points_beside_the_grid(tmp_path):
+    """The Delayed Tree Expansion paper's 8 settings: temperatures at top-p 1 (the grid) plus
+    T=1 at top-p 0.9 and 0.99 (explicit points), not the 6 x 3 cartesian product."""
+    p = tmp_path / "s.yaml"
+    p.write_text(
+        BASE
+        + "sampling:\n  temperature: [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]\n"
+        + "  points: [{temperature: 1.0, top_p: 0.9}, {temperature: 1.0, top_p: 0.99}]\n"
+        + "methods: [{name: autoregressive}]\n"
+    )
+    sweep, trials = load_sweep(p)
+    settings = [(t.temperature, t.top_p) for t in trials]
+    grid = [(t, 1.0) for t in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)]
+    assert settings == grid + [(1.0, 0.9), (1.0, 0.99)]
+    assert sweep.to_dict()["sampling"]["points"] == [[1.0, 0.9], [1.0, 0.99]]
+    # points only: no default grid point (T=0, top-p 1) is added
+    p.write_text(
+        BASE + "sampling: {points: [{temperature: 0.6}]}\nmethods: [{name: autoregressive}]\n"
+    )
+    _, trials = load_sweep(p)
+    assert [(t.temperature, t.top_p, t.params["verifier"]) for t in trials] == [(0.6, 1.0, "naive")]
+    # without points the stored spec (and so every stored hash) is unchanged
+    p.write_text(BASE + "sampling: {temperature: 0.6}\nmethods: [{name: autoregressive}]\n")
+    sweep, _ = load_sweep(p)
+    assert sweep.to_dict()["sampling"] == {"temperature": [0.6], "top_p": [1.0]}

@@ -239,6 +239,22 @@ CASES: list[Case] = [
         backends=BOTH,
     ),
     Case(
+        "sampling-point-top-p-above-one",
+        SUBMIT,
+        "sampling.points[1].top_p: must be <= 1.0, got 1.5",
+        spec=sweep(
+            extra="sampling: {points: [{temperature: 1.0, top_p: 0.9}, "
+            "{temperature: 1.0, top_p: 1.5}]}\n"
+        ),
+        backends=BOTH,
+    ),
+    Case(
+        "sampling-point-twice",
+        SUBMIT,
+        "sampling.points[0]: temperature 0, top_p 1 is given twice",
+        spec=sweep(extra="sampling: {temperature: 0.0, points: [{temperature: 0.0}]}\n"),
+    ),
+    Case(
         "top-p-nan",
         SUBMIT,
         "sampling.top_p: must be a finite number, got nan",
