@@ -238,9 +238,12 @@ class DraftModel:
         tokens = pend + [b.tokens[i] for i in new]
         positions = [base + j for j in range(n_p)] + [self.prefix_len + b.depth[i] for i in new]
         dev = lm.device
-        logits = lm.forward(
-            torch.tensor(tokens, device=dev), torch.tensor(positions, device=dev), visible.to(dev)
-        )[n_p:]  # [len(new), V]
+        logits = lm.forward(  # the LM head only for the new nodes, not the pending tokens
+            torch.tensor(tokens, device=dev),
+            torch.tensor(positions, device=dev),
+            visible.to(dev),
+            keep=len(new),
+        )  # [len(new), V]
         lm.committed += n_p
         if self.warp.greedy:
             return Batch(
