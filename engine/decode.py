@@ -149,6 +149,7 @@ def generate(
             remaining=max_new_tokens - len(out),
             history=tuple(history),
             history_depth=tuple(history_depth),
+            context=committed,  # by reference: read-only for the drafter (engine/draft.py)
         )
         step = decode_step(target, draft, method, committed, state, gen)
         t3 = time.perf_counter()
