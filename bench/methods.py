@@ -16,9 +16,9 @@ once, in an order shuffled per prompt (seeded), so load drift and order effects 
 machine hit all of them alike. Each prompt's runs are kept in the JSON (--out), which is
 rewritten after every prompt.
 
---dataset takes a comma-separated list, each a dataset or dataset:category: n prompts of each, run in one interleaved loop, with a
-second table per category (Spec-Bench's 13, HumanEval's python): speedup, tokens per
-iteration and acceptance per method. --hf-lookup K adds two contenders run through Hugging
+--dataset takes a comma-separated list, each a dataset or dataset:category: n prompts of
+each, run in one interleaved loop, with a second table per category (Spec-Bench's 13,
+HumanEval's python): speedup, tokens per iteration and acceptance per method. --hf-lookup K adds two contenders run through Hugging
 Face's own `generate` on the same target (bench/hf_contenders.py): `hf_greedy` and
 `hf_prompt_lookup` (prompt_lookup_num_tokens=K, no assistant model).
 
