@@ -51,7 +51,7 @@ from bench.hf_contenders import HF_CONTENDERS, hf_run  # noqa: E402
 from engine.config import ConfigError, parse_key_values  # noqa: E402
 from engine.datasets import DatasetError, encode_prompt, load_prompts  # noqa: E402
 from engine.decode import generate  # noqa: E402
-from engine.drafters import DRAFTERS  # noqa: E402
+from engine.drafters import DRAFTERS, MODEL_FREE  # noqa: E402
 from engine.methods import method_params, resolve_method  # noqa: E402
 from engine.model_names import DEFAULT_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
@@ -125,7 +125,9 @@ def summary(method: str, params: dict, prompts: list[dict]) -> dict:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default=DEFAULT_PAIR[0])
-    ap.add_argument("--draft", default=DEFAULT_PAIR[1])
+    ap.add_argument(
+        "--draft", default=DEFAULT_PAIR[1], help="'none': no draft model (model-free methods)"
+    )
     ap.add_argument("--n-prompts", type=int, default=20)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--dataset", default="spec_bench")
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     def rows_of(records: list[dict]) -> list[dict]:
         return [summary(n, settings["methods"][n], records) for n in names]
 
-    pair = load_pair(args.target, args.draft)
+    pair = load_pair(args.target, None if args.draft == "none" else args.draft)
     prompts = [encode_prompt(pair.target.tokenizer, p, args.prompt_tokens) for p in texts]
 
     def run(name: str, ids: list[int], n: int) -> dict:
@@ -251,6 +253,9 @@ def check(args: argparse.Namespace) -> tuple[dict, dict, list, list[dict]]:
         name, _, category = item.partition(":")
         texts += load_prompts(name, n=args.n_prompts, category=category or None)
     methods = {n: resolve_method(n, overrides.get(n)) for n in names}
+    needs = [n for n in names if n not in MODEL_FREE]
+    if args.draft == "none" and needs:
+        raise ConfigError(f"--draft none, but {', '.join(needs)} run a draft model")
     contenders = {n: {"prompt_lookup_num_tokens": args.hf_lookup} for n in HF_CONTENDERS}
     if args.hf_lookup:
         names += list(HF_CONTENDERS)

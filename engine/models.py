@@ -89,7 +89,7 @@ class LoadedModel:
 @dataclass(frozen=True)
 class Pair:
     target: LoadedModel
-    draft: LoadedModel
+    draft: LoadedModel | None  # None: no draft model (model-free methods, engine/no_draft.py)
 
 
 def _tiny_config(family: str, layers: int) -> Any:
@@ -327,14 +327,18 @@ def load_model(
 
 def load_pair(
     target: str,
-    draft: str,
+    draft: str | None,
     device: str | None = None,
     dtype: str | torch.dtype | None = None,
     attn: str = "sdpa",
 ) -> Pair:
     """Load a target/draft pair; both must share one vocabulary (checked). `attn` applies to
-    the target, whose forward verifies the tree."""
-    resolve(target), resolve(draft), check_attn(attn)  # fail before loading anything
+    the target, whose forward verifies the tree. draft=None loads the target alone (a pair
+    for model-free methods: prompt lookup, autoregressive)."""
+    resolve(target), check_attn(attn)  # fail before loading anything
+    if draft is None:
+        return Pair(target=load_model(target, device, dtype, attn=attn), draft=None)
+    resolve(draft)
     t = load_model(target, device, dtype, attn=attn)
     d = load_model(draft, device, dtype)
     tv, dv = t.model.config.vocab_size, d.model.config.vocab_size

@@ -73,3 +73,7 @@ DRAFTERS: dict[str, Drafter] = {
         lookup_hybrid.LookupHybridConfig, lookup_hybrid.build, lookup_hybrid.SAMPLING, "nss"
     ),
 }
+
+# methods that never run the draft model: they run with a pair whose draft is None
+# (engine/no_draft.py; `draft: none` in a sweep, `--draft none` on the command line)
+MODEL_FREE = frozenset({"autoregressive", "lookup", "lookup_tree"})
