@@ -325,6 +325,10 @@ def load_model(
     )
 
 
+# the draft name of a pair without a draft model (`draft: none` in a sweep, `--draft none`)
+NO_DRAFT = "none"
+
+
 def load_pair(
     target: str,
     draft: str | None,
@@ -333,10 +337,10 @@ def load_pair(
     attn: str = "sdpa",
 ) -> Pair:
     """Load a target/draft pair; both must share one vocabulary (checked). `attn` applies to
-    the target, whose forward verifies the tree. draft=None loads the target alone (a pair
-    for model-free methods: prompt lookup, autoregressive)."""
+    the target, whose forward verifies the tree. draft=None or NO_DRAFT loads the target
+    alone (a pair for model-free methods: prompt lookup, autoregressive)."""
     resolve(target), check_attn(attn)  # fail before loading anything
-    if draft is None:
+    if draft is None or draft == NO_DRAFT:
         return Pair(target=load_model(target, device, dtype, attn=attn), draft=None)
     resolve(draft)
     t = load_model(target, device, dtype, attn=attn)
