@@ -15,6 +15,7 @@ function of the path in the model-free tests (tests/engine/drafters/fakes.py).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
@@ -35,6 +36,10 @@ class DecodeState:
     remaining: int  # tokens still to emit; a tree deeper than this is wasted work
     history: tuple[int, ...] = ()  # accepted draft tokens of each earlier iteration
     history_depth: tuple[int, ...] = ()  # depth of each earlier iteration's draft tree
+    # the committed tokens (prompt + emitted, the root last), for model-free drafters (prompt
+    # lookup): the decode loop's own list, passed by reference (no copy per iteration), so a
+    # drafter reads it during build and never keeps or mutates it
+    context: Sequence[int] = ()
 
 
 class Batch(NamedTuple):

@@ -347,10 +347,19 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
     Configs that resolve identically are kept once.
     """
     from engine.datasets import DatasetError, load_prompts
-    from engine.models import resolve
+    from engine.drafters import MODEL_FREE
+    from engine.models import NO_DRAFT, resolve
 
     for i, (target, draft) in enumerate(sweep.pairs):
+        needs = [m.name for m in sweep.methods if m.name not in MODEL_FREE]
+        if draft == NO_DRAFT and needs:
+            raise SpecError(
+                f"{source}: pairs[{i}].draft: none, but method {needs[0]!r} runs a draft model "
+                f"(model-free methods: {', '.join(sorted(MODEL_FREE))})"
+            )
         for role, name in (("target", target), ("draft", draft)):
+            if role == "draft" and name == NO_DRAFT:
+                continue
             try:
                 resolve(name, local=local_models)
             except ConfigError as e:
@@ -401,11 +410,12 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
 def _check_vocabularies(sweep: Sweep, points: dict, source: str) -> None:
     """No node may need more distinct children than a pair's vocabulary (from the models'
     configs, before loading) has tokens."""
-    from engine.models import vocab_size
+    from engine.models import NO_DRAFT, vocab_size
     from engine.tree_bounds import check_vocab
 
     for target, draft in sweep.pairs:
-        known = [(v, n) for n in (target, draft) if (v := vocab_size(n)) is not None]
+        names = (target,) if draft == NO_DRAFT else (target, draft)
+        known = [(v, n) for n in names if (v := vocab_size(n)) is not None]
         if not known:
             continue
         vocab, model = min(known, key=lambda k: k[0])

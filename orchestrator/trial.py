@@ -154,7 +154,7 @@ def run_trial(
         load_s=load_s,
         warmup_s=warmup_s,
         code_version=code_version(),
-        models=[model_info(pair.target), model_info(pair.draft)],
+        models=[model_info(m) for m in (pair.target, pair.draft) if m is not None],
     )
 
 

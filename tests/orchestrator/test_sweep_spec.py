@@ -262,3 +262,24 @@ def test_model_folders_are_checked_where_they_load(tmp_path):
     p.write_text(p.read_text().replace("/models/llama-7b", "llama-7b"))
     with pytest.raises(SpecError, match="unknown model 'llama-7b'"):
         load_sweep(p, local_models=False)
+
+
+def test_draft_none_for_model_free_methods_only(tmp_path):
+    """`draft: none`: a pair without a draft model, for prompt lookup; a method that runs the
+    draft model is refused with one line naming the pair and the method."""
+    p = tmp_path / "s.yaml"
+    p.write_text("""
+name: lk
+pairs: [{target: tiny-llama, draft: none}]
+methods: [{name: autoregressive}, {name: lookup}, {name: lookup_tree, params: {budget: 8}}]
+""")
+    _, trials = load_sweep(p)
+    assert {t.draft for t in trials} == {"none"}
+    assert [t.method for t in trials] == ["autoregressive", "lookup", "lookup_tree"]
+    p.write_text("""
+name: lk
+pairs: [{target: tiny-llama, draft: none}]
+methods: [{name: lookup}, {name: lookup_hybrid}]
+""")
+    with pytest.raises(SpecError, match=r"pairs\[0\]\.draft: none, but method 'lookup_hybrid'"):
+        load_sweep(p)
