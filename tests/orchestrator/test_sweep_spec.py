@@ -30,7 +30,8 @@ def test_dynatree_450_expands_to_450_per_pair_and_repeat():
 
 def test_example_files_validate():
     _, real = load_sweep(EXAMPLES / "quickstart_real.yaml")
-    assert len({t.method for t in real}) == 5 and len(real) == 5
+    assert len({t.method for t in real}) == 6 and len(real) == 6
+    assert "lookup" in {t.method for t in real}  # make demo shows prompt lookup
     _, tiny = load_sweep(EXAMPLES / "quickstart_tiny.yaml")
     assert {t.method for t in tiny} == {"autoregressive", "linear", "fixed_tree"}
 
