@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default=DEFAULT_PAIR[0])
     ap.add_argument("--draft", default=DEFAULT_PAIR[1])
@@ -149,7 +149,7 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--out", default="bench/results/host_time.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     result = run(args)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))

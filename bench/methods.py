@@ -5,7 +5,8 @@ and whether each method reproduced the autoregressive tokens exactly.
     python bench/methods.py --target qwen2.5-coder-1.5b --draft qwen2.5-coder-0.5b \\
         [--n-prompts 20] [--max-new-tokens 128] [--methods dynatree,salf] [--param m.k=v]
         [--dataset spec_bench] [--prompt-tokens 512] [--threads 0] [--out methods.json]
-        [--resume] [--stop-after-s 3600]
+        [--resume] [--stop-after-s 3600] [--hf-lookup 10]
+        [--dataset spec_bench,humaneval,spec_bench:summarization]
 
 Prompts: the first n prompts of the dataset (Spec-Bench: round-robin over its 13 categories;
 chat template when the tokenizer has one), each truncated to its last prompt-tokens tokens.
@@ -14,6 +15,12 @@ Then the methods are interleaved: for each prompt every method (autoregressive i
 once, in an order shuffled per prompt (seeded), so load drift and order effects on a shared
 machine hit all of them alike. Each prompt's runs are kept in the JSON (--out), which is
 rewritten after every prompt.
+
+--dataset takes a comma-separated list, each a dataset or dataset:category: n prompts of
+each, run in one interleaved loop, with a second table per category (Spec-Bench's 13,
+HumanEval's python): speedup, tokens per iteration and acceptance per method. --hf-lookup K adds two contenders run through Hugging
+Face's own `generate` on the same target (bench/hf_contenders.py): `hf_greedy` and
+`hf_prompt_lookup` (prompt_lookup_num_tokens=K, no assistant model).
 
 Speedup = (method tokens / method seconds) / (autoregressive tokens / seconds) over all
 prompts, generation wall time including prefill; `speedup_gmean` is the geometric mean of the
@@ -40,10 +47,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import torch  # noqa: E402
 
 from bench.common import markdown_table  # noqa: E402
+from bench.hf_contenders import HF_CONTENDERS, hf_run  # noqa: E402
 from engine.config import ConfigError, parse_key_values  # noqa: E402
 from engine.datasets import DatasetError, encode_prompt, load_prompts  # noqa: E402
 from engine.decode import generate  # noqa: E402
-from engine.drafters import DRAFTERS  # noqa: E402
+from engine.drafters import DRAFTERS, MODEL_FREE  # noqa: E402
 from engine.methods import method_params, resolve_method  # noqa: E402
 from engine.model_names import DEFAULT_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
@@ -61,6 +69,8 @@ COLUMNS = [
     "build_share",
     "matches_ar",
 ]
+CATEGORY_COLUMNS = ["category", "prompts", "method", "speedup", "tokens_per_iteration"]
+CATEGORY_COLUMNS += ["acceptance_rate", "mean_tree_size"]
 
 
 def run_sums(g) -> dict:
@@ -115,7 +125,9 @@ def summary(method: str, params: dict, prompts: list[dict]) -> dict:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default=DEFAULT_PAIR[0])
-    ap.add_argument("--draft", default=DEFAULT_PAIR[1])
+    ap.add_argument(
+        "--draft", default=DEFAULT_PAIR[1], help="'none': no draft model (model-free methods)"
+    )
     ap.add_argument("--n-prompts", type=int, default=20)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--dataset", default="spec_bench")
@@ -127,6 +139,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=[],
         metavar="METHOD.KEY=VALUE",
         help="override a default, e.g. dynatree.tau=0.01 (repeatable)",
+    )
+    ap.add_argument(
+        "--hf-lookup",
+        type=int,
+        default=0,
+        metavar="K",
+        help="add hf_greedy and hf_prompt_lookup (prompt_lookup_num_tokens=K) contenders",
     )
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
     ap.add_argument("--seed", type=int, default=0, help="seeds the per-prompt method order")
@@ -151,15 +170,21 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: {e}")
     if args.threads:
         torch.set_num_threads(args.threads)
-    names = list(methods)
+    names = list(settings["methods"])  # autoregressive first, then methods, HF contenders
 
     def rows_of(records: list[dict]) -> list[dict]:
         return [summary(n, settings["methods"][n], records) for n in names]
 
-    pair = load_pair(args.target, args.draft)
+    pair = load_pair(args.target, None if args.draft == "none" else args.draft)
     prompts = [encode_prompt(pair.target.tokenizer, p, args.prompt_tokens) for p in texts]
-    for m in methods.values():  # warm-up, untimed
-        generate(pair, prompts[0][-64:], m, min(8, args.max_new_tokens))
+
+    def run(name: str, ids: list[int], n: int) -> dict:
+        if name in HF_CONTENDERS:
+            return hf_run(pair, ids, name, n, args.hf_lookup)
+        return run_sums(generate(pair, ids, methods[name], n))
+
+    for n in names:  # warm-up, untimed
+        run(n, prompts[0][-64:], min(8, args.max_new_tokens))
     start = time.perf_counter()
     for i in range(len(done), len(prompts)):
         order = names[:]
@@ -167,11 +192,10 @@ def main(argv: list[str] | None = None) -> None:
         done.append(
             {
                 "prompt": i,
+                "dataset": texts[i].dataset,
+                "category": texts[i].category,
                 "order": order,
-                "runs": {
-                    n: run_sums(generate(pair, prompts[i], methods[n], args.max_new_tokens))
-                    for n in order
-                },
+                "runs": {n: run(n, prompts[i], args.max_new_tokens) for n in order},
             }
         )
         this = rows_of(done[-1:])
@@ -191,6 +215,20 @@ def main(argv: list[str] | None = None) -> None:
         if args.stop_after_s and time.perf_counter() - start > args.stop_after_s:
             break
     print(markdown_table(rows_of(done), COLUMNS))
+    print()
+    print(markdown_table(category_rows(done, names, settings), CATEGORY_COLUMNS))
+
+
+def category_rows(done: list[dict], names: list[str], settings: dict) -> list[dict]:
+    """summary() per (dataset/category, method) over the prompts of that category."""
+    groups: dict[str, list[dict]] = {}
+    for p in done:
+        groups.setdefault(f"{p.get('dataset', '')}/{p.get('category', '')}", []).append(p)
+    return [
+        {"category": c, **summary(n, settings["methods"][n], records)}
+        for c, records in groups.items()
+        for n in names[1:]
+    ]
 
 
 def check(args: argparse.Namespace) -> tuple[dict, dict, list, list[dict]]:
@@ -204,11 +242,23 @@ def check(args: argparse.Namespace) -> tuple[dict, dict, list, list[dict]]:
     names = ["autoregressive"] + [
         m for m in (args.methods.split(",") if args.methods else DRAFTERS) if m != "autoregressive"
     ]
+    names = [n for n in names if n not in HF_CONTENDERS]
+    if args.hf_lookup < 0:
+        raise ConfigError(f"--hf-lookup must be >= 0, got {args.hf_lookup}")
     for method in overrides:
         if method not in names:
             raise ConfigError(f"--param for {method!r}, which is not among the methods run")
-    texts = load_prompts(args.dataset, n=args.n_prompts)
+    texts = []  # --dataset a,b:category -> n prompts of a, n prompts of b's category
+    for item in args.dataset.split(","):
+        name, _, category = item.partition(":")
+        texts += load_prompts(name, n=args.n_prompts, category=category or None)
     methods = {n: resolve_method(n, overrides.get(n)) for n in names}
+    needs = [n for n in names if n not in MODEL_FREE]
+    if args.draft == "none" and needs:
+        raise ConfigError(f"--draft none, but {', '.join(needs)} run a draft model")
+    contenders = {n: {"prompt_lookup_num_tokens": args.hf_lookup} for n in HF_CONTENDERS}
+    if args.hf_lookup:
+        names += list(HF_CONTENDERS)
     settings = {
         "target": args.target,
         "draft": args.draft,
@@ -218,7 +268,10 @@ def check(args: argparse.Namespace) -> tuple[dict, dict, list, list[dict]]:
         "temperature": 0.0,
         "threads": args.threads or torch.get_num_threads(),
         "seed": args.seed,
-        "methods": {n: method_params(m) for n, m in methods.items()},
+        "methods": {
+            **{n: method_params(m) for n, m in methods.items()},
+            **({k: v for k, v in contenders.items() if k in names}),
+        },
     }
     settings = json.loads(json.dumps(settings))  # as it reads back from the file (lists)
     if not args.resume:

@@ -27,6 +27,7 @@ from engine.drafters import DRAFTERS
 from engine.methods import Method, resolve_method
 from engine.metrics import GenerationStats, IterationStats, peak_memory, reset_peak_memory
 from engine.models import Pair
+from engine.no_draft import no_draft
 from engine.sampling import Warp, warp
 from engine.static_cache import MIN_CAPACITY, cached_model
 from engine.tree import Tree
@@ -127,7 +128,10 @@ def generate(
     eos = pair.target.tokenizer.eos_token_id
     capacity = len(prompt_ids) + max_new_tokens + MIN_CAPACITY
     target = cached_model(pair.target.model, engine, capacity)
-    draft = DraftModel(pair.draft.model, w, cached_model(pair.draft.model, engine, capacity))
+    if pair.draft is None:  # a model-free method (prompt lookup): engine/no_draft.py
+        draft = no_draft(method.name, device)
+    else:
+        draft = DraftModel(pair.draft.model, w, cached_model(pair.draft.model, engine, capacity))
     reset_peak_memory(device)
 
     sync(device)
@@ -151,6 +155,7 @@ def generate(
             history=tuple(history),
             history_depth=tuple(history_depth),
             history_size=tuple(history_size),
+            context=committed,  # by reference: read-only for the drafter (engine/draft.py)
         )
         step = decode_step(target, draft, method, committed, state, gen)
         t3 = time.perf_counter()

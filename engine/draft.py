@@ -15,6 +15,7 @@ function of the path in the model-free tests (tests/engine/drafters/fakes.py).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
@@ -36,6 +37,10 @@ class DecodeState:
     history: tuple[int, ...] = ()  # accepted draft tokens of each earlier iteration
     history_depth: tuple[int, ...] = ()  # depth of each earlier iteration's draft tree
     history_size: tuple[int, ...] = ()  # drafted nodes of each earlier iteration's tree
+    # the committed tokens (prompt + emitted, the root last), for model-free drafters (prompt
+    # lookup): the decode loop's own list, passed by reference (no copy per iteration), so a
+    # drafter reads it during build and never keeps or mutates it
+    context: Sequence[int] = ()
 
 
 class Batch(NamedTuple):
@@ -239,9 +244,12 @@ class DraftModel:
         tokens = pend + [b.tokens[i] for i in new]
         positions = [base + j for j in range(n_p)] + [self.prefix_len + b.depth[i] for i in new]
         dev = lm.device
-        logits = lm.forward(
-            torch.tensor(tokens, device=dev), torch.tensor(positions, device=dev), visible.to(dev)
-        )[n_p:]  # [len(new), V]
+        logits = lm.forward(  # the LM head only for the new nodes, not the pending tokens
+            torch.tensor(tokens, device=dev),
+            torch.tensor(positions, device=dev),
+            visible.to(dev),
+            keep=len(new),
+        )  # [len(new), V]
         lm.committed += n_p
         if self.warp.greedy:
             return Batch(

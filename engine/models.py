@@ -89,7 +89,7 @@ class LoadedModel:
 @dataclass(frozen=True)
 class Pair:
     target: LoadedModel
-    draft: LoadedModel
+    draft: LoadedModel | None  # None: no draft model (model-free methods, engine/no_draft.py)
 
 
 def _tiny_config(family: str, layers: int) -> Any:
@@ -325,18 +325,28 @@ def load_model(
     )
 
 
+# the draft name of a pair without a draft model (`draft: none` in a sweep, `--draft none`)
+NO_DRAFT = "none"
+
+
 def load_pair(
     target: str,
-    draft: str,
+    draft: str | None,
     device: str | None = None,
     dtype: str | torch.dtype | None = None,
     attn: str = "sdpa",
+    draft_dtype: str | torch.dtype | None = None,
 ) -> Pair:
     """Load a target/draft pair; both must share one vocabulary (checked). `attn` applies to
-    the target, whose forward verifies the tree."""
-    resolve(target), resolve(draft), check_attn(attn)  # fail before loading anything
+    the target, whose forward verifies the tree; `draft_dtype` (None: `dtype`) to the draft,
+    e.g. a bf16 draft beside an fp32 target. draft=None or NO_DRAFT loads the target alone (a
+    pair for model-free methods: prompt lookup, autoregressive)."""
+    resolve(target), check_attn(attn)  # fail before loading anything
+    if draft is None or draft == NO_DRAFT:
+        return Pair(target=load_model(target, device, dtype, attn=attn), draft=None)
+    resolve(draft)
     t = load_model(target, device, dtype, attn=attn)
-    d = load_model(draft, device, dtype)
+    d = load_model(draft, device, dtype if draft_dtype is None else draft_dtype)
     tv, dv = t.model.config.vocab_size, d.model.config.vocab_size
     if t.tokenizer.vocab_size != d.tokenizer.vocab_size and tv != dv:
         raise ConfigError(

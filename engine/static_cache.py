@@ -10,11 +10,12 @@ tree nodes of this iteration); what changes is how the keys/values are kept:
   once, then lowers the length; nothing is freed.
 - Masks are built on the model's device: no host read of a tensor value inside a forward (the
   eager path's `bool(visible.all())`).
-- Compiled (`compile=True`): each forward is padded to a size bucket (a power of two) and
-  attends to all `capacity` slots with the unused tail masked, so every forward of one bucket
-  has the same shapes; `torch.compile` then captures one graph per bucket, with CUDA graphs on
-  CUDA (`mode="reduce-overhead"`) as gpt-fast and vLLM do. Pad rows see only their own slot
-  and their keys land past the length, where the next forward overwrites them.
+- Compiled (`compile=True`): each forward of up to GRAPH_MAX new tokens (tree verification,
+  draft steps; a long prompt's prefill runs uncompiled) is padded to a size bucket (a power of
+  two) and attends to all `capacity` slots with the unused tail masked, so every forward of one
+  bucket has the same shapes; `torch.compile` then captures one graph per bucket, with CUDA
+  graphs on CUDA (`mode="reduce-overhead"`) as gpt-fast and vLLM do. Pad rows see only their
+  own slot and their keys land past the length, where the next forward overwrites them.
 
 Uncompiled, a forward attends to the first length + n slots only (views of the buffer), so
 attention costs what the eager path's does.
@@ -22,6 +23,7 @@ attention costs what the eager path's does.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 import torch
@@ -31,6 +33,7 @@ from engine.config import ENGINES, ConfigError
 from engine.tree import additive_mask
 
 MIN_CAPACITY = 256
+GRAPH_MAX = 256  # compiled: forwards of more new tokens (a long prompt's prefill) run uncompiled
 
 
 class SlotCache:
@@ -82,12 +85,13 @@ class StaticCachedModel(CachedModel):
         self.forward_tokens = 0
         self._length = 0
         self._n = 0  # rows of the current forward before padding
+        self._graph = False  # whether the current forward runs the compiled graph
         self.compiled = compile
         self.cache = SlotCache(self._alloc(max(capacity, MIN_CAPACITY)))
-        self._call = self._model_call
+        self._graph_call = None
         if compile:
             mode = "reduce-overhead" if self.device.type == "cuda" else None
-            self._call = torch.compile(self._model_call, mode=mode, dynamic=False)
+            self._graph_call = torch.compile(self._model_call, mode=mode, dynamic=False)
 
     def _alloc(self, capacity: int) -> torch.Tensor:
         layers, kv_heads, head_dim = kv_shape(self.model.config)
@@ -146,14 +150,12 @@ class StaticCachedModel(CachedModel):
         """Slots, positions and the additive mask [1, 1, rows, width], built on the device.
 
         visible: [n, length + n] bool or None (causal continuation)."""
-        import contextlib
-
         n, start = tokens.shape[0], self._length
-        self._n = n
-        rows = bucket(n) if self.compiled else n
+        self._n, self._graph = n, self.compiled and n <= GRAPH_MAX
+        rows = bucket(n) if self._graph else n
         if start + rows > self.capacity:
             self._grow(start + rows)
-        width = self.capacity if self.compiled else start + n
+        width = self.capacity if self._graph else start + n
         dev = self.device
         cols = self._slot_ids[:width]  # [width]
         slots = self._slot_ids[start : start + rows]  # [rows]
@@ -177,9 +179,9 @@ class StaticCachedModel(CachedModel):
 
     def _run_model(self, kwargs: dict, keep: int) -> torch.Tensor:
         """[n or keep, V]: compiled forwards compute every (padded) row, then drop pads."""
-        if not self.compiled:
-            return self._call(**kwargs, keep=keep)
-        logits = self._call(**kwargs)[: self._n]  # [n, V]
+        if not self._graph:
+            return self._model_call(**kwargs, keep=keep)
+        logits = self._graph_call(**kwargs)[: self._n]  # [n, V]
         return logits[-keep:] if keep else logits
 
     @torch.inference_mode()

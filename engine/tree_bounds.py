@@ -73,6 +73,9 @@ BOUNDS: dict[str, Bound] = {
         lambda c: ("expansion" if c.expansion else "k", max(c.widths)),
     ),
     "sequoia": Bound(lambda c: c.budget, lambda c: ("profile", len(c.profile))),
+    "lookup": Bound(lambda c: c.k, lambda c: None),
+    "lookup_tree": Bound(lambda c: min(c.budget, c.k * c.branches), lambda c: None),
+    "lookup_hybrid": Bound(lambda c: c.N, lambda c: None),
 }
 
 

@@ -71,7 +71,10 @@ def _parse_prompt_ids(text: str) -> list[int]:
     "--target", default=DEFAULT_PAIR[0], show_default=True, help="target model name or folder"
 )
 @click.option(
-    "--draft", default=DEFAULT_PAIR[1], show_default=True, help="draft model name or folder"
+    "--draft",
+    default=DEFAULT_PAIR[1],
+    show_default=True,
+    help="draft model name or folder; 'none' for model-free methods (lookup, lookup_tree)",
 )
 @click.option("--method", default="linear", show_default=True)
 @click.option(
@@ -130,14 +133,19 @@ def generate(
     """Run one generation with one method and print the result."""
     from engine.decode import generate as run
     from engine.methods import method_params, resolve_method
-    from engine.models import check_attn, load_pair, resolve
+    from engine.models import NO_DRAFT, check_attn, load_pair, resolve
+    from engine.no_draft import no_draft
     from orchestrator.limits import check_generate
 
     m = resolve_method(method, parse_key_values(params), temperature)
     if (prompt is None) == (prompt_ids is None):
         raise ConfigError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")
     ids = _parse_prompt_ids(prompt_ids) if prompt_ids is not None else None
-    resolve(target), resolve(draft), check_attn(attn)
+    resolve(target), check_attn(attn)
+    if draft == NO_DRAFT:
+        no_draft(m.name)  # ConfigError unless the method is model-free
+    else:
+        resolve(draft)
     check_generate(target, draft, m, ids, max_new_tokens, temperature, device)
     pair = load_pair(target, draft, device=device, dtype=dtype, attn=attn)
     tok = pair.target.tokenizer
@@ -172,10 +180,24 @@ def generate(
 
 def _register() -> None:
     from orchestrator.cli_data import datasets, models
+    from orchestrator.cli_profile import profile
     from orchestrator.cli_report import compare, export, plot, query
     from orchestrator.cli_sweep import cancel, db, resume, status, submit
 
-    for cmd in (submit, status, query, compare, export, plot, cancel, resume, db, models, datasets):
+    for cmd in (
+        submit,
+        status,
+        query,
+        compare,
+        export,
+        plot,
+        cancel,
+        resume,
+        db,
+        models,
+        datasets,
+        profile,
+    ):
         main.add_command(cmd)
 
 

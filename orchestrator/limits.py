@@ -109,7 +109,7 @@ def check_generate(
 ) -> None:
     """Everything `orch generate` can check before loading: the device, the caps, prompt ids
     and tree widths against the pair's vocabulary (read from the models' configs)."""
-    from engine.models import check_device, vocab_size
+    from engine.models import NO_DRAFT, check_device, vocab_size
     from engine.tree_bounds import check_vocab
 
     check_device(device)
@@ -119,7 +119,8 @@ def check_generate(
             f"{limits.max_new_tokens} new tokens"
         )
     check_tree(method, limits, in_sweep=False)
-    known = [(v, n) for n in (target, draft) if (v := vocab_size(n)) is not None]
+    names = (target,) if draft == NO_DRAFT else (target, draft)
+    known = [(v, n) for n in names if (v := vocab_size(n)) is not None]
     if not known:
         return
     vocab, model = min(known, key=lambda k: k[0])

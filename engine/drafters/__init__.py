@@ -24,6 +24,8 @@ from engine.drafters import (
     fixed_tree,
     iid,
     linear,
+    lookup_hybrid,
+    prompt_lookup,
     salf,
     sequoia,
     specinfer,
@@ -60,4 +62,18 @@ DRAFTERS: dict[str, Drafter] = {
         specinfer.SpecInferConfig, specinfer.build, specinfer.SAMPLING, "specinfer"
     ),
     "sequoia": Drafter(sequoia.SequoiaConfig, sequoia.build, sequoia.SAMPLING, "specinfer"),
+    # prompt lookup: no draft forward; deterministic given the context, so NSS at T > 0
+    "lookup": Drafter(
+        prompt_lookup.LookupConfig, prompt_lookup.build, prompt_lookup.SAMPLING, "nss"
+    ),
+    "lookup_tree": Drafter(
+        prompt_lookup.LookupTreeConfig, prompt_lookup.build, prompt_lookup.SAMPLING, "nss"
+    ),
+    "lookup_hybrid": Drafter(
+        lookup_hybrid.LookupHybridConfig, lookup_hybrid.build, lookup_hybrid.SAMPLING, "nss"
+    ),
 }
+
+# methods that never run the draft model: they run with a pair whose draft is None
+# (engine/no_draft.py; `draft: none` in a sweep, `--draft none` on the command line)
+MODEL_FREE = frozenset({"autoregressive", "lookup", "lookup_tree"})

@@ -5,6 +5,7 @@ import functools
 
 import pytest
 
+from engine.config import ConfigError
 from engine.decode import generate
 from engine.models import ByteTokenizer
 
@@ -40,6 +41,13 @@ METHODS = [("linear", {"k": k}) for k in range(1, 7)] + [
         )  # fmt: skip
         for v in ("paper", "ours")
     ),
+    # prompt lookup: no draft forward; the prompts repeat themselves, so drafts get accepted
+    ("lookup", {}),
+    ("lookup", {"max_ngram": 2, "min_ngram": 1, "k": 6, "match": "first"}),
+    ("lookup_tree", {}),
+    ("lookup_tree", {"max_ngram": 4, "min_ngram": 1, "k": 3, "branches": 8, "budget": 12}),
+    ("lookup_hybrid", {}),
+    ("lookup_hybrid", {"base": "dynatree", "N": 20, "min_ngram": 1}),
 ]
 NEW = 64
 
@@ -86,3 +94,24 @@ def test_stops_at_eos_and_emits_it(tiny_pair):
     expect = list(ref[: ref.index(eos_tok) + 1])
     for method, params in [("autoregressive", {}), ("linear", {"k": 5}), ("fixed_tree", {})]:
         assert generate(pair, ids, method, NEW, params=params).tokens == expect
+
+
+@pytest.mark.parametrize("method", ["lookup", "lookup_tree", "autoregressive"])
+def test_model_free_methods_run_without_a_draft_model(tiny_pair, method):
+    """A pair with no draft (load_pair(target, None), `draft: none`): the model-free methods
+    give the same tokens; a method that needs the draft is refused in one line."""
+    no_draft = dataclasses.replace(tiny_pair, draft=None)
+    for prompt in PROMPTS[2:]:
+        ids = tiny_pair.target.tokenizer.encode(prompt)
+        g = generate(no_draft, ids, method, NEW)
+        assert tuple(g.tokens) == reference(tiny_pair, prompt, NEW)
+        assert all(s.draft_forwards == 0 for s in g.stats.iterations)
+    with pytest.raises(ConfigError, match="draft: none"):
+        generate(no_draft, [1, 2, 3], "lookup_hybrid", 4)
+
+
+def test_lookup_runs_no_draft_forward_with_a_draft_loaded(tiny_pair):
+    ids = tiny_pair.target.tokenizer.encode(PROMPTS[4])
+    for method in ("lookup", "lookup_tree"):
+        its = generate(tiny_pair, ids, method, NEW).stats.iterations
+        assert sum(s.draft_forwards for s in its) == 0 and max(s.tree_size for s in its) > 1

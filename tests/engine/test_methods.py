@@ -28,6 +28,9 @@ SMALL = {
     "ddtree": {"B": 6, "L": 3},
     "specinfer": {"depth": 2},
     "sequoia": {"budget": 6, "max_depth": 3},
+    "lookup": {"min_ngram": 1},
+    "lookup_tree": {"min_ngram": 1},
+    "lookup_hybrid": {"min_ngram": 1, "N": 6, "lookup_budget": 3},
 }
 
 
@@ -36,9 +39,9 @@ def _step(pair, method: str, verifier: str, temperature: float):
     cfg = parse_config(DRAFTERS[method].config, SMALL.get(method, {}))
     w = Warp(temperature, 1.0)
     target, draft = CachedModel(pair.target.model), DraftModel(pair.draft.model, w)
-    committed = [5, 9, 14, 3]
+    committed = [3, 9, 14, 3]  # the root 3 recurs: prompt lookup drafts 9, 14, 3
     target.extend(committed[:-1])
-    state = DecodeState(prefix_len=3, root_token=3, warp=w, remaining=8)
+    state = DecodeState(prefix_len=3, root_token=3, warp=w, remaining=8, context=committed)
     gen = torch.Generator().manual_seed(0)
     return decode_step(target, draft, Method(method, cfg, verifier), committed, state, gen)
 

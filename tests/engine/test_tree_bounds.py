@@ -22,6 +22,9 @@ SMALL = {
     "ddtree": {"B": 6, "L": 3},
     "specinfer": {"expansion": [2, 2]},
     "sequoia": {"budget": 6, "max_depth": 3},
+    "lookup": {"k": 3, "min_ngram": 1},
+    "lookup_tree": {"k": 3, "min_ngram": 1, "branches": 3, "budget": 5},
+    "lookup_hybrid": {"N": 6, "lookup_budget": 3, "min_ngram": 1},
 }
 
 

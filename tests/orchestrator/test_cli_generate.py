@@ -106,3 +106,18 @@ def test_both_or_no_prompt_is_an_error():
     for args in [[], ["--prompt", "a", "--prompt-ids", "1"]]:
         r = run(["generate"] + args)
         assert r.exit_code == 2 and "exactly one of --prompt" in r.stderr
+
+
+def test_generate_lookup_without_a_draft_model():
+    """`--draft none` runs a model-free method (no draft model loaded) with the same tokens;
+    a method that needs the draft is refused before loading."""
+    prompt = "abc abc abc abc abc"
+    args = ["generate", "--prompt", prompt, "--max-new-tokens", "16", "--json"]
+    ar = json.loads(run(args + ["--method", "autoregressive"]).stdout)
+    r = run(args + ["--method", "lookup", "--draft", "none", "--param", "min_ngram=1"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["tokens"] == ar["tokens"]
+    assert sum(out["stats"]["per_iteration"]["draft_forwards"]) == 0
+    r = run(args + ["--method", "linear", "--draft", "none"])
+    assert r.exit_code == 2 and "runs a draft model" in r.output

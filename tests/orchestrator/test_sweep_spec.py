@@ -30,7 +30,8 @@ def test_dynatree_450_expands_to_450_per_pair_and_repeat():
 
 def test_example_files_validate():
     _, real = load_sweep(EXAMPLES / "quickstart_real.yaml")
-    assert len({t.method for t in real}) == 5 and len(real) == 5
+    assert len({t.method for t in real}) == 6 and len(real) == 6
+    assert "lookup" in {t.method for t in real}  # make demo shows prompt lookup
     _, tiny = load_sweep(EXAMPLES / "quickstart_tiny.yaml")
     assert {t.method for t in tiny} == {"autoregressive", "linear", "fixed_tree"}
 
@@ -314,3 +315,24 @@ def test_explicit_sampling_points_beside_the_grid(tmp_path):
     p.write_text(BASE + "sampling: {temperature: 0.6}\nmethods: [{name: autoregressive}]\n")
     sweep, _ = load_sweep(p)
     assert sweep.to_dict()["sampling"] == {"temperature": [0.6], "top_p": [1.0]}
+
+
+def test_draft_none_for_model_free_methods_only(tmp_path):
+    """`draft: none`: a pair without a draft model, for prompt lookup; a method that runs the
+    draft model is refused with one line naming the pair and the method."""
+    p = tmp_path / "s.yaml"
+    p.write_text("""
+name: lk
+pairs: [{target: tiny-llama, draft: none}]
+methods: [{name: autoregressive}, {name: lookup}, {name: lookup_tree, params: {budget: 8}}]
+""")
+    _, trials = load_sweep(p)
+    assert {t.draft for t in trials} == {"none"}
+    assert [t.method for t in trials] == ["autoregressive", "lookup", "lookup_tree"]
+    p.write_text("""
+name: lk
+pairs: [{target: tiny-llama, draft: none}]
+methods: [{name: lookup}, {name: lookup_hybrid}]
+""")
+    with pytest.raises(SpecError, match=r"pairs\[0\]\.draft: none, but method 'lookup_hybrid'"):
+        load_sweep(p)

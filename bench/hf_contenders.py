@@ -1,0 +1,70 @@
+"""Hugging Face transformers' own decoding as contenders in bench/methods.py: plain greedy
+`model.generate` and its prompt lookup (`prompt_lookup_num_tokens=k`, no assistant model;
+`PromptLookupCandidateGenerator`, `max_matching_ngram_size` at its default).
+
+The target's forward calls are counted with a pre-hook: every call after the prefill is one
+verification iteration. In assisted generation the first call verifies the first draft
+together with the prompt, so iterations = calls, and drafted tokens = every call's input
+length minus one (the first call's minus the prompt). Accepted tokens = emitted - iterations
+(each iteration emits its accepted drafts and one target token; the last may be truncated by
+max_new_tokens, so this is exact up to that last iteration).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+HF_CONTENDERS = ("hf_greedy", "hf_prompt_lookup")
+
+
+def hf_run(pair, ids: list[int], name: str, max_new_tokens: int, lookup_k: int) -> dict:
+    """One generation of the HF contender `name`, as bench/methods.py run_sums records it."""
+    model = pair.target.model
+    eos = pair.target.tokenizer.eos_token_id
+    lengths: list[int] = []
+
+    def count(_module, args, kwargs):
+        x = kwargs.get("input_ids", args[0] if args else None)
+        if x is not None:
+            lengths.append(int(x.shape[-1]))
+
+    extra = {"prompt_lookup_num_tokens": lookup_k} if name == "hf_prompt_lookup" else {}
+    inputs = torch.tensor([ids], device=pair.target.device)  # [1, L]
+    handle = model.register_forward_pre_hook(count, with_kwargs=True)
+    try:
+        start = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(
+                inputs,
+                attention_mask=torch.ones_like(inputs),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                eos_token_id=eos,
+                pad_token_id=eos,
+                **extra,
+            )
+        seconds = time.perf_counter() - start
+    finally:
+        handle.remove()
+    tokens = out[0, len(ids) :].tolist()
+    iterations = len(lengths)
+    drafted = sum(n - 1 for n in lengths[1:]) + (lengths[0] - len(ids) if lengths else 0)
+    if name == "hf_greedy":  # no drafts: the first call is the prefill
+        drafted = 0
+    return {
+        "new_tokens": len(tokens),
+        "seconds": seconds,
+        "iterations": iterations,
+        "drafted": drafted,
+        "accepted": max(0, len(tokens) - iterations) if drafted else 0,
+        "tree_nodes": drafted + iterations,
+        "draft_s": 0.0,
+        "target_s": seconds,
+        "build_s": 0.0,
+        "tokens": tokens,
+    }
