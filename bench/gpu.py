@@ -1,0 +1,679 @@
+"""GPU benchmark (issue 22, part 4): decoding against the bandwidth floor, verification cost per
+tree size, host overhead per iteration, Hugging Face assisted generation, each method's
+predicted speedup, and the Triton tree-attention kernel; writes the device's forward-cost
+profile. Needs only torch, transformers and triton: no Ray, no database, no hub, no weights.
+
+On a GPU box (the `device` tool's machine; one command, under its 10-minute limit):
+
+    python3 bench/gpu.py --out $OUT/gpu.json          # also writes $OUT/gpu_profile.json
+
+On a CPU, for the test (tests/bench/test_gpu.py; seconds):
+
+    python bench/gpu.py --tiny --out /tmp/gpu.json
+
+What it measures (random weights with the published shapes, bench/gpu_models.py; bf16 on CUDA,
+fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens new tokens):
+
+1. copy bandwidth: a --copy-mib MiB device-to-device copy, median of --repeats (bytes read +
+   written per second); the floor of autoregressive decoding = bytes a step reads / bandwidth
+   (bench/gpu_models.py), at the mean context of the run.
+2. per model: our autoregressive decoding (engine/decode.py generate, method autoregressive,
+   for each of --engines) and HF `model.generate` greedy, time per token and its ratio to the
+   floor (goal on a GPU: <= 1.25x). Ours: the generation's TPOT (wall time after the first
+   token / tokens after the first), median of --repeats generations after a warm-up one.
+   HF: (t(M) - t(1)) / (M - 1) for M = --new-tokens, the medians of --repeats calls each, so
+   the prefill cancels.
+3. per model: the forward-cost curve (engine/profile.py measure_curve: one forward of n new
+   tokens after C cached tokens, n = 1..256, C in --contexts; engine fast, and compiled at
+   --compiled-sizes) - the verification cost per tree size, also reported as c(n) / c(1) at
+   the prompt's context.
+4. per pair (bench/gpu_models.py PAIRS): every method of the acceptance record (--record, its
+   parameters) run with our engine on the random pair, engine fast: host time per iteration
+   (iteration wall time minus time inside model forwards, from IterationStats) and its share
+   of the iteration (goal on a GPU: <= 10%). Random weights make the trees' shapes and
+   acceptance meaningless; these runs measure cost only.
+5. per pair: HF assisted generation (`generate(assistant_model=draft)`): (a) as HF ships it
+   (adaptive draft length and confidence stop), time per token, acceptance ~0 on random
+   weights; (b) with a constant draft length k = the record's linear k and no confidence
+   stop: HF's time per iteration, (t(M) - t(M1)) / (iterations(M) - iterations(M1)), target
+   forwards counted with a forward hook.
+6. per pair, the method comparison by prediction: each method's time per token and speedup on
+   this device from the CPU-measured acceptance record and this run's forward-cost curves and
+   host times (engine/cost_model.py; "not available" when that module or per-iteration
+   profiles are missing). HF assisted's predicted time per token = its measured time per
+   iteration at constant k (5b) / the record's linear-k tokens per iteration: with greedy
+   decoding, HF assisted at a constant k drafts and accepts exactly what our linear k does,
+   so its tokens per iteration are the record's linear ones. Goal on a GPU: best tree method
+   >= 1.8x HF assisted. (HF's default adaptive schedule has no CPU record to predict from.)
+7. CUDA only: the Triton tree-attention kernel against SDPA with a dense mask
+   (bench/tree_attention.py run) at each pair target's head shape; skipped with a note on CPU.
+
+Profile file (--profile-out, default <out>_profile.json): {"bench": "gpu", "device":
+engine.profile.device_info, "curves": [ForwardCurve.to_dict, ...]}, one curve per model and
+engine path, in engine/profile.py's format, for importing into the `profiles` table on a
+machine with the database.
+
+--time-limit-s (default 540, inside the device tool's 10 minutes): a section that would start
+after the limit is skipped and listed under "skipped"; the JSON is rewritten after every
+section, so what finished comes back even if the command is killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.gpu_models import (  # noqa: E402
+    ARCHS,
+    PAIRS,
+    NoTokenizer,
+    build,
+    floor_seconds,
+    kv_bytes_per_token,
+    weight_bytes_read,
+)
+from bench.gpu_predict import linear_tau, method_texts, predict_pair  # noqa: E402
+from bench.host_time import host_seconds  # noqa: E402
+from bench.tree_attention import time_ms  # noqa: E402
+from engine.decode import generate  # noqa: E402
+from engine.methods import resolve_method  # noqa: E402
+from engine.models import LoadedModel, Pair, pick_device, pick_dtype  # noqa: E402
+
+RECORD = ROOT / "bench/records/methods_real_pair.json"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None, help="JSON report (default: none, table only)")
+    ap.add_argument("--profile-out", default=None, help="default <out stem>_profile.json")
+    ap.add_argument("--models", default=",".join(ARCHS), help=f"of {', '.join(ARCHS)}")
+    ap.add_argument("--pairs", default=",".join(PAIRS), help=f"of {', '.join(PAIRS)}; '' none")
+    ap.add_argument("--tiny", action="store_true", help="toy sizes of every config (CPU test)")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="auto", help="default bf16 on CUDA, fp32 on CPU")
+    ap.add_argument("--engines", default=None, help="AR engines (default eager,fast[,compiled])")
+    ap.add_argument("--prompt-tokens", type=int, default=None, help="default 128 (tiny 16)")
+    ap.add_argument("--new-tokens", type=int, default=None, help="default 64 (tiny 8)")
+    ap.add_argument("--repeats", type=int, default=None, help="default 5 (tiny 2)")
+    ap.add_argument("--copy-mib", type=int, default=None, help="default 1024 (CPU 64, tiny 8)")
+    ap.add_argument("--sizes", default=None, help="curve sizes (default 1,2,4,...,256)")
+    ap.add_argument("--contexts", default=None, help="curve contexts (default 128,512,1024)")
+    ap.add_argument("--compiled-sizes", default="1,16,64", help="compiled curve sizes")
+    ap.add_argument("--record", default=str(RECORD), help="CPU acceptance record")
+    ap.add_argument("--methods", default=None, help="methods to run (default: the record's)")
+    ap.add_argument("--time-limit-s", type=float, default=540.0)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    tiny = args.tiny
+    args.prompt_tokens = args.prompt_tokens or (16 if tiny else 128)
+    args.new_tokens = args.new_tokens or (8 if tiny else 64)
+    args.repeats = args.repeats or (2 if tiny else 5)
+    args.sizes = ints(args.sizes or ("1,2,4,8,16" if tiny else "1,2,4,8,16,32,64,128,256"))
+    args.contexts = ints(args.contexts or ("16,64" if tiny else "128,512,1024"))
+    args.compiled_sizes = ints(args.compiled_sizes)
+    args.models = [m for m in args.models.split(",") if m]
+    args.pairs = [p for p in args.pairs.split(",") if p]
+    bad = [m for m in args.models if m not in ARCHS] + [p for p in args.pairs if p not in PAIRS]
+    if bad:
+        ap.error(f"unknown model or pair {bad[0]!r}")
+    if args.new_tokens < 4:
+        ap.error("--new-tokens must be >= 4")
+    return args
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+class Budget:
+    """Wall-clock limit: sections ask `ok(name)` before they start; skipped ones are listed."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.start, self.limit_s, self.skipped = time.perf_counter(), limit_s, []
+
+    def ok(self, name: str) -> bool:
+        if time.perf_counter() - self.start < self.limit_s:
+            return True
+        self.skipped.append(f"{name}: time limit {self.limit_s:g} s reached")
+        return False
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def copy_bandwidth(device: torch.device, mib: int, repeats: int) -> dict:
+    """Bytes read + written per second of a `mib` MiB device-to-device copy, median of
+    `repeats` (CUDA events on a GPU, perf_counter on a CPU; bench/tree_attention.time_ms)."""
+    n = mib << 20
+    src = torch.empty(n, dtype=torch.uint8, device=device).fill_(1)
+    dst = torch.empty_like(src)
+    ms = time_ms(lambda: dst.copy_(src), warmup=2, reps=repeats, cuda=device.type == "cuda")
+    return {"bytes": n, "repeats": repeats, "median_ms": ms, "bytes_per_s": 2 * n / (ms / 1e3)}
+
+
+def loaded(name: str, model) -> LoadedModel:
+    return LoadedModel(
+        name=name,
+        model=model,
+        tokenizer=NoTokenizer(model.config.vocab_size),
+        device=model.device,
+        dtype=model.dtype,
+    )
+
+
+def ours(pair: Pair, prompt: list[int], method, new_tokens: int, engine: str, repeats: int):
+    """Our engine's generations after one warm-up (compiles a compiled path's buckets):
+    the GenerationStats of each of `repeats` runs."""
+    generate(pair, prompt, method, new_tokens, engine=engine)
+    return [generate(pair, prompt, method, new_tokens, engine=engine).stats for _ in range(repeats)]
+
+
+def iteration_split(stats) -> dict:
+    """Host time per iteration (IterationStats: the iteration's wall time minus the time inside
+    model forwards, bench/host_time.py) and its share of the iteration, pooled over runs."""
+    its = [it for s in stats for it in s.iterations]
+    wall = sum(it.draft_s + it.target_s + it.verify_s + it.bookkeeping_s for it in its)
+    host = sum(host_seconds(s) for s in stats)
+    n = len(its)
+    return {
+        "iterations": n,
+        "iteration_ms": 1e3 * wall / n,
+        "host_ms_per_iteration": 1e3 * host / n,
+        "host_share": host / wall,
+        "mean_tree_size": sum(it.tree_size for it in its) / n,
+        "draft_forwards_per_iteration": sum(it.draft_forwards for it in its) / n,
+        "tokens_per_iteration": sum(it.emitted for it in its) / n,
+        "split_ms_per_iteration": {
+            k: 1e3 * sum(getattr(it, k) for it in its) / n
+            for k in asdict(its[0])
+            if k.endswith("_s")
+        },
+    }
+
+
+class ForwardCounter:
+    """Counts top-level forward calls of a module (a target forward per HF assisted iteration)."""
+
+    def __init__(self, model) -> None:
+        self.calls = 0
+        self.handle = model.register_forward_pre_hook(self._hook)
+
+    def _hook(self, module, args) -> None:
+        self.calls += 1
+
+
+def hf_call(model, prompt: torch.Tensor, new_tokens: int, **kw) -> tuple[float, int]:
+    """Wall seconds of one HF `generate` call and the target forwards it ran."""
+    counter = ForwardCounter(model)
+    try:
+        sync(model.device)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(
+                prompt,
+                max_new_tokens=new_tokens,
+                do_sample=False,
+                pad_token_id=0,
+                **kw,
+            )
+        sync(model.device)
+        seconds = time.perf_counter() - t0
+    finally:
+        counter.handle.remove()
+    assert out.shape[1] == prompt.shape[1] + new_tokens, "HF stopped early"
+    return seconds, counter.calls
+
+
+def hf_differential(model, prompt, m1: int, m2: int, repeats: int, **kw) -> dict:
+    """HF decoding cost with the prefill cancelled: medians of `repeats` calls each at m1 and
+    m2 new tokens; per token = dt / (m2 - m1), per iteration = dt / (forwards(m2) -
+    forwards(m1))."""
+    hf_call(model, prompt, m2, **kw)  # warm-up
+    short = [hf_call(model, prompt, m1, **kw) for _ in range(repeats)]
+    long = [hf_call(model, prompt, m2, **kw) for _ in range(repeats)]
+    dt = statistics.median(s for s, _ in long) - statistics.median(s for s, _ in short)
+    its = statistics.median(c for _, c in long) - statistics.median(c for _, c in short)
+    out = {"new_tokens": [m1, m2], "ms_per_token": 1e3 * dt / (m2 - m1)}
+    out["target_forwards"] = [statistics.median(c for _, c in x) for x in (short, long)]
+    if its > 0:
+        out["ms_per_iteration"] = 1e3 * dt / its
+        out["tokens_per_iteration"] = (m2 - m1) / its
+    return out
+
+
+def stub_draft(model, seed: int):
+    """A toy model of `model`'s vocabulary for the draft slot of a Pair decoding
+    autoregressively (that drafter never runs the draft; generate still gives it a cache)."""
+    spec = ARCHS["llama-2-7b"].tiny()
+    return build(spec, model.device, model.dtype, seed, vocab=model.config.vocab_size)
+
+
+def random_prompt(model, n: int, seed: int) -> list[int]:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(model.config.vocab_size, (n,), generator=gen).tolist()
+
+
+def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float, budget, log):
+    """Our autoregressive decoding per engine path (and HF greedy): ms per token, x floor."""
+    prompt = random_prompt(model, args.prompt_tokens, args.seed)
+    pair = Pair(loaded(name, model), loaded("stub", stub_draft(model, args.seed)))
+    out = {}
+    for engine in engines:
+        if not budget.ok(f"{name} autoregressive {engine}"):
+            continue
+        stats = ours(pair, prompt, "autoregressive", args.new_tokens, engine, args.repeats)
+        ms = 1e3 * statistics.median(s.summary()["tpot_s"] for s in stats)
+        split = iteration_split(stats)
+        out[f"ours_{engine}"] = {
+            "ms_per_token": ms,
+            "over_floor": ms / floor_ms,
+            "host_ms_per_iteration": split["host_ms_per_iteration"],
+            "host_share": split["host_share"],
+        }
+        log(f"  {name}: ours {engine} {ms:.3f} ms/token ({ms / floor_ms:.2f}x floor)")
+    if hf and budget.ok(f"{name} HF greedy"):
+        x = torch.tensor([prompt], device=model.device)
+        ms = hf_differential(model, x, 1, args.new_tokens, args.repeats)["ms_per_token"]
+        out["hf_greedy"] = {"ms_per_token": ms, "over_floor": ms / floor_ms}
+        log(f"  {name}: HF greedy {ms:.3f} ms/token ({ms / floor_ms:.2f}x floor)")
+    return out
+
+
+def curve(model, name: str, args, engine: str, log):
+    """The forward-cost curve (engine/profile.py): fast at --sizes x --contexts, compiled at
+    --compiled-sizes x the prompt's context (each size bucket is one compiled graph)."""
+    from engine.profile import measure_curve
+
+    compiled = engine == "compiled"
+    c = measure_curve(
+        model,
+        name,
+        sizes=args.compiled_sizes if compiled else args.sizes,
+        contexts=[args.prompt_tokens] if compiled else args.contexts,
+        engine=engine,
+        repeats=args.repeats,
+        warmup=1,
+        seed=args.seed,
+    )
+    log(f"  {name}: {engine} forward-cost curve ({len(c.points)} points)")
+    return c.to_dict()
+
+
+def verification_table(curve: dict, context: int) -> list[dict]:
+    """Verification cost per tree size: the measured forward over n new tokens at the
+    curve's context nearest to `context`, and its ratio to a single-token forward there."""
+    contexts = sorted({c for c, _, _ in curve["points"]})
+    at = min(contexts, key=lambda c: abs(c - context))
+    pts = sorted((n, s) for c, n, s in curve["points"] if c == at)
+    one = dict(pts).get(1)
+    return [
+        {"context": at, "n": n, "ms": 1e3 * s, "over_one": s / one if one else None} for n, s in pts
+    ]
+
+
+def record_methods(record: dict, wanted: str | None) -> dict:
+    """Method text -> resolved Method: the record's methods with its parameters (or the
+    --methods subset), autoregressive left out (the baseline)."""
+    texts = method_texts(record)
+    keep = wanted.split(",") if wanted else list(texts)
+    return {
+        t: resolve_method(*texts[t]) for t in keep if t in texts and texts[t][0] != "autoregressive"
+    }
+
+
+def pair_section(name, target, draft, args, record, budget, log) -> dict:
+    """Host overhead of every record method on the random pair (engine fast), and HF
+    assisted generation as shipped and at the record's constant linear k."""
+    pair = Pair(loaded(PAIRS[name][0], target), loaded(PAIRS[name][1], draft))
+    prompt = random_prompt(target, args.prompt_tokens, args.seed + 1)
+    out = {"methods": {}, "hf_assisted": {}}
+    for text, method in record_methods(record, args.methods).items():
+        if not budget.ok(f"{name} {text} host overhead"):
+            continue
+        stats = ours(pair, prompt, method, args.new_tokens, "fast", 1)
+        out["methods"][text] = row = {"engine": "fast", **iteration_split(stats)}
+        log(
+            f"  {name}: {text} host {row['host_ms_per_iteration']:.3f} ms/iteration ({row['host_share']:.1%})"
+        )
+    x = torch.tensor([prompt], device=target.device)
+    m1, m2 = max(2, args.new_tokens // 4), args.new_tokens
+    if budget.ok(f"{name} HF assisted (as shipped)"):
+        hf = hf_differential(target, x, m1, m2, args.repeats, assistant_model=draft)
+        out["hf_assisted"]["as_shipped"] = hf
+        log(f"  {name}: HF assisted as shipped {hf['ms_per_token']:.3f} ms/token")
+    lin = linear_tau(record)
+    k = lin[1] if lin else 4
+    if budget.ok(f"{name} HF assisted (constant k={k})"):
+        cfg = draft.generation_config
+        keys = ("num_assistant_tokens", "num_assistant_tokens_schedule")
+        keys += ("assistant_confidence_threshold",)
+        saved = {key: getattr(cfg, key) for key in keys}
+        # k draft tokens every iteration: constant schedule, no confidence stop
+        cfg.update(**dict(zip(keys, (k, "constant", 0.0))))
+        try:
+            hf = hf_differential(target, x, m1, m2, args.repeats, assistant_model=draft)
+        finally:
+            cfg.update(**saved)
+        out["hf_assisted"]["constant_k"] = {"k": k, **hf}
+        log(f"  {name}: HF assisted k={k} {hf.get('ms_per_iteration', math.nan):.3f} ms/iteration")
+    return out
+
+
+def kernel_section(target, args, cuda: bool) -> dict:
+    """bench/tree_attention.py's Triton kernel against SDPA with a dense mask, at the target's
+    head shape, prefix = each --contexts, 64 to 256 nodes (tiny shapes when not on CUDA)."""
+    from bench import tree_attention
+
+    cfg = target.config
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    argv = ["--heads", str(cfg.num_attention_heads), "--kv-heads", str(cfg.num_key_value_heads)]
+    argv += ["--head-dim", str(head_dim), "--seed", str(args.seed)]
+    if cuda:
+        argv += ["--prefix", *map(str, args.contexts), "--nodes", "64", "128", "256"]
+    else:  # interpreter mode, the kernel's smallest head dim: a check that it runs
+        argv += ["--prefix", "16", "--nodes", "20", "--warmup", "0", "--reps", "1"]
+        argv += ["--head-dim", "64"]
+    return tree_attention.run(tree_attention.parse_args(argv), cuda)
+
+
+def _ms(r: dict | None, key: str = "ms_per_token") -> str:
+    if not r or r.get(key) is None:
+        return "-"
+    x = f" ({r['over_floor']:.2f}x)" if "over_floor" in r else ""
+    return f"{r[key]:.3f}{x}"
+
+
+def markdown(report: dict) -> str:
+    """The report as Markdown tables (ms; ratios in parentheses)."""
+    d, bw = report["device"], report["bandwidth"]
+    lines = [
+        f"bench/gpu.py on {d['device_name']} ({d['driver'] or 'no driver'}), {report['dtype']}"
+        f"{', TINY configs' if report['tiny'] else ''}; torch {d['torch']}, transformers "
+        f"{d['transformers']}; copy bandwidth {bw['bytes_per_s'] / 1e9:.1f} GB/s",
+        "",
+        "Autoregressive decoding, ms per token (x bandwidth floor; goal on a GPU <= 1.25x):",
+        "",
+        "| model | params | floor | ours eager | ours fast | ours compiled | HF greedy | host share (fast) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, m in report["models"].items():
+        a = m["autoregressive"]
+        share = a.get("ours_fast", {}).get("host_share")
+        lines.append(
+            f"| {name} | {m['params'] / 1e6:.1f} M | {m['floor_ms_per_token']:.3f} | "
+            + " | ".join(
+                _ms(a.get(k)) for k in ("ours_eager", "ours_fast", "ours_compiled", "hf_greedy")
+            )
+            + f" | {'-' if share is None else f'{share:.1%}'} |"
+        )
+    lines += [
+        "",
+        "Verification: one target forward over n tree nodes, ms (x n=1), at the prompt's context:",
+        "",
+    ]
+    for name, m in report["models"].items():
+        for engine, rows in m.get("verification", {}).items():
+            cells = [f"n={r['n']}: {r['ms']:.3f} ({r['over_one']:.2f}x)" for r in rows]
+            lines.append(f"- {name} {engine} (C={rows[0]['context']}): " + ", ".join(cells))
+    for pname, p in report["pairs"].items():
+        lines += [
+            "",
+            f"Pair {pname}, random weights, engine fast: host time per iteration (goal on a GPU <= 10%):",
+            "",
+            "| method | tree size | draft forwards | iteration ms | host ms | host share |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for t, r in p["methods"].items():
+            lines.append(
+                f"| {t} | {r['mean_tree_size']:.1f} | {r['draft_forwards_per_iteration']:.1f} "
+                f"| {r['iteration_ms']:.3f} | {r['host_ms_per_iteration']:.3f} | {r['host_share']:.1%} |"
+            )
+        hf = p["hf_assisted"]
+        shipped, const = hf.get("as_shipped"), hf.get("constant_k")
+        lines += [
+            "",
+            f"HF assisted: as shipped {_ms(shipped)} ms/token (acceptance ~0 with random weights); "
+            + (
+                f"constant k={const['k']}: {_ms(const, 'ms_per_iteration')} ms/iteration"
+                if const
+                else "constant k: -"
+            ),
+        ]
+        pred = p.get("prediction")
+        if not pred:
+            continue
+        if "hf_assisted" in pred:
+            h = pred["hf_assisted"]
+            lines.append(
+                f"HF assisted predicted: {h['ms_per_iteration']:.3f} ms/iteration / "
+                f"{h['tokens_per_iteration']:.2f} tokens/iteration ({h['record_method']} in the record) "
+                f"= {h['ms_per_token']:.3f} ms/token"
+            )
+        if not pred.get("available"):
+            lines.append(
+                f"Method predictions not available: {pred.get('reason', 'nothing predicted')}"
+            )
+            continue
+        lines += [
+            "",
+            f"Predicted on this device from the CPU record {report['record']} (goal: best tree method >= 1.8x HF assisted):",
+            "",
+            "| method | tokens/iter | ms/token | speedup vs our AR | vs HF assisted |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for t, r in pred["methods"].items():
+            if "ms_per_token" not in r:
+                lines.append(f"| {t} | - | - | - | {r.get('note', '')} |")
+                continue
+            vs = r.get("vs_hf_assisted")
+            lines.append(
+                f"| {t} | {r['tokens_per_iteration']:.2f} | {r['ms_per_token']:.3f} "
+                f"| {r['speedup_vs_ar']:.2f}x | {'-' if vs is None else f'{vs:.2f}x'} |"
+            )
+        if "best_tree" in pred:
+            b = pred["best_tree"]
+            vs = b.get("vs_hf_assisted")
+            lines.append(
+                f"\nBest tree method: {b['method']}, {'-' if vs is None else f'{vs:.2f}x'} HF assisted"
+            )
+    k = report.get("kernel")
+    if k:
+        lines += ["", "Tree attention (bench/tree_attention.py):", ""]
+        if "skipped" in k:
+            lines.append(k["skipped"])
+        else:
+            from bench.tree_attention import markdown as kernel_table
+
+            lines += [kernel_table(r) + "\n" for r in k.values()]
+    if report["skipped"]:
+        lines += ["", "Skipped:", *(f"- {s}" for s in report["skipped"])]
+    return "\n".join(lines)
+
+
+class Models:
+    """Built models by (name, vocabulary), so a pair's draft with its target's vocabulary is
+    its own model, and a model shared by sections is built once."""
+
+    def __init__(self, args, device, dtype) -> None:
+        self.args, self.device, self.dtype, self.built = args, device, dtype, {}
+
+    def spec(self, name: str):
+        return ARCHS[name].tiny() if self.args.tiny else ARCHS[name]
+
+    def get(self, name: str, vocab: int | None = None):
+        key = (name, vocab or self.spec(name).vocab)
+        if key not in self.built:
+            self.built[key] = build(
+                self.spec(name), self.device, self.dtype, self.args.seed, key[1]
+            )
+        return self.built[key]
+
+    def key(self, name: str, model) -> str:
+        """A model's name in the report: a draft padded to its target's vocabulary says so."""
+        v = model.config.vocab_size
+        return name if v == self.spec(name).vocab else f"{name}@vocab{v}"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    device = pick_device(args.device)
+    dtype = pick_dtype(args.dtype, device)
+    cuda = device.type == "cuda"
+    engines = (args.engines or ("eager,fast,compiled" if cuda else "eager,fast")).split(",")
+    args.engines = [e for e in engines if e]
+    if "compiled" in args.engines:  # one graph per model, size bucket and cache: many
+        for key in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit"):
+            if hasattr(torch._dynamo.config, key):
+                setattr(torch._dynamo.config, key, 1024)
+    record_path = Path(args.record)
+    record = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    budget = Budget(args.time_limit_s)
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    from engine.profile import device_info
+
+    report = {
+        "bench": "gpu",
+        "command": "python "
+        + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "device": device_info(device),
+        "dtype": str(dtype).removeprefix("torch."),
+        "tiny": args.tiny,
+        "settings": {
+            k: getattr(args, k)
+            for k in (
+                "prompt_tokens",
+                "new_tokens",
+                "repeats",
+                "sizes",
+                "contexts",
+                "compiled_sizes",
+                "engines",
+                "seed",
+            )
+        },
+        "record": str(record_path) if record else None,
+        "models": {},
+        "pairs": {},
+        "skipped": budget.skipped,
+    }
+    out = Path(args.out) if args.out else None
+    profile_out = Path(args.profile_out) if args.profile_out else None
+    if out and not profile_out:
+        profile_out = out.with_name(out.stem + "_profile.json")
+
+    def save() -> None:
+        if out:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(report, indent=1) + "\n")
+        if profile_out:
+            curves = [c for m in report["models"].values() for c in m.get("curves", {}).values()]
+            profile = {"bench": "gpu", "device": report["device"], "curves": curves}
+            profile_out.parent.mkdir(parents=True, exist_ok=True)
+            profile_out.write_text(json.dumps(profile, indent=1) + "\n")
+
+    mib = args.copy_mib or (8 if args.tiny else 1024 if cuda else 64)
+    report["bandwidth"] = bw = copy_bandwidth(device, mib, max(args.repeats, 5))
+    log(f"copy bandwidth {bw['bytes_per_s'] / 1e9:.1f} GB/s ({mib} MiB)")
+    save()
+    models = Models(args, device, dtype)
+    first = [e for e in args.engines if e != "compiled"]
+
+    def model_entry(name: str, model) -> dict:
+        key = models.key(name, model)
+        if key not in report["models"]:
+            wb, kvb = weight_bytes_read(model), kv_bytes_per_token(model.config, dtype)
+            context = args.prompt_tokens + args.new_tokens / 2  # mean context of the decoding
+            report["models"][key] = {
+                "params": sum(p.numel() for p in model.parameters()),
+                "weight_bytes_read": wb,
+                "kv_bytes_per_token": kvb,
+                "mean_context": context,
+                "floor_ms_per_token": 1e3 * floor_seconds(wb, kvb, context, bw["bytes_per_s"]),
+                "autoregressive": {},
+                "curves": {},
+            }
+        return report["models"][key]
+
+    def fast_curve(name: str, model) -> dict | None:
+        entry = model_entry(name, model)
+        if "fast" not in entry["curves"] and budget.ok(f"{models.key(name, model)} fast curve"):
+            entry["curves"]["fast"] = curve(model, models.key(name, model), args, "fast", log)
+            entry["verification"] = {
+                "fast": verification_table(entry["curves"]["fast"], args.prompt_tokens)
+            }
+        return entry["curves"].get("fast")
+
+    # 1. per model: autoregressive against the floor (eager, fast, HF greedy); fast curves
+    for name in args.models:
+        model = models.get(name)
+        entry = model_entry(name, model)
+        entry["autoregressive"].update(
+            ar_section(name, model, args, first, True, entry["floor_ms_per_token"], budget, log)
+        )
+        fast_curve(name, model)
+        save()
+    # 2. per pair: host overhead, HF assisted, predictions
+    for pname in args.pairs:
+        tname, dname = PAIRS[pname]
+        target = models.get(tname)
+        draft = models.get(dname, target.config.vocab_size)
+        res = pair_section(pname, target, draft, args, record, budget, log)
+        tc, dc = fast_curve(tname, target), fast_curve(dname, draft)
+        ar = model_entry(tname, target)["autoregressive"].get("ours_fast")
+        if tc and dc:
+            host = {t: r["host_ms_per_iteration"] / 1e3 for t, r in res["methods"].items()}
+            h_ar = ar["host_ms_per_iteration"] / 1e3 if ar else None
+            res["prediction"] = predict_pair(
+                record, tc, dc, host, h_ar, res["hf_assisted"].get("constant_k")
+            )
+        report["pairs"][pname] = res
+        save()
+    # 3. the tree-attention kernel (CUDA)
+    if not cuda:
+        report["kernel"] = {"skipped": "no CUDA device: the Triton kernel is timed on a GPU only"}
+    elif budget.ok("tree-attention kernel"):
+        targets = [PAIRS[p][0] for p in args.pairs] or args.models
+        report["kernel"] = {
+            t: kernel_section(models.get(t), args, True) for t in dict.fromkeys(targets)
+        }
+        save()
+    # 4. compiled (CUDA graphs on CUDA): autoregressive and curve, smallest model first
+    if "compiled" in args.engines:
+        for name in sorted(args.models, key=lambda n: ARCHS[n].hidden * ARCHS[n].layers):
+            model = models.get(name)
+            entry = model_entry(name, model)
+            entry["autoregressive"].update(
+                ar_section(
+                    name, model, args, ["compiled"], False, entry["floor_ms_per_token"], budget, log
+                )
+            )
+            if budget.ok(f"{name} compiled curve"):
+                entry["curves"]["compiled"] = c = curve(model, name, args, "compiled", log)
+                entry.setdefault("verification", {})["compiled"] = verification_table(
+                    c, args.prompt_tokens
+                )
+            save()
+    report["elapsed_s"] = time.perf_counter() - budget.start
+    save()
+    print(markdown(report))
+    if out:
+        print(f"\nwrote {out} and {profile_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
