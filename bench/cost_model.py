@@ -59,6 +59,10 @@ def _recording_forward(self, tokens, *args, **kwargs):
     return _forward(self, tokens, *args, **kwargs)
 
 
+def _log(line: str) -> None:
+    print(line, flush=True)
+
+
 def exact_draft_sizes(calls, draft_id: int, stats) -> list[list[int]]:
     """Per iteration, the token counts of its draft forwards (calls of one generation)."""
     sizes = [n for m, n in calls if m == draft_id]
@@ -138,7 +142,7 @@ def main() -> None:
     curves = {}
     for role, m in (("target", pair.target), ("draft", pair.draft)):
         curves[role] = measure_curve(
-            m.model, m.name, sizes, contexts, repeats=args.repeats, log=print
+            m.model, m.name, sizes, contexts, repeats=args.repeats, log=_log
         )
     profile_s = time.time() - started
 

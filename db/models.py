@@ -1,6 +1,7 @@
 """SQLAlchemy 2.0 typed models of the lab database.
 
     sweeps ──< sweep_trials >── trials ──1:1── results        models, datasets (metadata)
+                                                              profiles (device cost curves)
 
 - `trials` is global: one row per `config_hash` (sha256 of the fully resolved config), shared
   by every sweep that contains that config, so a repeated or overlapping submission never
@@ -36,6 +37,7 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    UniqueConstraint,
     func,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -212,6 +214,28 @@ class DatasetInfo(Base):
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
     )
+
+
+class Profile(Base):
+    """A device's forward-cost curve for one model, dtype and engine path (engine/profile.py;
+    migration 0005). One row per key: re-profiling replaces it."""
+
+    __tablename__ = "profiles"
+    __table_args__ = (
+        UniqueConstraint("device_name", "model", "dtype", "engine", name="uq_profiles_key"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    device_name: Mapped[str] = mapped_column(String(200))  # CPU model or CUDA device name
+    model: Mapped[str] = mapped_column(String(200))
+    dtype: Mapped[str] = mapped_column(String(16))
+    engine: Mapped[str] = mapped_column(String(16))
+    points: Mapped[list[Any]]  # [[context, n, seconds], ...]
+    driver: Mapped[str] = mapped_column(String(200))  # CUDA runtime / driver, "" on CPU
+    versions: Mapped[dict[str, Any]]  # torch, transformers, triton
+    cores: Mapped[int] = mapped_column(Integer)
+    host: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 # The metric columns of `results` (everything but identity, detail JSON and timestamps).

@@ -331,12 +331,14 @@ def load_pair(
     device: str | None = None,
     dtype: str | torch.dtype | None = None,
     attn: str = "sdpa",
+    draft_dtype: str | torch.dtype | None = None,
 ) -> Pair:
     """Load a target/draft pair; both must share one vocabulary (checked). `attn` applies to
-    the target, whose forward verifies the tree."""
+    the target, whose forward verifies the tree; `draft_dtype` (None: `dtype`) to the draft,
+    e.g. a bf16 draft beside an fp32 target."""
     resolve(target), resolve(draft), check_attn(attn)  # fail before loading anything
     t = load_model(target, device, dtype, attn=attn)
-    d = load_model(draft, device, dtype)
+    d = load_model(draft, device, dtype if draft_dtype is None else draft_dtype)
     tv, dv = t.model.config.vocab_size, d.model.config.vocab_size
     if t.tokenizer.vocab_size != d.tokenizer.vocab_size and tv != dv:
         raise ConfigError(

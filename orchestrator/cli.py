@@ -172,10 +172,24 @@ def generate(
 
 def _register() -> None:
     from orchestrator.cli_data import datasets, models
+    from orchestrator.cli_profile import profile
     from orchestrator.cli_report import compare, export, plot, query
     from orchestrator.cli_sweep import cancel, db, resume, status, submit
 
-    for cmd in (submit, status, query, compare, export, plot, cancel, resume, db, models, datasets):
+    for cmd in (
+        submit,
+        status,
+        query,
+        compare,
+        export,
+        plot,
+        cancel,
+        resume,
+        db,
+        models,
+        datasets,
+        profile,
+    ):
         main.add_command(cmd)
 
 

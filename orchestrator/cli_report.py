@@ -46,15 +46,29 @@ def query(best_by, where, sweep, top, db_url, fmt) -> None:
 @click.command()
 @where_option
 @sweep_option
+@click.option(
+    "--predict-on",
+    "predict_on",
+    default=None,
+    metavar="DEVICE",
+    help="a profiled device name (orch profile): the cost model's predicted speedup there",
+)
 @db_option
 @format_option
-def compare(where, sweep, db_url, fmt) -> None:
+def compare(where, sweep, predict_on, db_url, fmt) -> None:
     """Methods x pairs: speedup of each method's best config over autoregressive decoding
-    with the same pair, dataset and settings."""
+    with the same pair, dataset and settings; with --predict-on, the speedup the cost model
+    predicts on that device beside it (alone when no trial ran on that kind of device)."""
     from orchestrator.report import compare as run
     from orchestrator.report import compare_table, render
 
-    best = run(_frame(db_url, sweep), where)
+    if predict_on is None:
+        best = run(_frame(db_url, sweep), where)
+    else:
+        from orchestrator.profiles import compare_predicted
+        from orchestrator.store import Store
+
+        best = compare_predicted(Store(db_url, mode="read"), sweep, where, predict_on)
     click.echo(render(compare_table(best) if fmt == "table" else best, fmt))
 
 

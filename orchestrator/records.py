@@ -20,7 +20,7 @@ from engine.metrics import METRICS as ENGINE_METRICS
 CONFIG_VERSION = 1
 # Fields added after version 1, with the value every earlier trial had: a trial at that value
 # leaves the field out of its hash, so adding a field does not change the stored trials' ids.
-HASH_DEFAULTS = {"engine": "eager"}
+HASH_DEFAULTS = {"engine": "eager", "draft_dtype": None}
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,9 @@ class TrialConfig:
     prompt_tokens: int | None = None
     chat: bool | None = None  # None: the dataset's default
     device: str = "auto"
-    dtype: str = "auto"
+    dtype: str = "auto"  # the target's, and the draft's unless draft_dtype is set
     engine: str = "eager"  # engine/config.py ENGINES
+    draft_dtype: str | None = None  # None: the draft runs in `dtype`
 
     def __post_init__(self) -> None:  # 0 and 0.0 must hash alike
         object.__setattr__(self, "temperature", float(self.temperature))
@@ -67,9 +68,9 @@ class TrialConfig:
         return hashlib.sha256(blob.encode()).hexdigest()
 
     @property
-    def pair_key(self) -> tuple[str, str, str, str]:
+    def pair_key(self) -> tuple[str, str, str, str, str | None]:
         """Trials with one pair key share one loaded model pair."""
-        return (self.target, self.draft, self.device, self.dtype)
+        return (self.target, self.draft, self.device, self.dtype, self.draft_dtype)
 
     def label(self) -> str:
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))

@@ -205,7 +205,10 @@ def query(
 
 
 def compare(df: pd.DataFrame, where: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Methods x pairs: each method's best config (by mean speedup) per pair and setting."""
+    """Methods x pairs: each method's best config (by mean speedup) per pair and setting.
+    With a `predicted_speedup` column (orchestrator/profiles.py predict_frame), its mean per
+    config comes beside the measured one."""
+    predicted = "predicted_speedup" in df.columns
     df = apply_where(df, where)
     df = df[df["speedup"].notna()]
     if df.empty:
@@ -222,6 +225,7 @@ def compare(df: pd.DataFrame, where: tuple[str, ...] = ()) -> pd.DataFrame:
             tokens_per_iteration=("tokens_per_iteration", "mean"),
             acceptance_rate=("acceptance_rate", "mean"),
             repeats=("speedup", "size"),
+            **({"predicted_speedup": ("predicted_speedup", "mean")} if predicted else {}),
         )
         .reset_index()
     )
@@ -247,6 +251,7 @@ def compare(df: pd.DataFrame, where: tuple[str, ...] = ()) -> pd.DataFrame:
             "acceptance_rate",
             "params",
             "repeats",
+            *(["predicted_speedup"] if predicted else []),
         ]
     ].reset_index(drop=True)
 
@@ -256,12 +261,22 @@ def compare_table(best: pd.DataFrame) -> pd.DataFrame:
     index = ["method"] + [
         c for c in ("dataset", "temperature", "max_new_tokens") if best[c].nunique() > 1
     ]
-    cells = best.assign(cell=best["speedup"].map(lambda x: f"{x:.2f}x"))
+    cells = best.assign(cell=best.apply(_speedup_cell, axis=1))
     pivot = cells.pivot_table(
         index=index, columns="pair", values="cell", aggfunc="first", sort=False
     )
     pivot.columns.name = None
     return pivot.reset_index().fillna("-")
+
+
+def _speedup_cell(row: pd.Series) -> str:
+    """ "0.72x" measured; with a prediction "0.72x (predicted 0.70x)", or "predicted 1.9x"
+    alone where nothing was measured on the predicted device."""
+    measured = f"{row['speedup']:.2f}x" if pd.notna(row["speedup"]) else ""
+    if "predicted_speedup" not in row or pd.isna(row["predicted_speedup"]):
+        return measured or "-"
+    pred = f"predicted {row['predicted_speedup']:.2f}x"
+    return f"{measured} ({pred})" if measured else pred
 
 
 def export_frame(df: pd.DataFrame) -> pd.DataFrame:

@@ -14,7 +14,8 @@ seed: 0
 warmup: 0                           # generations per actor and pair before timing
 max_attempts: 3                     # dispatches of a trial whose worker died
 device: auto                        # auto | cpu | cuda | cuda:N
-dtype: auto                         # auto | float32 | bfloat16 | float16
+dtype: auto                         # auto | float32 | bfloat16 | float16, or per role:
+                                    # {target: float32, draft: bfloat16}
 engine: eager                       # eager | fast | compiled, or a list (a grid axis)
 limits: {max_trials: 100000}        # caps (orchestrator/limits.py), each optional
 methods:                            # required, non-empty
@@ -73,6 +74,9 @@ class SpecError(ConfigError):
     """The sweep file is invalid; the message names the file and the offending path."""
 
 
+DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
+
+
 @dataclass(frozen=True)
 class DatasetSel:
     name: str
@@ -103,7 +107,8 @@ class Sweep:
     warmup: int = 0
     max_attempts: int = 3
     device: str = "auto"
-    dtype: str = "auto"
+    dtype: str = "auto"  # the target's (and the draft's unless draft_dtype)
+    draft_dtype: str | None = None
     engines: tuple[str, ...] = ("eager",)
     description: str = ""
     limits: Limits = DEFAULT
@@ -122,7 +127,11 @@ class Sweep:
             "warmup": self.warmup,
             "max_attempts": self.max_attempts,
             "device": self.device,
-            "dtype": self.dtype,
+            "dtype": (
+                self.dtype
+                if self.draft_dtype is None
+                else {"target": self.dtype, "draft": self.draft_dtype}
+            ),
             "engine": list(self.engines),
             "limits": vars(self.limits),
             "methods": [
@@ -223,9 +232,7 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
     device = _str(top.get("device", "auto"), at("device"))
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", device):
         raise SpecError(f"{at('device')}: {device!r} is not one of auto, cpu, cuda, cuda:N, mps")
-    dtype = _str(top.get("dtype", "auto"), at("dtype"))
-    if dtype not in ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"):
-        raise SpecError(f"{at('dtype')}: {dtype!r} is not one of auto, float32, bfloat16, float16")
+    dtype, draft_dtype = _dtypes(top.get("dtype", "auto"), at("dtype"))
     engines = _axis(top.get("engine", "eager"), at("engine"), _engine)
     repeats = _int(top.get("repeats", 1), at("repeats"), lo=1)
     seed = _int(top.get("seed", 0), at("seed"), lo=0, hi=SEED_MAX)
@@ -249,10 +256,29 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
         max_attempts=_int(top.get("max_attempts", 3), at("max_attempts"), lo=1),
         device=device,
         dtype=dtype,
+        draft_dtype=draft_dtype,
         engines=engines,
         description=_str(top.get("description", ""), at("description")),
         limits=limits,
     )
+
+
+def _dtype(value: Any, where: str) -> str:
+    dtype = _str(value, where)
+    if dtype not in DTYPES:
+        raise SpecError(f"{where}: {dtype!r} is not one of auto, float32, bfloat16, float16")
+    return dtype
+
+
+def _dtypes(value: Any, where: str) -> tuple[str, str | None]:
+    """`dtype: bf16` for both models, or `dtype: {target: fp32, draft: bf16}` per role
+    (draft_dtype None: the draft runs in the target's dtype)."""
+    if not isinstance(value, dict):
+        return _dtype(value, where), None
+    m = _mapping(value, where, optional=("target", "draft"))
+    target = _dtype(m.get("target", "auto"), f"{where}.target")
+    draft = _dtype(m.get("draft", target), f"{where}.draft")
+    return target, None if draft == target else draft
 
 
 def _engine(value: Any, where: str) -> str:
@@ -365,6 +391,7 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
                         seed=sweep.seed + r,
                         device=sweep.device,
                         dtype=sweep.dtype,
+                        draft_dtype=sweep.draft_dtype,
                         engine=e,
                     )
                     trials.setdefault(cfg.config_hash, cfg)

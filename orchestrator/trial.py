@@ -31,8 +31,9 @@ _WARM: set[tuple] = set()
 _PROMPTS: dict[tuple, list] = {}
 
 
-def get_pair(key: tuple[str, str, str, str]) -> tuple[Any, float]:
-    """The loaded pair for (target, draft, device, dtype) and the seconds spent loading it."""
+def get_pair(key: tuple) -> tuple[Any, float]:
+    """The loaded pair for (target, draft, device, dtype[, draft_dtype]) and the seconds
+    spent loading it."""
     if key in _PAIRS:
         _PAIRS.move_to_end(key)
         return _PAIRS[key], 0.0
@@ -43,8 +44,8 @@ def get_pair(key: tuple[str, str, str, str]) -> tuple[Any, float]:
         _PAIRS.popitem(last=False)
         _free_device_memory()
     start = time.perf_counter()
-    target, draft, device, dtype = key
-    pair = load_pair(target, draft, device=device, dtype=dtype)
+    target, draft, device, dtype, draft_dtype = (*key, None)[:5]
+    pair = load_pair(target, draft, device=device, dtype=dtype, draft_dtype=draft_dtype)
     LOADS[key] += 1
     _PAIRS[key] = pair
     return pair, time.perf_counter() - start

@@ -1,0 +1,78 @@
+"""`orch profile`: a device's forward-cost curves of a target and a draft into `profiles`."""
+
+from __future__ import annotations
+
+import click
+
+from engine.config import ENGINES, ConfigError
+from orchestrator.cli_options import db_option
+
+
+def parse_ints(text: str, option: str) -> list[int]:
+    try:
+        out = [int(t) for t in text.replace(" ", "").split(",") if t]
+    except ValueError:
+        raise ConfigError(f"{option} expects comma-separated integers, got {text!r}") from None
+    if not out:
+        raise ConfigError(f"{option} is empty")
+    return out
+
+
+@click.command()
+@click.option("--target", required=True, help="target model name or folder")
+@click.option("--draft", required=True, help="draft model name or folder")
+@click.option("--dtype", default="auto", show_default=True, help="both roles' dtype")
+@click.option("--target-dtype", default=None, help="the target's dtype (default: --dtype)")
+@click.option("--draft-dtype", default=None, help="the draft's dtype (default: --dtype)")
+@click.option(
+    "--sizes",
+    default="1,2,4,8,16,32,64,128,256",
+    show_default=True,
+    help="new tokens per forward, comma-separated",
+)
+@click.option(
+    "--contexts",
+    default="128,512,1024",
+    show_default=True,
+    help="cached context lengths, comma-separated",
+)
+@click.option("--engine", type=click.Choice(ENGINES), default="eager", show_default=True)
+@click.option("--device", default="auto", show_default=True)
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
+@db_option
+def profile(
+    target,
+    draft,
+    dtype,
+    target_dtype,
+    draft_dtype,
+    sizes,
+    contexts,
+    engine,
+    device,
+    repeats,
+    db_url,
+) -> None:
+    """Measure seconds per forward of N new tokens after C cached tokens for the target and
+    the draft on this device, and store both curves (replacing an earlier profile of the same
+    device, model, dtype and engine)."""
+    from engine.models import check_device, pick_device, pick_dtype, resolve
+    from engine.profile import check_grid
+    from orchestrator.profiles import profile_models, save_curves
+    from orchestrator.store import Store
+
+    n, c = parse_ints(sizes, "--sizes"), parse_ints(contexts, "--contexts")
+    check_grid(n, c, repeats)
+    resolve(target), resolve(draft)
+    dev = pick_device(check_device(device))
+    roles = [("target", target, target_dtype or dtype), ("draft", draft, draft_dtype or dtype)]
+    for _, _, dt in roles:
+        pick_dtype(dt, dev)  # an unknown dtype fails here, before any model loads
+    store = Store(db_url, mode="create")  # a bad database fails before the measurement
+    measured = profile_models(roles, n, c, str(dev), engine, repeats, log=click.echo)
+    save_curves(store, measured)
+    for curve, _ in measured:
+        click.echo(
+            f"stored {curve.model} {curve.dtype} {curve.engine} on {curve.device_name} "
+            f"({len(curve.points)} points) in {store.display_url}"
+        )

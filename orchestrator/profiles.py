@@ -1,0 +1,204 @@
+"""Hardware profiles in the database (`profiles`, migration 0005) and cost-model predictions
+for stored trials on a profiled device (`orch profile`, `orch compare --predict-on`).
+
+A profile row is one ForwardCurve (engine/profile.py) keyed by (device_name, model, dtype,
+engine) with who measured it; storing a curve under an existing key replaces that row in one
+transaction (a key holds the latest measurement; its created_at says when).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import delete, select
+
+from db.models import Profile
+from engine import cost_model
+from engine.config import ConfigError
+from engine.profile import ForwardCurve
+from orchestrator.store import Store
+
+DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def normalise_dtype(dtype: str, device_type: str = "cpu") -> str:
+    """A trial's or the CLI's dtype as a profile stores it; auto as engine.models.pick_dtype
+    resolves it (bfloat16 on CUDA, float32 on CPU)."""
+    if dtype in (None, "auto"):
+        return "bfloat16" if device_type == "cuda" else "float32"
+    return DTYPE_ALIASES.get(dtype, dtype)
+
+
+def save_curves(store: Store, measured: Sequence[tuple[ForwardCurve, dict[str, Any]]]) -> None:
+    """Store (or replace) each curve's profile, all in one transaction; the dict beside each
+    curve is engine.profile.device_info of the device that measured it."""
+
+    def tx(s) -> None:
+        for curve, info in measured:
+            key = dict(
+                device_name=curve.device_name,
+                model=curve.model,
+                dtype=curve.dtype,
+                engine=curve.engine,
+            )
+            s.execute(delete(Profile).filter_by(**key))
+            s.add(
+                Profile(
+                    **key,
+                    points=curve.to_dict()["points"],
+                    driver=str(info.get("driver", "")),
+                    versions={k: str(info.get(k, "")) for k in ("torch", "transformers", "triton")},
+                    cores=int(info.get("cores", 0)),
+                    host=str(info.get("host", "")),
+                )
+            )
+            s.flush()  # the delete and the insert of one key in order
+
+    names = ", ".join(sorted({c.model for c, _ in measured}))
+    store.transact(f"storing the profiles of {names}", tx)
+
+
+def load_profiles(store: Store, device_name: str | None = None) -> list[dict[str, Any]]:
+    """Every stored profile (of one device when given): key, curve and provenance."""
+    q = select(Profile).order_by(Profile.device_name, Profile.model, Profile.dtype, Profile.engine)
+    if device_name is not None:
+        q = q.where(Profile.device_name == device_name)
+
+    def tx(s) -> list[dict[str, Any]]:
+        return [
+            {
+                "device_name": p.device_name,
+                "model": p.model,
+                "dtype": p.dtype,
+                "engine": p.engine,
+                "driver": p.driver,
+                "versions": dict(p.versions),
+                "cores": p.cores,
+                "host": p.host,
+                "created_at": p.created_at,
+                "curve": ForwardCurve.from_dict(
+                    {
+                        "model": p.model,
+                        "device_name": p.device_name,
+                        "dtype": p.dtype,
+                        "engine": p.engine,
+                        "points": p.points,
+                    }
+                ),
+            }
+            for p in s.scalars(q)
+        ]
+
+    return store.transact("reading profiles", tx)
+
+
+def device_curves(store: Store, device: str) -> dict[tuple[str, str, str], ForwardCurve]:
+    """(model, dtype, engine) -> curve of a profiled device; ConfigError naming the profiled
+    devices when `device` has none."""
+    rows = load_profiles(store, device)
+    if not rows:
+        known = sorted({r["device_name"] for r in load_profiles(store)})
+        raise ConfigError(
+            f"--predict-on: no profile for device {device!r} in {store.display_url} "
+            f"(profiled: {', '.join(known) or 'none; run `orch profile`'})"
+        )
+    return {(r["model"], r["dtype"], r["engine"]): r["curve"] for r in rows}
+
+
+def profile_models(
+    roles: Sequence[tuple[str, str, str]],
+    sizes: Sequence[int],
+    contexts: Sequence[int],
+    device: str | None = None,
+    engine: str = "eager",
+    repeats: int = 3,
+    log: Callable[[str], None] | None = None,
+) -> list[tuple[ForwardCurve, dict[str, Any]]]:
+    """Measure each (role, model name, dtype): load it on `device`, take its curve."""
+    from engine.models import load_model
+    from engine.profile import device_info, measure_curve
+
+    out = []
+    for role, name, dtype in roles:
+        m = load_model(name, device, dtype)
+        if log:
+            log(f"profiling {role} {name} ({m.dtype}) on {m.device}")
+        curve = measure_curve(m.model, name, sizes, contexts, engine, repeats, log=log)
+        out.append((curve, device_info(m.device)))
+        del m
+    return out
+
+
+def _trial_curve(curves, model: str, dtype: str, engine: str) -> ForwardCurve | None:
+    return curves.get((model, dtype, engine)) or curves.get((model, dtype, "eager"))
+
+
+def predict_frame(df: pd.DataFrame, curves: dict, device: str) -> pd.DataFrame:
+    """Per finished trial (a load_frame(details=True) row): the cost model's time per token
+    and speedup on `device`, from the trial's iterations and the device's curves for its
+    target and draft (its dtypes; its engine's curve, else the eager one). h_i: the trial's
+    own host time; h_AR: the host time per iteration of the autoregressive trial with the same
+    settings when stored. Trials whose models the device has no curve for are left out."""
+    device_type = "cuda" if is_gpu_name(device) else "cpu"
+    gens_of, h_ar = {}, {}
+    for _, r in df.iterrows():
+        gens_of[r["trial_id"]] = [
+            cost_model.from_per_iteration(p["prompt_tokens"], it)
+            for p, it in zip(r["per_prompt"], r["per_iteration"])
+        ]
+    key = _settings(df)
+    for i, r in df.iterrows():
+        if r["method"] == "autoregressive":
+            h_ar.setdefault(key[i], cost_model.mean_host_per_token(gens_of[r["trial_id"]]))
+    rows = []
+    for i, r in df.iterrows():
+        t_dtype = normalise_dtype(r.get("target_dtype") or r["dtype"], device_type)
+        d_dtype = normalise_dtype(r.get("draft_dtype") or r["dtype"], device_type)
+        engine = r.get("engine") or "eager"
+        ct = _trial_curve(curves, r["target"], t_dtype, engine)
+        cd = _trial_curve(curves, r["draft"], d_dtype, engine)
+        gens = gens_of[r["trial_id"]]
+        needs_draft = any(it.draft_forwards for g in gens for it in g.iterations)
+        if ct is None or (needs_draft and cd is None):
+            continue
+        p = cost_model.predict(gens, ct, cd, h_ar.get(key[i], 0.0))
+        rows.append(
+            {
+                "trial_id": r["trial_id"],
+                "predicted_tpot_s": p.time_per_token,
+                "predicted_speedup": p.speedup,
+            }
+        )
+    return pd.DataFrame(rows, columns=["trial_id", "predicted_tpot_s", "predicted_speedup"])
+
+
+def is_gpu_name(device: str) -> bool:
+    """Whether a profiled device name is a GPU's (torch.cuda.get_device_name) rather than a
+    CPU model from /proc/cpuinfo."""
+    return any(w in device.lower() for w in ("nvidia", "geforce", "tesla", "radeon", "instinct"))
+
+
+def _settings(df: pd.DataFrame) -> pd.Series:
+    from orchestrator.report import settings_key
+
+    return settings_key(df)
+
+
+def compare_predicted(store: Store, sweep: str | None, where, device: str) -> pd.DataFrame:
+    """report.compare with the cost model's predicted speedup on `device` beside the measured
+    one. The device is checked first (an unknown one: ConfigError naming the profiled ones).
+    The database does not record which device name a trial's worker had, only whether it had
+    a GPU (trials.gpu_id): measured speedups are kept when every trial ran on the kind of
+    device `device` is (GPU or CPU), else only the prediction is shown."""
+    from orchestrator.report import compare, load_frame
+
+    curves = device_curves(store, device)
+    df = load_frame(store, sweep, details=True)
+    df = df.merge(predict_frame(df, curves, device), on="trial_id", how="left")
+    best = compare(df, where)
+    on_gpu = df["gpu_id"].notna()
+    if not (on_gpu.all() if is_gpu_name(device) else not on_gpu.any()):
+        best[["speedup", "throughput", "ar_throughput"]] = float("nan")
+    return best

@@ -1,0 +1,195 @@
+"""Hardware profiles in the database (SQLite and Postgres), `orch profile` on tiny models, and
+`orch compare --predict-on` against the cost model computed by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from orch_helpers import fake_config, fake_result
+from sqlalchemy import func, select
+
+from db.models import Profile
+from engine.profile import CurvePoint, ForwardCurve, device_info
+from orchestrator.cli import main
+from orchestrator.profiles import device_curves, load_profiles, save_curves
+from orchestrator.store import Store
+
+CPU, GPU = "Test CPU 9000", "NVIDIA Test GPU"
+INFO = {"driver": "", "torch": "2.x", "transformers": "5.x", "triton": "", "cores": 2, "host": "h"}
+
+
+def _linear(model, device, a, b, dtype="float32", engine="eager"):
+    """c(n, C) = a + b n at C = 64 and 256 (no dependence on C)."""
+    pts = tuple(CurvePoint(c, n, a + b * n) for c in (64, 256) for n in (1, 2, 4, 8, 16))
+    return ForwardCurve(model, device, dtype, engine, pts)
+
+
+def test_profiles_round_trip_and_replace(db_url):
+    store = Store(db_url)
+    t, d = _linear("tiny-llama", CPU, 1.0, 0.1), _linear("tiny-llama-draft", CPU, 0.2, 0.05)
+    save_curves(store, [(t, INFO), (d, INFO)])
+    rows = load_profiles(store, CPU)
+    assert [r["curve"] for r in rows] == [t, d]
+    assert rows[0]["versions"] == {"torch": "2.x", "transformers": "5.x", "triton": ""}
+    assert rows[0]["cores"] == 2 and rows[0]["created_at"] is not None
+    t2 = _linear("tiny-llama", CPU, 2.0, 0.1)  # re-profiled: replaces the key's row
+    save_curves(store, [(t2, INFO)])
+    curves = device_curves(store, CPU)
+    assert curves[("tiny-llama", "float32", "eager")] == t2
+    n = store.transact("count", lambda s: s.scalar(select(func.count()).select_from(Profile)))
+    assert n == 2
+    save_curves(store, [(_linear("tiny-llama", CPU, 1.0, 0.1, engine="fast"), INFO)])
+    assert len(device_curves(store, CPU)) == 3  # another engine is another key
+    store.close()
+
+
+def test_unknown_device_names_the_profiled_ones(sqlite_url):
+    store = Store(sqlite_url)
+    save_curves(store, [(_linear("tiny-llama", CPU, 1.0, 0.1), INFO)])
+    from engine.config import ConfigError
+
+    with pytest.raises(ConfigError, match=f"no profile for device 'H100'.*{CPU}"):
+        device_curves(store, "H100")
+
+
+# Per prompt of 4 tokens: autoregressive emits 4 tokens in 4 iterations; linear emits them
+# in 2 iterations of a 3-node tree (2 draft forwards: 3 prompt tokens + 1 node, then 1 node).
+AR_ITS = {
+    "tree_size": [1] * 4,
+    "accepted": [0] * 4,
+    "emitted": [1] * 4,
+    "draft_forwards": [0] * 4,
+    "draft_tokens": [0] * 4,
+}
+LIN_ITS = {
+    "tree_size": [3, 3],
+    "accepted": [2, 1],
+    "emitted": [3, 1],
+    "draft_forwards": [2, 2],
+    "draft_tokens": [5, 2],
+}
+ZERO_TIMES = ("draft_s", "target_s", "verify_s", "bookkeeping_s")
+
+
+def _iters(lists, host=0.0):
+    n = len(lists["tree_size"])
+    times = {k: [host / 4] * n for k in ZERO_TIMES}
+    return {**lists, **times, "draft_forward_s": [0.0] * n, "target_forward_s": [0.0] * n}
+
+
+@pytest.fixture
+def measured(sqlite_url):
+    store = Store(sqlite_url)
+    trials = []
+    for method, lists, tp in (("autoregressive", AR_ITS, 10.0), ("linear", LIN_ITS, 15.0)):
+        cfg = fake_config(method=method, **({"k": 2} if method == "linear" else {}))
+        res = fake_result(cfg, throughput=tp)
+        res = type(res)(
+            **{
+                **res.__dict__,
+                "per_prompt": [{"id": "p0", "prompt_tokens": 4, "tokens": [1, 2, 3, 4]}],
+                "per_iteration": [_iters(lists, host=0.1)],
+            }
+        )
+        trials.append((cfg, res))
+    sid = store.submit("s", {"name": "s"}, [c for c, _ in trials], "v").sweep_id
+    store.begin_run(sid)
+    ids = {c.config_hash: i for i, c, _ in store.runnable(sid)}
+    for cfg, res in trials:
+        store.mark_running(ids[cfg.config_hash], "h", None)
+        store.record_result(ids[cfg.config_hash], res)
+    store.finish_run(sid)
+    for dev, dt in ((CPU, "float32"), (GPU, "bfloat16")):  # dtype auto resolves per device
+        t = _linear("tiny-llama", dev, 1.0, 0.1, dt)
+        d = _linear("tiny-llama-draft", dev, 0.2, 0.05, dt)
+        save_curves(store, [(t, INFO), (d, INFO)])
+    store.close()
+    return sqlite_url
+
+
+def _expected_speedup():
+    """By hand, curves c_t = 1 + 0.1 n, c_d = 0.2 + 0.05 n, host 0.1 s per iteration."""
+    prefill = 1.0 + 0.1 * 3
+    ar = prefill + 4 * (1.1 + 0.1)
+    # iteration 1: draft forwards of 3 + 1 and 1 tokens; iteration 2: 1 and 1
+    lin = prefill + (0.4 + 0.25) + 1.3 + 0.1 + (0.25 + 0.25) + 1.3 + 0.1
+    return ar / lin
+
+
+def test_compare_predicts_beside_measured(measured):
+    r = CliRunner().invoke(
+        main, ["compare", "--db", measured, "--predict-on", CPU, "--format", "json"]
+    )
+    assert r.exit_code == 0, r.output
+    rows = {x["method"]: x for x in json.loads(r.stdout)}
+    assert rows["linear"]["speedup"] == pytest.approx(1.5)
+    assert rows["linear"]["predicted_speedup"] == pytest.approx(_expected_speedup())
+    assert rows["autoregressive"]["predicted_speedup"] == pytest.approx(1.0)
+    table = CliRunner().invoke(main, ["compare", "--db", measured, "--predict-on", CPU]).stdout
+    assert f"1.50x (predicted {_expected_speedup():.2f}x)" in table
+
+
+def test_compare_predicts_alone_on_a_device_without_runs(measured):
+    r = CliRunner().invoke(main, ["compare", "--db", measured, "--predict-on", GPU])
+    assert r.exit_code == 0, r.output
+    assert f"predicted {_expected_speedup():.2f}x" in r.stdout and "1.50x" not in r.stdout
+
+
+def test_compare_unknown_device_is_one_error_line(measured):
+    r = CliRunner().invoke(main, ["compare", "--db", measured, "--predict-on", "Nope GPU"])
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --predict-on: no profile for device")
+
+
+def test_orch_profile_tiny_pair_stores_both_roles(sqlite_url):
+    r = CliRunner().invoke(
+        main,
+        [
+            "profile",
+            "--target",
+            "tiny-llama",
+            "--draft",
+            "tiny-llama-draft",
+            "--sizes",
+            "1,3",
+            "--contexts",
+            "0,8",
+            "--repeats",
+            "1",
+            "--draft-dtype",
+            "bf16",
+            "--db",
+            sqlite_url,
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    store = Store(sqlite_url, mode="read")
+    rows = load_profiles(store, device_info("cpu")["device_name"])
+    assert {(x["model"], x["dtype"]) for x in rows} == {
+        ("tiny-llama", "float32"),
+        ("tiny-llama-draft", "bfloat16"),
+    }
+    assert all(len(x["curve"].points) == 4 for x in rows)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--sizes", "1,x"], "--sizes expects comma-separated integers"),
+        (["--sizes", "0"], "sizes must be integers >= 1"),
+        (["--contexts", ""], "--contexts is empty"),
+        (["--dtype", "fp8"], "unknown dtype 'fp8'"),
+        (["--target", "no-such-model"], "no-such-model"),
+    ],
+)
+def test_orch_profile_bad_input(tmp_path, args, message):
+    url = f"sqlite:///{tmp_path}/p.db"
+    base = ["profile", "--target", "tiny-llama", "--draft", "tiny-llama-draft", "--db", url]
+    r = CliRunner().invoke(main, base + args)
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0]
+    assert not (tmp_path / "p.db").exists()  # nothing written before the input is checked
