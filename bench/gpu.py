@@ -48,10 +48,19 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
 7. CUDA only: the Triton tree-attention kernel against SDPA with a dense mask
    (bench/tree_attention.py run) at each pair target's head shape; skipped with a note on CPU.
 
-Profile file (--profile-out, default <out>_profile.json): {"bench": "gpu", "device":
-engine.profile.device_info, "curves": [ForwardCurve.to_dict, ...]}, one curve per model and
-engine path, in engine/profile.py's format, for importing into the `profiles` table on a
-machine with the database.
+Profile file (--profile-out, default <out stem>_profile.json): {"bench": "gpu", "device":
+engine.profile.device_info(...), "curves": [ForwardCurve.to_dict(), ...]}, one curve per model
+and engine path in engine/profile.py's format ({"model", "device_name", "dtype", "engine",
+"points": [[C, n, seconds], ...]}). Curves of the shapes of orch's real pair are named after
+it (bench/gpu_models.py ORCH_TWINS: qwen2.5-coder-1.5b / -0.5b), so that once imported,
+`orch compare --predict-on "<device_name>"` predicts the stored real-pair trials on this GPU.
+There is no `orch profile --import` yet; on a machine with the database, import it with
+orchestrator/profiles.py save_curves (one transaction; a key's earlier curve is replaced):
+
+    python -c "import json, sys; from engine.profile import ForwardCurve; \
+    from orchestrator.profiles import save_curves; from orchestrator.store import Store; \
+    p = json.load(open(sys.argv[1])); save_curves(Store(sys.argv[2], mode='create'), \
+    [(ForwardCurve.from_dict(c), p['device']) for c in p['curves']])" gpu_profile.json sqlite:///orch.db
 
 --time-limit-s (default 540, inside the device tool's 10 minutes): a section that would start
 after the limit is skipped and listed under "skipped"; the JSON is rewritten after every
@@ -62,7 +71,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
@@ -76,6 +84,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.gpu_models import (  # noqa: E402
     ARCHS,
+    ORCH_TWINS,
     PAIRS,
     NoTokenizer,
     build,
@@ -238,16 +247,22 @@ def hf_call(model, prompt: torch.Tensor, new_tokens: int, **kw) -> tuple[float, 
 
 
 def hf_differential(model, prompt, m1: int, m2: int, repeats: int, **kw) -> dict:
-    """HF decoding cost with the prefill cancelled: medians of `repeats` calls each at m1 and
-    m2 new tokens; per token = dt / (m2 - m1), per iteration = dt / (forwards(m2) -
-    forwards(m1))."""
+    """HF decoding cost with the prefill cancelled: `repeats` calls each at m1 and m2 new
+    tokens, interleaved; dt = the fastest m2 call - the fastest m1 call (load only adds
+    time); per token = dt / (m2 - m1), per iteration = dt / (forwards(m2) - forwards(m1)).
+    A dt <= 0 (noise larger than the difference) is reported as None with a note."""
     hf_call(model, prompt, m2, **kw)  # warm-up
-    short = [hf_call(model, prompt, m1, **kw) for _ in range(repeats)]
-    long = [hf_call(model, prompt, m2, **kw) for _ in range(repeats)]
-    dt = statistics.median(s for s, _ in long) - statistics.median(s for s, _ in short)
-    its = statistics.median(c for _, c in long) - statistics.median(c for _, c in short)
-    out = {"new_tokens": [m1, m2], "ms_per_token": 1e3 * dt / (m2 - m1)}
-    out["target_forwards"] = [statistics.median(c for _, c in x) for x in (short, long)]
+    calls = [
+        (hf_call(model, prompt, m1, **kw), hf_call(model, prompt, m2, **kw)) for _ in range(repeats)
+    ]
+    dt = min(b[0] for _, b in calls) - min(a[0] for a, _ in calls)
+    forwards = [statistics.median(c[i][1] for c in calls) for i in (0, 1)]
+    its = forwards[1] - forwards[0]
+    out = {"new_tokens": [m1, m2], "target_forwards": forwards, "ms_per_token": None}
+    if dt <= 0:
+        out["note"] = f"t({m2}) - t({m1}) = {dt * 1e3:.3f} ms: noise exceeds the difference"
+        return out
+    out["ms_per_token"] = 1e3 * dt / (m2 - m1)
     if its > 0:
         out["ms_per_iteration"] = 1e3 * dt / its
         out["tokens_per_iteration"] = (m2 - m1) / its
@@ -286,9 +301,10 @@ def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float,
         log(f"  {name}: ours {engine} {ms:.3f} ms/token ({ms / floor_ms:.2f}x floor)")
     if hf and budget.ok(f"{name} HF greedy"):
         x = torch.tensor([prompt], device=model.device)
-        ms = hf_differential(model, x, 1, args.new_tokens, args.repeats)["ms_per_token"]
-        out["hf_greedy"] = {"ms_per_token": ms, "over_floor": ms / floor_ms}
-        log(f"  {name}: HF greedy {ms:.3f} ms/token ({ms / floor_ms:.2f}x floor)")
+        hf = hf_differential(model, x, 1, args.new_tokens, args.repeats)
+        ms = hf["ms_per_token"]
+        out["hf_greedy"] = {**hf, "over_floor": ms / floor_ms if ms else None}
+        log(f"  {name}: HF greedy {_ms(out['hf_greedy'])} ms/token")
     return out
 
 
@@ -353,7 +369,7 @@ def pair_section(name, target, draft, args, record, budget, log) -> dict:
     if budget.ok(f"{name} HF assisted (as shipped)"):
         hf = hf_differential(target, x, m1, m2, args.repeats, assistant_model=draft)
         out["hf_assisted"]["as_shipped"] = hf
-        log(f"  {name}: HF assisted as shipped {hf['ms_per_token']:.3f} ms/token")
+        log(f"  {name}: HF assisted as shipped {_ms(hf)} ms/token")
     lin = linear_tau(record)
     k = lin[1] if lin else 4
     if budget.ok(f"{name} HF assisted (constant k={k})"):
@@ -368,7 +384,7 @@ def pair_section(name, target, draft, args, record, budget, log) -> dict:
         finally:
             cfg.update(**saved)
         out["hf_assisted"]["constant_k"] = {"k": k, **hf}
-        log(f"  {name}: HF assisted k={k} {hf.get('ms_per_iteration', math.nan):.3f} ms/iteration")
+        log(f"  {name}: HF assisted k={k} {_ms(hf, 'ms_per_iteration')} ms/iteration")
     return out
 
 
@@ -392,7 +408,7 @@ def kernel_section(target, args, cuda: bool) -> dict:
 def _ms(r: dict | None, key: str = "ms_per_token") -> str:
     if not r or r.get(key) is None:
         return "-"
-    x = f" ({r['over_floor']:.2f}x)" if "over_floor" in r else ""
+    x = f" ({r['over_floor']:.2f}x)" if r.get("over_floor") else ""
     return f"{r[key]:.3f}{x}"
 
 
@@ -526,6 +542,14 @@ class Models:
         v = model.config.vocab_size
         return name if v == self.spec(name).vocab else f"{name}@vocab{v}"
 
+    def profile_name(self, name: str, model) -> str:
+        """The name its curves are stored under: orch's model of the same shapes where there
+        is one (ORCH_TWINS), "<name>-tiny" for toy sizes."""
+        key = self.key(name, model)
+        if self.args.tiny:
+            return f"{key}-tiny"
+        return ORCH_TWINS.get(key, key)
+
 
 def main(argv=None) -> int:
     args = parse_args(argv)
@@ -611,7 +635,9 @@ def main(argv=None) -> int:
     def fast_curve(name: str, model) -> dict | None:
         entry = model_entry(name, model)
         if "fast" not in entry["curves"] and budget.ok(f"{models.key(name, model)} fast curve"):
-            entry["curves"]["fast"] = curve(model, models.key(name, model), args, "fast", log)
+            entry["curves"]["fast"] = curve(
+                model, models.profile_name(name, model), args, "fast", log
+            )
             entry["verification"] = {
                 "fast": verification_table(entry["curves"]["fast"], args.prompt_tokens)
             }
@@ -662,7 +688,8 @@ def main(argv=None) -> int:
                 )
             )
             if budget.ok(f"{name} compiled curve"):
-                entry["curves"]["compiled"] = c = curve(model, name, args, "compiled", log)
+                c = curve(model, models.profile_name(name, model), args, "compiled", log)
+                entry["curves"]["compiled"] = c
                 entry.setdefault("verification", {})["compiled"] = verification_table(
                     c, args.prompt_tokens
                 )

@@ -85,6 +85,11 @@ ARCHS: dict[str, ArchSpec] = {
     "qwen2.5-7b": ArchSpec("qwen2", 3584, 28, 28, 4, 18944, 152064, False, 1e6, 32768, 1e-6),
     "llama-2-7b": ArchSpec("llama", 4096, 32, 32, 32, 11008, 32000, False, 1e4, 4096, 1e-5),
 }
+# orch's model names of the same shapes (../shared/MODELS.md: the Coder models' hidden size,
+# layers, heads, KV heads; their configs' MLP size, vocabulary and tying match too): a profile
+# curve measured here is stored under these names, so `orch compare --predict-on DEVICE`
+# finds it for trials of the real pair.
+ORCH_TWINS = {"qwen2.5-1.5b": "qwen2.5-coder-1.5b", "qwen2.5-0.5b": "qwen2.5-coder-0.5b"}
 # (target, draft): the draft is built with the target's vocabulary size. The first pair has the
 # shapes of the real pair the CPU acceptance records were measured with (MODELS.md: the Coder
 # models share these shapes); the second is what the same draft gives a 7B target.

@@ -64,7 +64,7 @@ def test_gpu_tiny_end_to_end(tmp_path, capsys):
     record = tmp_path / "record.json"
     tiny_record(record)
     out = tmp_path / "gpu.json"
-    argv = ["--tiny", "--out", str(out), "--record", str(record), "--repeats", "1"]
+    argv = ["--tiny", "--out", str(out), "--record", str(record), "--repeats", "2"]
     argv += ["--sizes", "1,4,16", "--contexts", "16", "--models", "qwen2.5-0.5b,qwen2.5-1.5b"]
     argv += ["--pairs", "qwen2.5-1.5b/qwen2.5-0.5b"]
     assert gpu.main(argv) == 0
@@ -117,6 +117,14 @@ def test_gpu_tiny_end_to_end(tmp_path, capsys):
 
     for c in profile["curves"]:
         finite_positive(ForwardCurve.from_dict(c).cost(8, 16), "profile cost")
+    # importable as the docstring says: orchestrator/profiles.py save_curves
+    from orchestrator.profiles import load_profiles, save_curves
+    from orchestrator.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 'orch.db'}", mode="create")
+    save_curves(store, [(ForwardCurve.from_dict(c), profile["device"]) for c in profile["curves"]])
+    stored = load_profiles(store, report["device"]["device_name"])
+    assert sorted(r["model"] for r in stored) == ["qwen2.5-0.5b-tiny", "qwen2.5-1.5b-tiny"]
     printed = capsys.readouterr().out
     assert "| qwen2.5-1.5b |" in printed and "| linear:k=3 |" in printed
 
