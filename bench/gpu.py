@@ -3,9 +3,14 @@ tree size, host overhead per iteration, Hugging Face assisted generation, each m
 predicted speedup, and the Triton tree-attention kernel; writes the device's forward-cost
 profile. Needs only torch, transformers and triton: no Ray, no database, no hub, no weights.
 
-On a GPU box (the `device` tool's machine; one command, under its 10-minute limit):
+On a GPU box (the `device` tool's machine; one call, under its 10-minute limit; the
+sections run in priority order and --time-limit-s stops starting new ones, see below):
 
-    python3 bench/gpu.py --out $OUT/gpu.json          # also writes $OUT/gpu_profile.json
+    device run: PYTHONUNBUFFERED=1 python3 bench/gpu.py --out $OUT/gpu.json 2>&1 | tee $OUT/gpu.log
+                (also writes $OUT/gpu_profile.json)
+
+If the compiled sections do not fit, a second call can run them alone:
+`python3 bench/gpu.py --engines compiled --pairs '' --out $OUT/gpu_compiled.json`.
 
 On a CPU, for the test (tests/bench/test_gpu.py; seconds):
 
@@ -20,23 +25,24 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
 2. per model: our autoregressive decoding (engine/decode.py generate, method autoregressive,
    for each of --engines) and HF `model.generate` greedy, time per token and its ratio to the
    floor (goal on a GPU: <= 1.25x). Ours: the generation's TPOT (wall time after the first
-   token / tokens after the first), median of --repeats generations after a warm-up one.
-   HF: (t(M) - t(1)) / (M - 1) for M = --new-tokens, the medians of --repeats calls each, so
-   the prefill cancels.
+   token / tokens after the first), median of --repeats generations after a short warm-up.
+   HF: (t(M) - t(1)) / (M - 1) for M = --new-tokens, the fastest of --repeats interleaved
+   calls each, so the prefill cancels.
 3. per model: the forward-cost curve (engine/profile.py measure_curve: one forward of n new
    tokens after C cached tokens, n = 1..256, C in --contexts; engine fast, and compiled at
    --compiled-sizes) - the verification cost per tree size, also reported as c(n) / c(1) at
    the prompt's context.
 4. per pair (bench/gpu_models.py PAIRS): every method of the acceptance record (--record, its
-   parameters) run with our engine on the random pair, engine fast: host time per iteration
+   parameters) run with our engine on the random pair, engine fast, --method-tokens new
+   tokens: host time per iteration
    (iteration wall time minus time inside model forwards, from IterationStats) and its share
    of the iteration (goal on a GPU: <= 10%). Random weights make the trees' shapes and
    acceptance meaningless; these runs measure cost only.
 5. per pair: HF assisted generation (`generate(assistant_model=draft)`): (a) as HF ships it
    (adaptive draft length and confidence stop), time per token, acceptance ~0 on random
    weights; (b) with a constant draft length k = the record's linear k and no confidence
-   stop: HF's time per iteration, (t(M) - t(M1)) / (iterations(M) - iterations(M1)), target
-   forwards counted with a forward hook.
+   stop: HF's time per iteration, (t(M) - t(M1)) / (iterations(M) - iterations(M1)), M1 =
+   M / 4, target forwards counted with a forward hook.
 6. per pair, the method comparison by prediction: each method's time per token and speedup on
    this device from the CPU-measured acceptance record and this run's forward-cost curves and
    host times (engine/cost_model.py; "not available" when that module or per-iteration
@@ -62,9 +68,13 @@ orchestrator/profiles.py save_curves (one transaction; a key's earlier curve is 
     p = json.load(open(sys.argv[1])); save_curves(Store(sys.argv[2], mode='create'), \
     [(ForwardCurve.from_dict(c), p['device']) for c in p['curves']])" gpu_profile.json sqlite:///orch.db
 
---time-limit-s (default 540, inside the device tool's 10 minutes): a section that would start
-after the limit is skipped and listed under "skipped"; the JSON is rewritten after every
-section, so what finished comes back even if the command is killed.
+Order: bandwidth; per model autoregressive (eager, fast, HF greedy) and the fast curve; per
+pair the methods' host times, HF assisted and the predictions; the kernel; last the compiled
+path (autoregressive and curve, smallest model first: torch.compile captures one graph per
+model, cache and size bucket, minutes for a 7B model). --time-limit-s (default 480, inside
+the device tool's 10 minutes): a section that would start after the limit is skipped and
+listed under "skipped"; the JSON is rewritten after every section, so what finished comes
+back even if the command is killed.
 """
 
 from __future__ import annotations
@@ -114,20 +124,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--engines", default=None, help="AR engines (default eager,fast[,compiled])")
     ap.add_argument("--prompt-tokens", type=int, default=None, help="default 128 (tiny 16)")
     ap.add_argument("--new-tokens", type=int, default=None, help="default 64 (tiny 8)")
-    ap.add_argument("--repeats", type=int, default=None, help="default 5 (tiny 2)")
+    ap.add_argument("--method-tokens", type=int, default=None, help="per method run (32; tiny 8)")
+    ap.add_argument("--repeats", type=int, default=None, help="default 3 (tiny 2)")
     ap.add_argument("--copy-mib", type=int, default=None, help="default 1024 (CPU 64, tiny 8)")
     ap.add_argument("--sizes", default=None, help="curve sizes (default 1,2,4,...,256)")
     ap.add_argument("--contexts", default=None, help="curve contexts (default 128,512,1024)")
     ap.add_argument("--compiled-sizes", default="1,16,64", help="compiled curve sizes")
     ap.add_argument("--record", default=str(RECORD), help="CPU acceptance record")
     ap.add_argument("--methods", default=None, help="methods to run (default: the record's)")
-    ap.add_argument("--time-limit-s", type=float, default=540.0)
+    ap.add_argument("--time-limit-s", type=float, default=480.0, help="see the docstring")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     tiny = args.tiny
     args.prompt_tokens = args.prompt_tokens or (16 if tiny else 128)
     args.new_tokens = args.new_tokens or (8 if tiny else 64)
-    args.repeats = args.repeats or (2 if tiny else 5)
+    args.method_tokens = args.method_tokens or (8 if tiny else 32)
+    args.repeats = args.repeats or (2 if tiny else 3)
     args.sizes = ints(args.sizes or ("1,2,4,8,16" if tiny else "1,2,4,8,16,32,64,128,256"))
     args.contexts = ints(args.contexts or ("16,64" if tiny else "128,512,1024"))
     args.compiled_sizes = ints(args.compiled_sizes)
@@ -184,9 +196,10 @@ def loaded(name: str, model) -> LoadedModel:
 
 
 def ours(pair: Pair, prompt: list[int], method, new_tokens: int, engine: str, repeats: int):
-    """Our engine's generations after one warm-up (compiles a compiled path's buckets):
-    the GenerationStats of each of `repeats` runs."""
-    generate(pair, prompt, method, new_tokens, engine=engine)
+    """Our engine's generations after a short warm-up (allocations; a compiled path's
+    graphs for the prefill and every size its iterations use): the GenerationStats of each of
+    `repeats` runs."""
+    generate(pair, prompt, method, min(new_tokens, 8), engine=engine)
     return [generate(pair, prompt, method, new_tokens, engine=engine).stats for _ in range(repeats)]
 
 
@@ -359,7 +372,7 @@ def pair_section(name, target, draft, args, record, budget, log) -> dict:
     for text, method in record_methods(record, args.methods).items():
         if not budget.ok(f"{name} {text} host overhead"):
             continue
-        stats = ours(pair, prompt, method, args.new_tokens, "fast", 1)
+        stats = ours(pair, prompt, method, args.method_tokens, "fast", 1)
         out["methods"][text] = row = {"engine": "fast", **iteration_split(stats)}
         log(
             f"  {name}: {text} host {row['host_ms_per_iteration']:.3f} ms/iteration ({row['host_share']:.1%})"
@@ -581,6 +594,7 @@ def main(argv=None) -> int:
             for k in (
                 "prompt_tokens",
                 "new_tokens",
+                "method_tokens",
                 "repeats",
                 "sizes",
                 "contexts",
