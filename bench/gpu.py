@@ -84,6 +84,7 @@ import json
 import statistics
 import sys
 import time
+import traceback
 from dataclasses import asdict
 from pathlib import Path
 
@@ -158,16 +159,33 @@ def ints(text: str) -> list[int]:
 
 
 class Budget:
-    """Wall-clock limit: sections ask `ok(name)` before they start; skipped ones are listed."""
+    """Wall-clock limit and failure isolation: `run(name, fn)` runs one measurement unless the
+    limit has passed (then it is listed under skipped); an exception is logged with its
+    traceback and listed under errors, and the run goes on with the next measurement."""
 
-    def __init__(self, limit_s: float) -> None:
-        self.start, self.limit_s, self.skipped = time.perf_counter(), limit_s, []
+    def __init__(self, limit_s: float, log) -> None:
+        self.start, self.limit_s, self.log = time.perf_counter(), limit_s, log
+        self.skipped: list[str] = []
+        self.errors: list[str] = []
 
     def ok(self, name: str) -> bool:
         if time.perf_counter() - self.start < self.limit_s:
             return True
         self.skipped.append(f"{name}: time limit {self.limit_s:g} s reached")
         return False
+
+    def run(self, name: str, fn):
+        """fn() or None (skipped, or failed)."""
+        if not self.ok(name):
+            return None
+        try:
+            return fn()
+        except Exception as e:  # noqa: BLE001 - one failed measurement must not end the run
+            self.log(traceback.format_exc())
+            self.errors.append(
+                f"{name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            )
+            return None
 
 
 def sync(device: torch.device) -> None:
@@ -299,25 +317,33 @@ def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float,
     prompt = random_prompt(model, args.prompt_tokens, args.seed)
     pair = Pair(loaded(name, model), loaded("stub", stub_draft(model, args.seed)))
     out = {}
-    for engine in engines:
-        if not budget.ok(f"{name} autoregressive {engine}"):
-            continue
+
+    def ours_ar(pair, prompt, engine):
         stats = ours(pair, prompt, "autoregressive", args.new_tokens, engine, args.repeats)
-        ms = 1e3 * statistics.median(s.summary()["tpot_s"] for s in stats)
         split = iteration_split(stats)
-        out[f"ours_{engine}"] = {
-            "ms_per_token": ms,
-            "over_floor": ms / floor_ms,
+        return {
+            "ms_per_token": 1e3 * statistics.median(s.summary()["tpot_s"] for s in stats),
             "host_ms_per_iteration": split["host_ms_per_iteration"],
             "host_share": split["host_share"],
         }
-        log(f"  {name}: ours {engine} {ms:.3f} ms/token ({ms / floor_ms:.2f}x floor)")
-    if hf and budget.ok(f"{name} HF greedy"):
-        x = torch.tensor([prompt], device=model.device)
-        hf = hf_differential(model, x, 1, args.new_tokens, args.repeats)
-        ms = hf["ms_per_token"]
-        out["hf_greedy"] = {**hf, "over_floor": ms / floor_ms if ms else None}
-        log(f"  {name}: HF greedy {_ms(out['hf_greedy'])} ms/token")
+
+    for engine in engines:
+        r = budget.run(f"{name} autoregressive {engine}", lambda e=engine: ours_ar(pair, prompt, e))
+        if r:
+            out[f"ours_{engine}"] = r = {**r, "over_floor": r["ms_per_token"] / floor_ms}
+            log(f"  {name}: ours {engine} {_ms(r)} ms/token")
+    x = torch.tensor([prompt], device=model.device)
+    r = (
+        budget.run(
+            f"{name} HF greedy", lambda: hf_differential(model, x, 1, args.new_tokens, args.repeats)
+        )
+        if hf
+        else None
+    )
+    if r:
+        ms = r["ms_per_token"]
+        out["hf_greedy"] = r = {**r, "over_floor": ms / floor_ms if ms else None}
+        log(f"  {name}: HF greedy {_ms(r)} ms/token")
     return out
 
 
@@ -370,22 +396,29 @@ def pair_section(name, target, draft, args, record, budget, log) -> dict:
     prompt = random_prompt(target, args.prompt_tokens, args.seed + 1)
     out = {"methods": {}, "hf_assisted": {}}
     for text, method in record_methods(record, args.methods).items():
-        if not budget.ok(f"{name} {text} host overhead"):
-            continue
-        stats = ours(pair, prompt, method, args.method_tokens, "fast", 1)
-        out["methods"][text] = row = {"engine": "fast", **iteration_split(stats)}
-        log(
-            f"  {name}: {text} host {row['host_ms_per_iteration']:.3f} ms/iteration ({row['host_share']:.1%})"
-        )
+
+        def host(method=method):
+            stats = ours(pair, prompt, method, args.method_tokens, "fast", 1)
+            return {"engine": "fast", **iteration_split(stats)}
+
+        row = budget.run(f"{name} {text} host overhead", host)
+        if row:
+            out["methods"][text] = row
+            ms, share = row["host_ms_per_iteration"], row["host_share"]
+            log(f"  {name}: {text} host {ms:.3f} ms/iteration ({share:.1%})")
     x = torch.tensor([prompt], device=target.device)
     m1, m2 = max(2, args.new_tokens // 4), args.new_tokens
-    if budget.ok(f"{name} HF assisted (as shipped)"):
-        hf = hf_differential(target, x, m1, m2, args.repeats, assistant_model=draft)
+    hf = budget.run(
+        f"{name} HF assisted (as shipped)",
+        lambda: hf_differential(target, x, m1, m2, args.repeats, assistant_model=draft),
+    )
+    if hf:
         out["hf_assisted"]["as_shipped"] = hf
         log(f"  {name}: HF assisted as shipped {_ms(hf)} ms/token")
     lin = linear_tau(record)
     k = lin[1] if lin else 4
-    if budget.ok(f"{name} HF assisted (constant k={k})"):
+
+    def constant_k():
         cfg = draft.generation_config
         keys = ("num_assistant_tokens", "num_assistant_tokens_schedule")
         keys += ("assistant_confidence_threshold",)
@@ -393,9 +426,12 @@ def pair_section(name, target, draft, args, record, budget, log) -> dict:
         # k draft tokens every iteration: constant schedule, no confidence stop
         cfg.update(**dict(zip(keys, (k, "constant", 0.0))))
         try:
-            hf = hf_differential(target, x, m1, m2, args.repeats, assistant_model=draft)
+            return hf_differential(target, x, m1, m2, args.repeats, assistant_model=draft)
         finally:
             cfg.update(**saved)
+
+    hf = budget.run(f"{name} HF assisted (constant k={k})", constant_k)
+    if hf:
         out["hf_assisted"]["constant_k"] = {"k": k, **hf}
         log(f"  {name}: HF assisted k={k} {_ms(hf, 'ms_per_iteration')} ms/iteration")
     return out
@@ -529,6 +565,8 @@ def markdown(report: dict) -> str:
             lines += [kernel_table(r) + "\n" for r in k.values()]
     if report["skipped"]:
         lines += ["", "Skipped:", *(f"- {s}" for s in report["skipped"])]
+    if report["errors"]:
+        lines += ["", "Errors (tracebacks on stderr):", *(f"- {s}" for s in report["errors"])]
     return "\n".join(lines)
 
 
@@ -577,8 +615,8 @@ def main(argv=None) -> int:
                 setattr(torch._dynamo.config, key, 1024)
     record_path = Path(args.record)
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
-    budget = Budget(args.time_limit_s)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    budget = Budget(args.time_limit_s, log)
     from engine.profile import device_info
 
     report = {
@@ -607,6 +645,7 @@ def main(argv=None) -> int:
         "models": {},
         "pairs": {},
         "skipped": budget.skipped,
+        "errors": budget.errors,
     }
     out = Path(args.out) if args.out else None
     profile_out = Path(args.profile_out) if args.profile_out else None
@@ -648,18 +687,21 @@ def main(argv=None) -> int:
 
     def fast_curve(name: str, model) -> dict | None:
         entry = model_entry(name, model)
-        if "fast" not in entry["curves"] and budget.ok(f"{models.key(name, model)} fast curve"):
-            entry["curves"]["fast"] = curve(
-                model, models.profile_name(name, model), args, "fast", log
+        if "fast" not in entry["curves"]:
+            c = budget.run(
+                f"{models.key(name, model)} fast curve",
+                lambda: curve(model, models.profile_name(name, model), args, "fast", log),
             )
-            entry["verification"] = {
-                "fast": verification_table(entry["curves"]["fast"], args.prompt_tokens)
-            }
+            if c:
+                entry["curves"]["fast"] = c
+                entry["verification"] = {"fast": verification_table(c, args.prompt_tokens)}
         return entry["curves"].get("fast")
 
     # 1. per model: autoregressive against the floor (eager, fast, HF greedy); fast curves
     for name in args.models:
-        model = models.get(name)
+        model = budget.run(f"building {name}", lambda n=name: models.get(n))
+        if model is None:
+            continue
         entry = model_entry(name, model)
         entry["autoregressive"].update(
             ar_section(name, model, args, first, True, entry["floor_ms_per_token"], budget, log)
@@ -669,40 +711,57 @@ def main(argv=None) -> int:
     # 2. per pair: host overhead, HF assisted, predictions
     for pname in args.pairs:
         tname, dname = PAIRS[pname]
-        target = models.get(tname)
-        draft = models.get(dname, target.config.vocab_size)
+        target = budget.run(f"building {tname}", lambda t=tname: models.get(t))
+        if target is None:
+            continue
+        draft = budget.run(
+            f"building {dname}", lambda d=dname: models.get(d, target.config.vocab_size)
+        )
+        if draft is None:
+            continue
         res = pair_section(pname, target, draft, args, record, budget, log)
         tc, dc = fast_curve(tname, target), fast_curve(dname, draft)
         ar = model_entry(tname, target)["autoregressive"].get("ours_fast")
         if tc and dc:
             host = {t: r["host_ms_per_iteration"] / 1e3 for t, r in res["methods"].items()}
             h_ar = ar["host_ms_per_iteration"] / 1e3 if ar else None
-            res["prediction"] = predict_pair(
-                record, tc, dc, host, h_ar, res["hf_assisted"].get("constant_k")
+            res["prediction"] = budget.run(
+                f"{pname} prediction",
+                lambda: predict_pair(
+                    record, tc, dc, host, h_ar, res["hf_assisted"].get("constant_k")
+                ),
             )
         report["pairs"][pname] = res
         save()
     # 3. the tree-attention kernel (CUDA)
     if not cuda:
         report["kernel"] = {"skipped": "no CUDA device: the Triton kernel is timed on a GPU only"}
-    elif budget.ok("tree-attention kernel"):
-        targets = [PAIRS[p][0] for p in args.pairs] or args.models
-        report["kernel"] = {
-            t: kernel_section(models.get(t), args, True) for t in dict.fromkeys(targets)
-        }
+    else:
+        report["kernel"] = {}
+        for t in dict.fromkeys([PAIRS[p][0] for p in args.pairs] or args.models):
+            r = budget.run(
+                f"{t} tree-attention kernel", lambda t=t: kernel_section(models.get(t), args, True)
+            )
+            if r:
+                report["kernel"][t] = r
         save()
     # 4. compiled (CUDA graphs on CUDA): autoregressive and curve, smallest model first
     if "compiled" in args.engines:
         for name in sorted(args.models, key=lambda n: ARCHS[n].hidden * ARCHS[n].layers):
-            model = models.get(name)
+            model = budget.run(f"building {name}", lambda n=name: models.get(n))
+            if model is None:
+                continue
             entry = model_entry(name, model)
             entry["autoregressive"].update(
                 ar_section(
                     name, model, args, ["compiled"], False, entry["floor_ms_per_token"], budget, log
                 )
             )
-            if budget.ok(f"{name} compiled curve"):
-                c = curve(model, models.profile_name(name, model), args, "compiled", log)
+            c = budget.run(
+                f"{name} compiled curve",
+                lambda: curve(model, models.profile_name(name, model), args, "compiled", log),
+            )
+            if c:
                 entry["curves"]["compiled"] = c
                 entry.setdefault("verification", {})["compiled"] = verification_table(
                     c, args.prompt_tokens
@@ -713,7 +772,7 @@ def main(argv=None) -> int:
     print(markdown(report))
     if out:
         print(f"\nwrote {out} and {profile_out}")
-    return 0
+    return 1 if budget.errors else 0
 
 
 if __name__ == "__main__":

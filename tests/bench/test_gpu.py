@@ -69,7 +69,8 @@ def test_gpu_tiny_end_to_end(tmp_path, capsys):
     argv += ["--pairs", "qwen2.5-1.5b/qwen2.5-0.5b"]
     assert gpu.main(argv) == 0
     report = json.loads(out.read_text())
-    assert report["tiny"] is True and report["dtype"] == "float32" and report["skipped"] == []
+    assert report["tiny"] is True and report["dtype"] == "float32"
+    assert report["skipped"] == [] and report["errors"] == []
     finite_positive(report["bandwidth"]["bytes_per_s"], "bandwidth")
     assert set(report["models"]) == {"qwen2.5-0.5b", "qwen2.5-1.5b"}
     for name, m in report["models"].items():
@@ -134,8 +135,23 @@ def test_time_limit_skips_sections_and_still_writes(tmp_path):
     argv = ["--tiny", "--out", str(out), "--time-limit-s", "0", "--models", "llama-2-7b"]
     assert gpu.main([*argv, "--pairs", ""]) == 0
     report = json.loads(out.read_text())
-    assert report["models"]["llama-2-7b"]["autoregressive"] == {}
-    assert any("time limit" in s for s in report["skipped"])
+    assert report["models"] == {} and report["errors"] == []
+    assert report["skipped"] == ["building llama-2-7b: time limit 0 s reached"]
+    finite_positive(report["bandwidth"]["bytes_per_s"], "bandwidth")
+
+
+def test_a_failing_measurement_is_listed_and_the_run_goes_on(tmp_path, monkeypatch):
+    def boom(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(gpu, "curve", boom)
+    out = tmp_path / "gpu.json"
+    argv = ["--tiny", "--out", str(out), "--models", "llama-2-7b", "--pairs", "", "--repeats", "1"]
+    assert gpu.main(argv) == 1
+    report = json.loads(out.read_text())
+    assert report["errors"] == ["llama-2-7b fast curve: RuntimeError: boom"]
+    assert report["models"]["llama-2-7b"]["autoregressive"]["ours_fast"]["ms_per_token"] > 0
+    assert report["models"]["llama-2-7b"]["curves"] == {}
 
 
 def test_predict_from_totals_only_record_is_not_available():
