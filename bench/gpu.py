@@ -32,8 +32,9 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
    tokens after C cached tokens, n = 1..256, C in --contexts; engine fast, and compiled at
    --compiled-sizes) - the verification cost per tree size, also reported as c(n) / c(1) at
    the prompt's context.
-4. per pair (bench/gpu_models.py PAIRS): every method of the acceptance record (--record, its
-   parameters) run with our engine on the random pair, engine fast, --method-tokens new
+4. per pair (bench/gpu_models.py PAIRS): every method of the acceptance record (--record,
+   default: the newest bench/cost_model.py record in bench/records/, else
+   bench/records/methods_real_pair.json; with its parameters) run with our engine on the random pair, engine fast, --method-tokens new
    tokens: host time per iteration
    (iteration wall time minus time inside model forwards, from IterationStats) and its share
    of the iteration (goal on a GPU: <= 10%). Random weights make the trees' shapes and
@@ -113,6 +114,21 @@ from engine.models import LoadedModel, Pair, pick_device, pick_dtype  # noqa: E4
 RECORD = ROOT / "bench/records/methods_real_pair.json"
 
 
+def default_record(folder: Path = ROOT / "bench/records") -> Path:
+    """The acceptance record to predict from: the newest per-iteration record in `folder`
+    (bench/cost_model.py's JSON, "bench": "cost_model"), else bench/methods.py's record of
+    per-prompt totals (RECORD; its linear row still predicts HF assisted)."""
+    found = []
+    for path in folder.glob("*.json"):
+        try:
+            head = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(head, dict) and head.get("bench") == "cost_model":
+            found.append((str(head.get("time", "")), path.name, path))
+    return max(found)[2] if found else RECORD
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None, help="JSON report (default: none, table only)")
@@ -131,7 +147,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--sizes", default=None, help="curve sizes (default 1,2,4,...,256)")
     ap.add_argument("--contexts", default=None, help="curve contexts (default 128,512,1024)")
     ap.add_argument("--compiled-sizes", default="1,16,64", help="compiled curve sizes")
-    ap.add_argument("--record", default=str(RECORD), help="CPU acceptance record")
+    ap.add_argument("--record", default=None, help="CPU acceptance record (see default_record)")
     ap.add_argument("--methods", default=None, help="methods to run (default: the record's)")
     ap.add_argument("--time-limit-s", type=float, default=480.0, help="see the docstring")
     ap.add_argument("--seed", type=int, default=0)
@@ -144,6 +160,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.sizes = ints(args.sizes or ("1,2,4,8,16" if tiny else "1,2,4,8,16,32,64,128,256"))
     args.contexts = ints(args.contexts or ("16,64" if tiny else "128,512,1024"))
     args.compiled_sizes = ints(args.compiled_sizes)
+    args.record = args.record or str(default_record())
     args.models = [m for m in args.models.split(",") if m]
     args.pairs = [p for p in args.pairs.split(",") if p]
     bad = [m for m in args.models if m not in ARCHS] + [p for p in args.pairs if p not in PAIRS]

@@ -154,6 +154,15 @@ def test_a_failing_measurement_is_listed_and_the_run_goes_on(tmp_path, monkeypat
     assert report["models"]["llama-2-7b"]["curves"] == {}
 
 
+def test_default_record_is_the_newest_per_iteration_one(tmp_path):
+    assert gpu.default_record(tmp_path) == gpu.RECORD
+    (tmp_path / "methods.json").write_text(json.dumps({"bench": "methods"}))
+    (tmp_path / "broken.json").write_text("{")
+    for name, when in (("a.json", "2026-11-24 10:00:00"), ("b.json", "2026-11-25 09:00:00")):
+        (tmp_path / name).write_text(json.dumps({"bench": "cost_model", "time": when}))
+    assert gpu.default_record(tmp_path) == tmp_path / "b.json"
+
+
 def test_predict_from_totals_only_record_is_not_available():
     record = json.loads(gpu.RECORD.read_text())  # bench/methods.py format: per-prompt totals
     text, k, tau = gpu_predict.linear_tau(record)
