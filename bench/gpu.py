@@ -34,16 +34,19 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
    the prompt's context.
 4. per pair (bench/gpu_models.py PAIRS): every method of the acceptance record (--record,
    default: the newest bench/cost_model.py record in bench/records/, else
-   bench/records/methods_real_pair.json; with its parameters) run with our engine on the random pair, engine fast, --method-tokens new
-   tokens: host time per iteration
-   (iteration wall time minus time inside model forwards, from IterationStats) and its share
-   of the iteration (goal on a GPU: <= 10%). Random weights make the trees' shapes and
-   acceptance meaningless; these runs measure cost only.
+   bench/records/methods_real_pair.json; with its parameters) run with our engine on the
+   random pair, engine fast, --method-tokens new tokens: host time per iteration (iteration
+   wall time minus time inside model forwards, from IterationStats) and its share of the
+   iteration (goal on a GPU: <= 10%). Random weights make the trees' shapes and acceptance
+   meaningless (at tiny sizes a tied target and draft of different seeds agreed on every
+   token: a random model whose LM head is its embedding tends to repeat its input); these
+   runs measure cost only, at whatever acceptance the random pair gives (reported).
 5. per pair: HF assisted generation (`generate(assistant_model=draft)`): (a) as HF ships it
-   (adaptive draft length and confidence stop), time per token, acceptance ~0 on random
-   weights; (b) with a constant draft length k = the record's linear k and no confidence
-   stop: HF's time per iteration, (t(M) - t(M1)) / (iterations(M) - iterations(M1)), M1 =
-   M / 4, target forwards counted with a forward hook.
+   (adaptive draft length and confidence stop), time per token and tokens per iteration on
+   the random pair; (b) with a constant draft length k = the record's linear k and no
+   confidence stop: HF's time per iteration, (t(M) - t(M1)) / (iterations(M) -
+   iterations(M1)), M1 = M / 4, target and draft forwards counted with forward hooks (the
+   last, truncated iteration of each call makes this exact to within one iteration).
 6. per pair, the method comparison by prediction: each method's time per token and speedup on
    this device from the CPU-measured acceptance record and this run's forward-cost curves and
    host times (engine/cost_model.py; "not available" when that module or per-iteration
@@ -272,9 +275,12 @@ class ForwardCounter:
         self.calls += 1
 
 
-def hf_call(model, prompt: torch.Tensor, new_tokens: int, **kw) -> tuple[float, int]:
-    """Wall seconds of one HF `generate` call and the target forwards it ran."""
+def hf_call(model, prompt: torch.Tensor, new_tokens: int, **kw) -> tuple[float, int, int]:
+    """Wall seconds of one HF `generate` call, the target forwards and the assistant's (draft)
+    forwards it ran."""
     counter = ForwardCounter(model)
+    assistant = kw.get("assistant_model")
+    drafts = ForwardCounter(assistant) if assistant is not None else None
     try:
         sync(model.device)
         t0 = time.perf_counter()
@@ -290,8 +296,10 @@ def hf_call(model, prompt: torch.Tensor, new_tokens: int, **kw) -> tuple[float, 
         seconds = time.perf_counter() - t0
     finally:
         counter.handle.remove()
+        if drafts:
+            drafts.handle.remove()
     assert out.shape[1] == prompt.shape[1] + new_tokens, "HF stopped early"
-    return seconds, counter.calls
+    return seconds, counter.calls, drafts.calls if drafts else 0
 
 
 def hf_differential(model, prompt, m1: int, m2: int, repeats: int, **kw) -> dict:
@@ -305,8 +313,11 @@ def hf_differential(model, prompt, m1: int, m2: int, repeats: int, **kw) -> dict
     ]
     dt = min(b[0] for _, b in calls) - min(a[0] for a, _ in calls)
     forwards = [statistics.median(c[i][1] for c in calls) for i in (0, 1)]
+    drafts = [statistics.median(c[i][2] for c in calls) for i in (0, 1)]
     its = forwards[1] - forwards[0]
     out = {"new_tokens": [m1, m2], "target_forwards": forwards, "ms_per_token": None}
+    if "assistant_model" in kw and its > 0:
+        out["draft_forwards_per_iteration"] = (drafts[1] - drafts[0]) / its
     if dt <= 0:
         out["note"] = f"t({m2}) - t({m1}) = {dt * 1e3:.3f} ms: noise exceeds the difference"
         return out
@@ -527,7 +538,8 @@ def markdown(report: dict) -> str:
         shipped, const = hf.get("as_shipped"), hf.get("constant_k")
         lines += [
             "",
-            f"HF assisted: as shipped {_ms(shipped)} ms/token (acceptance ~0 with random weights); "
+            f"HF assisted: as shipped {_ms(shipped)} ms/token "
+            f"({(shipped or {}).get('tokens_per_iteration', 0):.2f} tokens/iteration on random weights); "
             + (
                 f"constant k={const['k']}: {_ms(const, 'ms_per_iteration')} ms/iteration"
                 if const
@@ -599,10 +611,9 @@ class Models:
 
     def get(self, name: str, vocab: int | None = None):
         key = (name, vocab or self.spec(name).vocab)
-        if key not in self.built:
-            self.built[key] = build(
-                self.spec(name), self.device, self.dtype, self.args.seed, key[1]
-            )
+        if key not in self.built:  # a seed per architecture: the tiny ones share their shapes
+            seed = self.args.seed + list(ARCHS).index(name)
+            self.built[key] = build(self.spec(name), self.device, self.dtype, seed, key[1])
         return self.built[key]
 
     def key(self, name: str, model) -> str:

@@ -23,7 +23,9 @@ def tiny_record(path, prompt_tokens: int = 12, new_tokens: int = 6) -> dict:
     spec = ARCHS["qwen2.5-0.5b"].tiny()
     cpu = torch.device("cpu")
     target = build(ARCHS["qwen2.5-1.5b"].tiny(), cpu, torch.float32, 0)
-    draft = build(spec, cpu, torch.float32, 0)
+    draft = build(
+        spec, cpu, torch.float32, 0
+    )  # tiny: the same shapes and seed, every draft accepted
     pair = Pair(gpu.loaded("t", target), gpu.loaded("d", draft))
     ids = list(range(1, prompt_tokens + 1))
     per_prompt = {}
@@ -97,6 +99,7 @@ def test_gpu_tiny_end_to_end(tmp_path, capsys):
     finite_positive(pair["hf_assisted"]["as_shipped"]["ms_per_token"], "HF as shipped")
     const = pair["hf_assisted"]["constant_k"]
     assert const["k"] == 3
+    finite_positive(const["draft_forwards_per_iteration"], "HF draft forwards")
     finite_positive(const["ms_per_iteration"], "HF constant k")
     pred = pair["prediction"]
     assert pred["available"] is True
