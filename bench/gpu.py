@@ -110,6 +110,7 @@ from bench.gpu_models import (  # noqa: E402
 from bench.gpu_predict import linear_tau, method_texts, predict_pair  # noqa: E402
 from bench.host_time import host_seconds  # noqa: E402
 from bench.tree_attention import time_ms  # noqa: E402
+from engine.config import ENGINES, ConfigError  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
 from engine.models import LoadedModel, Pair, pick_device, pick_dtype  # noqa: E402
@@ -171,6 +172,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         ap.error(f"unknown model or pair {bad[0]!r}")
     if args.new_tokens < 4:
         ap.error("--new-tokens must be >= 4")
+    if args.engines and (bad := [e for e in args.engines.split(",") if e not in ENGINES]):
+        ap.error(f"unknown engine {bad[0]!r} (known: {', '.join(ENGINES)})")
     return args
 
 
@@ -412,6 +415,8 @@ def record_methods(record: dict, wanted: str | None) -> dict:
     --methods subset), autoregressive left out (the baseline)."""
     texts = method_texts(record)
     keep = wanted.split(",") if wanted else list(texts)
+    if unknown := [t for t in keep if t not in texts]:
+        raise ConfigError(f"method {unknown[0]!r} is not in the record ({', '.join(texts)})")
     return {
         t: resolve_method(*texts[t]) for t in keep if t in texts and texts[t][0] != "autoregressive"
     }
@@ -643,6 +648,10 @@ def main(argv=None) -> int:
                 setattr(torch._dynamo.config, key, 1024)
     record_path = Path(args.record)
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    try:  # unknown --methods or record parameters: one line, before any model is built
+        record_methods(record, args.methods)
+    except (ConfigError, KeyError) as e:
+        sys.exit(f"error: --methods / {record_path}: {e}")
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     budget = Budget(args.time_limit_s, log)
     from engine.profile import device_info

@@ -157,6 +157,21 @@ def test_a_failing_measurement_is_listed_and_the_run_goes_on(tmp_path, monkeypat
     assert report["models"]["llama-2-7b"]["curves"] == {}
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--engines", "warp"], "unknown engine 'warp'"),
+        (["--models", "gpt-5"], "unknown model or pair 'gpt-5'"),
+        (["--methods", "nosuch"], "'nosuch' is not in the record"),
+    ],
+)
+def test_bad_input_fails_before_any_model(monkeypatch, capsys, argv, message):
+    monkeypatch.setattr(gpu, "build", lambda *a, **k: pytest.fail("built a model"))
+    with pytest.raises(SystemExit) as e:
+        gpu.main(["--tiny", *argv])
+    assert message in capsys.readouterr().err + str(e.value)
+
+
 def test_default_record_is_the_newest_per_iteration_one(tmp_path):
     assert gpu.default_record(tmp_path) == gpu.RECORD
     (tmp_path / "methods.json").write_text(json.dumps({"bench": "methods"}))
