@@ -154,9 +154,9 @@ def predict_frame(df: pd.DataFrame, curves: dict, device: str) -> pd.DataFrame:
             h_ar.setdefault(key[i], cost_model.mean_host_per_token(gens_of[r["trial_id"]]))
     rows = []
     for i, r in df.iterrows():
-        t_dtype = normalise_dtype(r.get("target_dtype") or r["dtype"], device_type)
-        d_dtype = normalise_dtype(r.get("draft_dtype") or r["dtype"], device_type)
-        engine = r.get("engine") or "eager"
+        t_dtype = normalise_dtype(r["dtype"], device_type)
+        d_dtype = normalise_dtype(_given(r.get("draft_dtype")) or r["dtype"], device_type)
+        engine = _given(r.get("engine")) or "eager"
         ct = _trial_curve(curves, r["target"], t_dtype, engine)
         cd = _trial_curve(curves, r["draft"], d_dtype, engine)
         gens = gens_of[r["trial_id"]]
@@ -172,6 +172,11 @@ def predict_frame(df: pd.DataFrame, curves: dict, device: str) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=["trial_id", "predicted_tpot_s", "predicted_speedup"])
+
+
+def _given(value: Any) -> Any:
+    """A config field of a stored trial, None where the trial predates it (NaN in a frame)."""
+    return None if value is None or (isinstance(value, float) and value != value) else value
 
 
 def is_gpu_name(device: str) -> bool:

@@ -193,3 +193,37 @@ def test_orch_profile_bad_input(tmp_path, args, message):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0]
     assert not (tmp_path / "p.db").exists()  # nothing written before the input is checked
+
+
+def test_predict_uses_each_roles_dtype_and_skips_unprofiled():
+    """A trial with an fp32 target and a bf16 draft is predicted from those two curves; a
+    trial whose draft dtype has no curve is left out; an old trial (no draft_dtype) uses
+    dtype for both."""
+    import pandas as pd
+
+    from orchestrator.profiles import predict_frame
+
+    curves = {
+        ("t", "float32", "eager"): _linear("t", CPU, 1.0, 0.1),
+        ("d", "bfloat16", "eager"): _linear("d", CPU, 0.2, 0.05, "bfloat16"),
+        ("d", "float32", "eager"): _linear("d", CPU, 2.0, 0.5),
+    }
+    its = [_iters(LIN_ITS, host=0.1)]
+    prompt = [{"prompt_tokens": 4}]
+    base = {k: None for k in ("dataset", "prompts", "category", "prompt_tokens", "chat")}
+    base.update(target="t", draft="d", temperature=0.0, top_p=1.0, max_new_tokens=4)
+    base.update(device="auto", method="linear", per_prompt=prompt, per_iteration=its)
+    df = pd.DataFrame(
+        [
+            {**base, "trial_id": 1, "dtype": "fp32", "draft_dtype": "bf16", "engine": "eager"},
+            {**base, "trial_id": 2, "dtype": "fp32", "draft_dtype": "fp16", "engine": "eager"},
+            {**base, "trial_id": 3, "dtype": "fp32", "draft_dtype": float("nan")},
+        ]
+    )
+    out = predict_frame(df, curves, CPU).set_index("trial_id")["predicted_speedup"]
+    assert set(out.index) == {1, 3}
+    prefill, ar = 1.3, 1.3 + 4 * 1.1  # no autoregressive trial: h_AR = 0
+    fast_draft = prefill + (0.4 + 0.25) + 1.3 + 0.1 + (0.25 + 0.25) + 1.3 + 0.1
+    slow_draft = prefill + (4.0 + 2.5) + 1.3 + 0.1 + (2.5 + 2.5) + 1.3 + 0.1
+    assert out[1] == pytest.approx(ar / fast_draft)
+    assert out[3] == pytest.approx(ar / slow_draft)
