@@ -1,0 +1,155 @@
+"""Random-weight models with the published shapes, and the bandwidth floor of decoding with them.
+
+Used by bench/gpu.py: no hub, no weights, only torch and transformers. Each `ArchSpec` holds the
+shape numbers of a published config (hidden size, layers, heads, KV heads, MLP size, vocabulary,
+tied embeddings, RoPE base); `build` makes a transformers model from it with seeded random
+weights directly on the device, in the chosen dtype. `--tiny` (`ArchSpec.tiny`) keeps the
+architecture and shrinks every size, so the whole benchmark runs on a CPU in seconds.
+
+Bandwidth floor of autoregressive decoding (one token per step, batch 1): every step reads each
+weight matrix once, the KV cache of the context, and writes one token's keys/values:
+
+    read_bytes(C) = weight_bytes_read + C * kv_bytes_per_token
+    floor_s(C)    = read_bytes(C) / bandwidth
+
+weight_bytes_read counts every parameter once (a tied embedding / LM head matrix once), minus
+the input embedding table when it is NOT tied to the LM head (a step reads one row of it, not
+the table). `bandwidth` is the device's measured copy bandwidth (bytes read + bytes written per
+second of a large device-to-device copy), the rate a memory-bound kernel can stream at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    family: str  # "qwen2" | "llama"
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    tied: bool  # input embedding shared with the LM head
+    rope_theta: float
+    max_positions: int
+    rms_eps: float
+
+    def tiny(self) -> ArchSpec:
+        """The same architecture (family, GQA or not, tying) at toy sizes: 2 layers, hidden
+        64, 4 heads, a 512-token vocabulary."""
+        return replace(
+            self,
+            hidden=64,
+            layers=min(self.layers, 2),
+            heads=4,
+            kv_heads=4 if self.kv_heads == self.heads else 2,
+            intermediate=160,
+            vocab=512,
+            max_positions=4096,
+        )
+
+    def config(self, vocab: int | None = None):
+        """A transformers config; `vocab` overrides the vocabulary (a draft padded to its
+        target's embedding size, as Qwen2.5 checkpoints of one tokenizer are)."""
+        from transformers import LlamaConfig, Qwen2Config
+
+        common = dict(
+            vocab_size=vocab or self.vocab,
+            hidden_size=self.hidden,
+            intermediate_size=self.intermediate,
+            num_hidden_layers=self.layers,
+            num_attention_heads=self.heads,
+            num_key_value_heads=self.kv_heads,
+            max_position_embeddings=self.max_positions,
+            rms_norm_eps=self.rms_eps,
+            rope_theta=self.rope_theta,
+            tie_word_embeddings=self.tied,
+            bos_token_id=None,
+            eos_token_id=None,  # random weights: no token ends a generation early
+            pad_token_id=None,
+        )
+        if self.family == "qwen2":
+            return Qwen2Config(**common)
+        return LlamaConfig(**common)
+
+
+# Published configs (config.json of each checkpoint on the Hugging Face hub).
+ARCHS: dict[str, ArchSpec] = {
+    "qwen2.5-0.5b": ArchSpec("qwen2", 896, 24, 14, 2, 4864, 151936, True, 1e6, 32768, 1e-6),
+    "qwen2.5-1.5b": ArchSpec("qwen2", 1536, 28, 12, 2, 8960, 151936, True, 1e6, 32768, 1e-6),
+    "qwen2.5-7b": ArchSpec("qwen2", 3584, 28, 28, 4, 18944, 152064, False, 1e6, 32768, 1e-6),
+    "llama-2-7b": ArchSpec("llama", 4096, 32, 32, 32, 11008, 32000, False, 1e4, 4096, 1e-5),
+}
+# orch's model names of the same shapes (../shared/MODELS.md: the Coder models' hidden size,
+# layers, heads, KV heads; their configs' MLP size, vocabulary and tying match too): a profile
+# curve measured here is stored under these names, so `orch compare --predict-on DEVICE`
+# finds it for trials of the real pair.
+ORCH_TWINS = {"qwen2.5-1.5b": "qwen2.5-coder-1.5b", "qwen2.5-0.5b": "qwen2.5-coder-0.5b"}
+# (target, draft): the draft is built with the target's vocabulary size. The first pair has the
+# shapes of the real pair the CPU acceptance records were measured with (MODELS.md: the Coder
+# models share these shapes); the second is what the same draft gives a 7B target.
+PAIRS: dict[str, tuple[str, str]] = {
+    "qwen2.5-1.5b/qwen2.5-0.5b": ("qwen2.5-1.5b", "qwen2.5-0.5b"),
+    "qwen2.5-7b/qwen2.5-0.5b": ("qwen2.5-7b", "qwen2.5-0.5b"),
+}
+
+
+class NoTokenizer:
+    """What engine.decode.generate reads of a tokenizer: no EOS, so every generation runs to
+    max_new_tokens (random weights would emit an EOS at random)."""
+
+    eos_token_id = None
+    bos_token_id = None
+
+    def __init__(self, vocab: int) -> None:
+        self.vocab_size = vocab
+
+
+def build(
+    spec: ArchSpec, device: torch.device, dtype: torch.dtype, seed: int, vocab: int | None = None
+):
+    """A causal LM of `spec`'s shapes with seeded random weights (the config's initializer),
+    created on `device` in `dtype`, eval mode, no gradients, SDPA attention."""
+    from transformers import AutoModelForCausalLM
+
+    cfg = spec.config(vocab)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    model.set_attn_implementation("sdpa")
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    model = model.to(device=device, dtype=dtype).eval()
+    model.requires_grad_(False)
+    return model
+
+
+def weight_bytes_read(model) -> int:
+    """Bytes of weights one decoding step reads: every parameter once (`parameters()` yields a
+    tied matrix once), minus the input embedding table when it is not the LM head's matrix
+    (a step reads one row of it)."""
+    total = sum(p.numel() * p.element_size() for p in model.parameters())
+    emb, head = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+    if emb is not head:
+        total -= emb.numel() * emb.element_size()
+    return total
+
+
+def kv_bytes_per_token(config, dtype: torch.dtype) -> int:
+    """Keys and values of one token over all layers."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kv_heads = config.num_key_value_heads or config.num_attention_heads
+    return 2 * config.num_hidden_layers * kv_heads * head_dim * torch.finfo(dtype).bits // 8
+
+
+def floor_seconds(weight_bytes: int, kv_bytes: int, context: float, bandwidth: float) -> float:
+    """floor_s(C) = (weight_bytes_read + C * kv_bytes_per_token) / bandwidth (module doc)."""
+    if bandwidth <= 0:
+        raise ValueError(f"bandwidth must be > 0, got {bandwidth}")
+    return (weight_bytes + context * kv_bytes) / bandwidth

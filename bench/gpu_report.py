@@ -1,0 +1,120 @@
+"""bench/gpu.py's report as Markdown tables (the JSON report's structure is gpu.py's)."""
+
+from __future__ import annotations
+
+
+def ms_cell(r: dict | None, key: str = "ms_per_token") -> str:
+    if not r or r.get(key) is None:
+        return "-"
+    x = f" ({r['over_floor']:.2f}x)" if r.get("over_floor") else ""
+    return f"{r[key]:.3f}{x}"
+
+
+def markdown(report: dict) -> str:
+    """The report as Markdown tables (ms; ratios in parentheses)."""
+    d, bw = report["device"], report["bandwidth"]
+    lines = [
+        f"bench/gpu.py on {d['device_name']} ({d['driver'] or 'no driver'}), {report['dtype']}"
+        f"{', TINY configs' if report['tiny'] else ''}; torch {d['torch']}, transformers "
+        f"{d['transformers']}; copy bandwidth {bw['bytes_per_s'] / 1e9:.1f} GB/s",
+        "",
+        "Autoregressive decoding, ms per token (x bandwidth floor; goal on a GPU <= 1.25x):",
+        "",
+        "| model | params | floor | ours eager | ours fast | ours compiled | HF greedy | host share (fast) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, m in report["models"].items():
+        a = m["autoregressive"]
+        share = a.get("ours_fast", {}).get("host_share")
+        lines.append(
+            f"| {name} | {m['params'] / 1e6:.1f} M | {m['floor_ms_per_token']:.3f} | "
+            + " | ".join(
+                ms_cell(a.get(k)) for k in ("ours_eager", "ours_fast", "ours_compiled", "hf_greedy")
+            )
+            + f" | {'-' if share is None else f'{share:.1%}'} |"
+        )
+    lines += [
+        "",
+        "Verification: one target forward over n tree nodes, ms (x n=1), at the prompt's context:",
+        "",
+    ]
+    for name, m in report["models"].items():
+        for engine, rows in m.get("verification", {}).items():
+            cells = [f"n={r['n']}: {r['ms']:.3f} ({r['over_one']:.2f}x)" for r in rows]
+            lines.append(f"- {name} {engine} (C={rows[0]['context']}): " + ", ".join(cells))
+    for pname, p in report["pairs"].items():
+        lines += [
+            "",
+            f"Pair {pname}, random weights, engine fast: host time per iteration (goal on a GPU <= 10%):",
+            "",
+            "| method | tree size | draft forwards | iteration ms | host ms | host share |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
+        for t, r in p["methods"].items():
+            lines.append(
+                f"| {t} | {r['mean_tree_size']:.1f} | {r['draft_forwards_per_iteration']:.1f} "
+                f"| {r['iteration_ms']:.3f} | {r['host_ms_per_iteration']:.3f} | {r['host_share']:.1%} |"
+            )
+        hf = p["hf_assisted"]
+        shipped, const = hf.get("as_shipped"), hf.get("constant_k")
+        lines += [
+            "",
+            f"HF assisted: as shipped {ms_cell(shipped)} ms/token "
+            f"({(shipped or {}).get('tokens_per_iteration', 0):.2f} tokens/iteration on random weights); "
+            + (
+                f"constant k={const['k']}: {ms_cell(const, 'ms_per_iteration')} ms/iteration"
+                if const
+                else "constant k: -"
+            ),
+        ]
+        pred = p.get("prediction")
+        if not pred:
+            continue
+        if "hf_assisted" in pred:
+            h = pred["hf_assisted"]
+            lines.append(
+                f"HF assisted predicted: {h['ms_per_iteration']:.3f} ms/iteration / "
+                f"{h['tokens_per_iteration']:.2f} tokens/iteration ({h['record_method']} in the record) "
+                f"= {h['ms_per_token']:.3f} ms/token"
+            )
+        if not pred.get("available"):
+            lines.append(
+                f"Method predictions not available: {pred.get('reason', 'nothing predicted')}"
+            )
+            continue
+        lines += [
+            "",
+            f"Predicted on this device from the CPU record {report['record']} (goal: best tree method >= 1.8x HF assisted):",
+            "",
+            "| method | tokens/iter | ms/token | speedup vs our AR | vs HF assisted |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for t, r in pred["methods"].items():
+            if "ms_per_token" not in r:
+                lines.append(f"| {t} | - | - | - | {r.get('note', '')} |")
+                continue
+            vs = r.get("vs_hf_assisted")
+            lines.append(
+                f"| {t} | {r['tokens_per_iteration']:.2f} | {r['ms_per_token']:.3f} "
+                f"| {r['speedup_vs_ar']:.2f}x | {'-' if vs is None else f'{vs:.2f}x'} |"
+            )
+        if "best_tree" in pred:
+            b = pred["best_tree"]
+            vs = b.get("vs_hf_assisted")
+            lines.append(
+                f"\nBest tree method: {b['method']}, {'-' if vs is None else f'{vs:.2f}x'} HF assisted"
+            )
+    k = report.get("kernel")
+    if k:
+        lines += ["", "Tree attention (bench/tree_attention.py):", ""]
+        if "skipped" in k:
+            lines.append(k["skipped"])
+        else:
+            from bench.tree_attention import markdown as kernel_table
+
+            lines += [kernel_table(r) + "\n" for r in k.values()]
+    if report["skipped"]:
+        lines += ["", "Skipped:", *(f"- {s}" for s in report["skipped"])]
+    if report["errors"]:
+        lines += ["", "Errors (tracebacks on stderr):", *(f"- {s}" for s in report["errors"])]
+    return "\n".join(lines)
