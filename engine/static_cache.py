@@ -90,6 +90,9 @@ class StaticCachedModel(CachedModel):
         self.cache = SlotCache(self._alloc(max(capacity, MIN_CAPACITY)))
         self._graph_call = None
         if compile:
+            # every bucket of every compiled model is a recompile of one function (_model_call):
+            # torch's default limit (8) would silently send later ones back to eager
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
             mode = "reduce-overhead" if self.device.type == "cuda" else None
             self._graph_call = torch.compile(self._model_call, mode=mode, dynamic=False)
 
