@@ -17,23 +17,24 @@ PROMPTS = ["Hi", "The quick brown fox jumps over", "def fib(n):\n    return n if
 # depth limits and the switches.
 # The tiny drafts are nearly uniform (top-1 probability ~0.02), so variants with small
 # thresholds are needed to grow non-trivial trees with the threshold-based methods.
+DYNATREE_SMALL = {  # thresholds low enough for the tiny drafts' flat distributions
+    "depth": 3,
+    "branch": 3,
+    "threshold": 0.0001,
+    "rho_stop": 1e-5,
+    "rho_deep": 2e-4,
+    "tau_l": 0.018,
+    "tau_h": 0.03,
+    "N_max": 40,
+    "W": 2,
+    "accept_high": 0.3,
+    "accept_low": 0.1,
+}
 METHODS = {
     "linear": [{}, {"k": 12, "stop_below": 0.015}],
     "dynatree": [
         {},
-        {
-            "depth": 3,
-            "branch": 3,
-            "threshold": 0.0001,
-            "rho_stop": 1e-5,
-            "rho_deep": 2e-4,
-            "tau_l": 0.018,
-            "tau_h": 0.03,
-            "N_max": 40,
-            "W": 2,
-            "accept_high": 0.3,
-            "accept_low": 0.1,
-        },
+        DYNATREE_SMALL,
         {
             "dynamic_breadth": False,
             "dynamic_depth": False,
@@ -42,20 +43,7 @@ METHODS = {
             "D0": 4,
             "N_max": 30,
         },
-        {
-            "variant": "ours",
-            "depth": 3,
-            "branch": 3,
-            "threshold": 0.0001,
-            "rho_stop": 1e-5,
-            "rho_deep": 2e-4,
-            "tau_l": 0.018,
-            "tau_h": 0.03,
-            "N_max": 40,
-            "W": 2,
-            "accept_high": 0.3,
-            "accept_low": 0.1,
-        },
+        {"variant": "ours", **DYNATREE_SMALL},
     ],
     "dyspec": [{}, {"variant": "threshold", "threshold": 0.0005, "budget": 40}],
     "salf": [{}, {"N": 20, "B": 3, "th": 0.0}],
