@@ -16,11 +16,10 @@ import time
 
 import torch
 
-HF_CONTENDERS = ("hf_greedy", "hf_prompt_lookup")
 
-
-def hf_run(pair, ids: list[int], name: str, max_new_tokens: int, lookup_k: int) -> dict:
-    """One generation of the HF contender `name`, as bench/methods.py run_sums records it."""
+def hf_run(pair, ids: list[int], max_new_tokens: int, prompt_lookup_num_tokens: int = 0) -> dict:
+    """One HF generation as bench/methods.py run_sums records it: plain greedy, or prompt
+    lookup proposing `prompt_lookup_num_tokens` tokens when that is > 0."""
     model = pair.target.model
     eos = pair.target.tokenizer.eos_token_id
     lengths: list[int] = []
@@ -30,7 +29,8 @@ def hf_run(pair, ids: list[int], name: str, max_new_tokens: int, lookup_k: int) 
         if x is not None:
             lengths.append(int(x.shape[-1]))
 
-    extra = {"prompt_lookup_num_tokens": lookup_k} if name == "hf_prompt_lookup" else {}
+    lookup = prompt_lookup_num_tokens
+    extra = {"prompt_lookup_num_tokens": lookup} if lookup else {}
     inputs = torch.tensor([ids], device=pair.target.device)  # [1, L]
     handle = model.register_forward_pre_hook(count, with_kwargs=True)
     try:
@@ -54,7 +54,7 @@ def hf_run(pair, ids: list[int], name: str, max_new_tokens: int, lookup_k: int) 
     tokens = out[0, len(ids) :].tolist()
     iterations = len(lengths)
     drafted = sum(n - 1 for n in lengths[1:]) + (lengths[0] - len(ids) if lengths else 0)
-    if name == "hf_greedy":  # no drafts: the first call is the prefill
+    if not lookup:  # no drafts: the first call is the prefill
         drafted = 0
     return {
         "new_tokens": len(tokens),

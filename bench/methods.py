@@ -5,8 +5,9 @@ and whether each method reproduced the autoregressive tokens exactly.
     python bench/methods.py --target qwen2.5-coder-1.5b --draft qwen2.5-coder-0.5b \\
         [--n-prompts 20] [--max-new-tokens 128] [--methods dynatree,salf] [--param m.k=v]
         [--dataset spec_bench] [--prompt-tokens 512] [--threads 0] [--out methods.json]
-        [--resume] [--stop-after-s 3600] [--hf-lookup 10]
+        [--resume] [--stop-after-s 3600] [--hf-lookup 2,10] [--engine fast]
         [--dataset spec_bench,humaneval,spec_bench:summarization]
+        [--methods lookup,lookup_k2=lookup --param lookup_k2.k=2]   # LABEL=METHOD
 
 Prompts: the first n prompts of the dataset (Spec-Bench: round-robin over its 13 categories;
 chat template when the tokenizer has one), each truncated to its last prompt-tokens tokens.
@@ -18,9 +19,12 @@ rewritten after every prompt.
 
 --dataset takes a comma-separated list, each a dataset or dataset:category: n prompts of
 each, run in one interleaved loop, with a second table per category (Spec-Bench's 13,
-HumanEval's python): speedup, tokens per iteration and acceptance per method. --hf-lookup K adds two contenders run through Hugging
-Face's own `generate` on the same target (bench/hf_contenders.py): `hf_greedy` and
-`hf_prompt_lookup` (prompt_lookup_num_tokens=K, no assistant model).
+HumanEval's python): speedup, tokens per iteration and acceptance per method.
+--methods entries LABEL=METHOD run one method under several settings in the same run (the
+label takes the --param overrides). --engine picks our decoding path (engine/config.py
+ENGINES) for every method, autoregressive included. --hf-lookup K[,K...] adds contenders run
+through Hugging Face's own `generate` on the same target (bench/hf_contenders.py):
+`hf_greedy` and `hf_prompt_lookup_kK` (prompt_lookup_num_tokens=K, no assistant model).
 
 Speedup = (method tokens / method seconds) / (autoregressive tokens / seconds) over all
 prompts, generation wall time including prefill; `speedup_gmean` is the geometric mean of the
@@ -47,8 +51,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import torch  # noqa: E402
 
 from bench.common import markdown_table  # noqa: E402
-from bench.hf_contenders import HF_CONTENDERS, hf_run  # noqa: E402
-from engine.config import ConfigError, parse_key_values  # noqa: E402
+from bench.hf_contenders import hf_run  # noqa: E402
+from engine.config import ENGINES, ConfigError, parse_key_values  # noqa: E402
 from engine.datasets import DatasetError, encode_prompt, load_prompts  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.drafters import DRAFTERS, MODEL_FREE  # noqa: E402
@@ -132,7 +136,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--dataset", default="spec_bench")
     ap.add_argument("--prompt-tokens", type=int, default=512)
-    ap.add_argument("--methods", default="", help="comma-separated (default: every method)")
+    ap.add_argument(
+        "--methods",
+        default="",
+        help="comma-separated METHOD or LABEL=METHOD (default: every method)",
+    )
+    ap.add_argument("--engine", default="eager", help="our decoding path: eager, fast, compiled")
     ap.add_argument(
         "--param",
         action="append",
@@ -142,10 +151,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument(
         "--hf-lookup",
-        type=int,
-        default=0,
-        metavar="K",
-        help="add hf_greedy and hf_prompt_lookup (prompt_lookup_num_tokens=K) contenders",
+        default="",
+        metavar="K[,K...]",
+        help="add hf_greedy and hf_prompt_lookup_kK (prompt_lookup_num_tokens=K) contenders",
     )
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
     ap.add_argument("--seed", type=int, default=0, help="seeds the per-prompt method order")
@@ -179,9 +187,9 @@ def main(argv: list[str] | None = None) -> None:
     prompts = [encode_prompt(pair.target.tokenizer, p, args.prompt_tokens) for p in texts]
 
     def run(name: str, ids: list[int], n: int) -> dict:
-        if name in HF_CONTENDERS:
-            return hf_run(pair, ids, name, n, args.hf_lookup)
-        return run_sums(generate(pair, ids, methods[name], n))
+        if name in methods:
+            return run_sums(generate(pair, ids, methods[name], n, engine=args.engine))
+        return hf_run(pair, ids, n, **settings["methods"][name])
 
     for n in names:  # warm-up, untimed
         run(n, prompts[0][-64:], min(8, args.max_new_tokens))
@@ -231,6 +239,18 @@ def category_rows(done: list[dict], names: list[str], settings: dict) -> list[di
     ]
 
 
+def hf_contenders(spec: str) -> dict[str, dict]:
+    """--hf-lookup "2,10" -> hf_greedy and one prompt-lookup contender per K (hf_run kwargs)."""
+    try:
+        ks = [int(k) for k in spec.split(",")] if spec else []
+    except ValueError:
+        raise ConfigError(f"--hf-lookup takes integers K[,K...], got {spec!r}") from None
+    if any(k < 1 for k in ks):
+        raise ConfigError(f"--hf-lookup sizes must be >= 1, got {spec!r}")
+    out = {"hf_greedy": {"prompt_lookup_num_tokens": 0}} if ks else {}
+    return out | {f"hf_prompt_lookup_k{k}": {"prompt_lookup_num_tokens": k} for k in ks}
+
+
 def check(args: argparse.Namespace) -> tuple[dict, dict, list, list[dict]]:
     """Validate methods, parameters and dataset (ConfigError / DatasetError if bad). Returns
     the run's settings (every method's resolved parameters included), the methods by name, the
@@ -239,12 +259,16 @@ def check(args: argparse.Namespace) -> tuple[dict, dict, list, list[dict]]:
     for key, value in parse_key_values(args.param).items():
         method, _, name = key.partition(".")
         overrides.setdefault(method, {})[name] = value
-    names = ["autoregressive"] + [
-        m for m in (args.methods.split(",") if args.methods else DRAFTERS) if m != "autoregressive"
-    ]
-    names = [n for n in names if n not in HF_CONTENDERS]
-    if args.hf_lookup < 0:
-        raise ConfigError(f"--hf-lookup must be >= 0, got {args.hf_lookup}")
+    of = {"autoregressive": "autoregressive"}  # label -> method
+    for item in args.methods.split(",") if args.methods else DRAFTERS:
+        label, _, method = item.partition("=")
+        if label in of and label != "autoregressive":
+            raise ConfigError(f"--methods names {label!r} twice")
+        of[label] = method or label
+    names = list(of)
+    if args.engine not in ENGINES:
+        raise ConfigError(f"--engine {args.engine!r} is not one of {', '.join(ENGINES)}")
+    contenders = hf_contenders(args.hf_lookup)
     for method in overrides:
         if method not in names:
             raise ConfigError(f"--param for {method!r}, which is not among the methods run")
@@ -252,13 +276,11 @@ def check(args: argparse.Namespace) -> tuple[dict, dict, list, list[dict]]:
     for item in args.dataset.split(","):
         name, _, category = item.partition(":")
         texts += load_prompts(name, n=args.n_prompts, category=category or None)
-    methods = {n: resolve_method(n, overrides.get(n)) for n in names}
-    needs = [n for n in names if n not in MODEL_FREE]
+    methods = {n: resolve_method(of[n], overrides.get(n)) for n in names}
+    needs = [n for n in names if of[n] not in MODEL_FREE]
     if args.draft == "none" and needs:
         raise ConfigError(f"--draft none, but {', '.join(needs)} run a draft model")
-    contenders = {n: {"prompt_lookup_num_tokens": args.hf_lookup} for n in HF_CONTENDERS}
-    if args.hf_lookup:
-        names += list(HF_CONTENDERS)
+    names += list(contenders)
     settings = {
         "target": args.target,
         "draft": args.draft,
@@ -268,9 +290,10 @@ def check(args: argparse.Namespace) -> tuple[dict, dict, list, list[dict]]:
         "temperature": 0.0,
         "threads": args.threads or torch.get_num_threads(),
         "seed": args.seed,
+        "engine": args.engine,
         "methods": {
-            **{n: method_params(m) for n, m in methods.items()},
-            **({k: v for k, v in contenders.items() if k in names}),
+            **{n: {"method": of[n], **method_params(m)} for n, m in methods.items()},
+            **contenders,
         },
     }
     settings = json.loads(json.dumps(settings))  # as it reads back from the file (lists)

@@ -58,7 +58,10 @@ def check(args: argparse.Namespace) -> tuple[dict, dict, list[int], list]:
     unknown = [n for n in names if n not in record["methods"]]
     if unknown:
         raise ConfigError(f"methods {unknown} are not in the record")
-    methods = {n: resolve_method(n, dict(record["methods"][n])) for n in names}
+    methods = {}  # label -> method: a label's params name its method (bench/methods.py)
+    for n in names:
+        params = dict(record["methods"][n])
+        methods[n] = resolve_method(params.pop("method", n), params)
     texts = load_prompts(record["dataset"], n=record["n_prompts"])
     return record, methods, chosen, texts
 
@@ -76,7 +79,9 @@ def main(argv: list[str] | None = None) -> None:
         ids = encode_prompt(pair.target.tokenizer, texts[i], record["prompt_tokens"])
         for name, m in methods.items():
             start = time.perf_counter()
-            g = generate(pair, ids, m, record["max_new_tokens"])
+            g = generate(
+                pair, ids, m, record["max_new_tokens"], engine=record.get("engine", "eager")
+            )
             want = by_prompt[i][name]["tokens"]
             rows.append(
                 {

@@ -84,3 +84,36 @@ def test_bench_methods_resume_with_other_settings_fails(tmp_path, monkeypatch):
                 "--resume",
             ]
         )
+
+
+def test_bench_methods_labels_engine_and_hf_lookup_sizes(tmp_path):
+    """LABEL=METHOD runs one method under two settings, --engine reaches every method, and each
+    --hf-lookup size is its own HF contender; every output equals autoregressive decoding."""
+    out = tmp_path / "m.json"
+    argv = ["--n-prompts", "1", *SMALL[:4], "--out", str(out), "--draft", "none"]
+    argv += ["--methods", "lookup,lk2=lookup", "--param", "lk2.k=2", "--engine", "fast"]
+    methods.main([*argv, "--hf-lookup", "2,3"])
+    report = json.loads(out.read_text())
+    assert report["engine"] == "fast"
+    assert report["methods"]["lk2"]["method"] == "lookup" and report["methods"]["lk2"]["k"] == 2
+    assert report["methods"]["lookup"]["k"] == 10
+    rows = {r["method"]: r for r in report["rows"]}
+    names = ["autoregressive", "lookup", "lk2", "hf_greedy", "hf_prompt_lookup_k2"]
+    assert list(rows) == [*names, "hf_prompt_lookup_k3"]
+    assert all(r["matches_ar"] for r in rows.values())
+    assert rows["lk2"]["mean_tree_size"] <= 3.0  # root + at most k=2 drafts
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--methods", "a=linear,a=lookup"], "names 'a' twice"),
+        (["--engine", "turbo"], "--engine 'turbo'"),
+        (["--hf-lookup", "2,x"], "--hf-lookup takes integers"),
+        (["--hf-lookup", "0"], "must be >= 1"),
+    ],
+)
+def test_bench_methods_label_and_size_errors(monkeypatch, argv, message):
+    monkeypatch.setattr(methods, "load_pair", lambda *a: pytest.fail("loaded a model"))
+    with pytest.raises(SystemExit, match=message):
+        methods.main(argv)
