@@ -83,16 +83,7 @@ class CachedModel:
         mask = None
         if visible is not None and not bool(visible.all()):
             mask = additive_mask(visible, self.dtype)[None, None]  # [1, 1, n, length + n]
-        ctx = contextlib.nullcontext()
-        if (
-            parents is not None
-            and n > 1
-            and self.length == self.committed
-            and self.model.config._attn_implementation == "tree_triton"
-        ):
-            from kernels.hf_attention import tree_parents
-
-            ctx = tree_parents(parents)
+        ctx = self._tree_kernel(n, parents)
         kwargs = dict(
             input_ids=tokens.view(1, n),
             position_ids=positions.view(1, n),
@@ -100,6 +91,21 @@ class CachedModel:
             past_key_values=self.cache,
         )
         return kwargs, ctx
+
+    def _tree_kernel(self, n: int, parents) -> contextlib.AbstractContextManager:
+        """The context a verification forward runs in: the Triton tree kernel's parents when
+        the model was switched to the "tree_triton" attention (kernels/hf_attention.py) and the
+        n new tokens are one tree right after the committed prefix; else nothing."""
+        if (
+            parents is None
+            or n < 2
+            or self.length != self.committed
+            or self.model.config._attn_implementation != "tree_triton"
+        ):
+            return contextlib.nullcontext()
+        from kernels.hf_attention import tree_parents
+
+        return tree_parents(parents)
 
     def _run_model(self, kwargs: dict, keep: int) -> torch.Tensor:
         return self.model(**kwargs, use_cache=True, logits_to_keep=keep).logits[0]

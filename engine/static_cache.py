@@ -18,7 +18,9 @@ tree nodes of this iteration); what changes is how the keys/values are kept:
   own slot and their keys land past the length, where the next forward overwrites them.
 
 Uncompiled, a forward attends to the first length + n slots only (views of the buffer), so
-attention costs what the eager path's does.
+attention costs what the eager path's does, and a target loaded with the "tree_triton"
+attention runs its verification forwards through the Triton tree kernel (kernels/hf_attention.py)
+as on the eager path.
 """
 
 from __future__ import annotations
@@ -178,7 +180,9 @@ class StaticCachedModel(CachedModel):
             mask=additive_mask(seen, self.dtype)[None, None],
             slots=slots,
         )
-        return kwargs, contextlib.nullcontext()
+        # the tree kernel reads keys [P + N] with the tree last: uncompiled forwards only (a
+        # compiled one attends to every slot, padded)
+        return kwargs, contextlib.nullcontext() if self._graph else self._tree_kernel(n, parents)
 
     def _run_model(self, kwargs: dict, keep: int) -> torch.Tensor:
         """[n or keep, V]: compiled forwards compute every (padded) row, then drop pads."""

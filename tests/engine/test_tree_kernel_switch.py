@@ -45,10 +45,11 @@ def tiny_d64(attn: str, noise: float, seed: int = 5) -> LoadedModel:
     return LoadedModel("d64", model, ByteTokenizer(), torch.device("cpu"), torch.float32)
 
 
+@pytest.mark.parametrize("engine", ["eager", "fast"])
 @pytest.mark.parametrize(
     "method,params", [("linear", {"k": 3}), ("fixed_tree", {"depth": 3, "branch": 2, "budget": 10})]
 )
-def test_tree_kernel_switch_is_lossless(method, params, monkeypatch):
+def test_tree_kernel_switch_is_lossless(method, params, engine, monkeypatch):
     import kernels
 
     calls = []
@@ -64,7 +65,7 @@ def test_tree_kernel_switch_is_lossless(method, params, monkeypatch):
     tri_pair = Pair(tiny_d64("tree_triton", 0.0), draft)
     ids = ByteTokenizer().encode("tree attention, verified in one pass")
     ref = generate(ref_pair, ids, "autoregressive", 24).tokens
-    g = generate(tri_pair, ids, method, 24, params=params)
+    g = generate(tri_pair, ids, method, 24, params=params, engine=engine)
     assert g.tokens == ref
     assert max(s.tree_size for s in g.stats.iterations) > 1
     assert calls and all(calls), "every tree forward must run the Triton kernel"
