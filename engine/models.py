@@ -268,7 +268,9 @@ def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.d
     return table[dtype]
 
 
-ATTENTION = ("sdpa", "eager", "tree_triton")
+# sdpa_gqa (kernels/sdpa_gqa.py, the default): transformers' sdpa without its key/value copy
+# per query head under a mask; tree_triton: the Triton tree kernel for verification forwards
+ATTENTION = ("sdpa_gqa", "sdpa", "eager", "tree_triton")
 
 
 def check_attn(attn: str) -> str:
@@ -278,7 +280,10 @@ def check_attn(attn: str) -> str:
 
 
 def load_model(
-    name: str, device: str | None = None, dtype: str | torch.dtype | None = None, attn: str = "sdpa"
+    name: str,
+    device: str | None = None,
+    dtype: str | torch.dtype | None = None,
+    attn: str = "sdpa_gqa",
 ) -> LoadedModel:
     """Load a model by name. attn="tree_triton" switches its attention to the Triton tree
     kernel (kernels/hf_attention.py) for tree-verification forwards, sdpa elsewhere."""
@@ -317,6 +322,10 @@ def load_model(
         from kernels.hf_attention import register
 
         register()
+    elif attn == "sdpa_gqa":
+        from kernels.sdpa_gqa import register
+
+        register()
     model.set_attn_implementation(attn)
     model = model.to(device=dev, dtype=dt).eval()
     model.requires_grad_(False)
@@ -334,7 +343,7 @@ def load_pair(
     draft: str | None,
     device: str | None = None,
     dtype: str | torch.dtype | None = None,
-    attn: str = "sdpa",
+    attn: str = "sdpa_gqa",
     draft_dtype: str | torch.dtype | None = None,
 ) -> Pair:
     """Load a target/draft pair; both must share one vocabulary (checked). `attn` applies to

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 
 import torch
 from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 import kernels
 from kernels.block_mask import TreeMasks, tree_masks
 from kernels.reference import check_parents
+from kernels.sdpa_gqa import sdpa_gqa_forward
 
 NAME = "tree_triton"
 
@@ -79,10 +79,11 @@ def tree_attention_forward(
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """transformers attention function: query [B, H, N, D], key/value [B, Hkv, P + N, D]
-    -> (attn_output [B, N, H, D], None). Falls back to sdpa outside ``tree_parents``."""
+    -> (attn_output [B, N, H, D], None). Falls back to sdpa (kernels/sdpa_gqa.py, grouped
+    heads inside the kernel) outside ``tree_parents``."""
     active = _ACTIVE.get()
     if active is None:
-        return sdpa_attention_forward(
+        return sdpa_gqa_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
     n = query.shape[2]

@@ -100,9 +100,10 @@ def _parse_prompt_ids(text: str) -> list[int]:
 @click.option("--dtype", default="auto", show_default=True)
 @click.option(
     "--attn",
-    default="sdpa",
+    default="sdpa_gqa",
     show_default=True,
-    help="target attention: sdpa, eager, or tree_triton (Triton tree kernel)",
+    help="target attention: sdpa_gqa (sdpa, grouped heads in the kernel), sdpa, eager, or "
+    "tree_triton (Triton tree kernel)",
 )
 @click.option(
     "--engine",
