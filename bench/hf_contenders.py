@@ -12,9 +12,24 @@ max_new_tokens, so this is exact up to that last iteration).
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
+
+
+@contextlib.contextmanager
+def stock_attention(model):
+    """Run Hugging Face's contenders as a user of transformers gets them: the engine loads
+    models with its own attention (kernels/sdpa_gqa.py); inside, the model runs stock sdpa."""
+    ours = model.config._attn_implementation
+    if ours == "sdpa_gqa":
+        model.set_attn_implementation("sdpa")
+    try:
+        yield
+    finally:
+        if ours == "sdpa_gqa":
+            model.set_attn_implementation(ours)
 
 
 def hf_run(pair, ids: list[int], max_new_tokens: int, prompt_lookup_num_tokens: int = 0) -> dict:
@@ -35,7 +50,7 @@ def hf_run(pair, ids: list[int], max_new_tokens: int, prompt_lookup_num_tokens: 
     handle = model.register_forward_pre_hook(count, with_kwargs=True)
     try:
         start = time.perf_counter()
-        with torch.inference_mode():
+        with torch.inference_mode(), stock_attention(model):
             out = model.generate(
                 inputs,
                 attention_mask=torch.ones_like(inputs),

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import load_prompts  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
+from bench.hf_contenders import stock_attention  # noqa: E402
 from engine.config import ENGINES  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.fetch import REAL_PAIR  # noqa: E402
@@ -45,7 +46,11 @@ def hf_generate(pair, ids: list[int], n: int, assisted: bool) -> tuple[list[int]
     if assisted:
         kw["assistant_model"] = pair.draft.model
     start = time.perf_counter()
-    with torch.inference_mode():
+    with (
+        torch.inference_mode(),
+        stock_attention(pair.target.model),
+        stock_attention(pair.draft.model),
+    ):
         out = pair.target.model.generate(x, **kw)
     return out[0, len(ids) :].tolist(), time.perf_counter() - start
 
