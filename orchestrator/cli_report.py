@@ -88,15 +88,9 @@ def query(best_by, where, sweep, all_sweeps, top, rank_global, columns, db_url, 
     """Configs ranked by a metric (mean over repeats) within each group of one pair, dataset
     slice, sampling setting and device (`rank` restarts at 1 in each); `*` marks the
     autoregressive baseline. Example: orch query --best-by speedup --where 'depth>=4'"""
-    from orchestrator.report import (
-        BEST_BY,
-        QueryError,
-        query_columns,
-        render,
-        render_query,
-        varied_params,
-    )
+    from orchestrator.report import BEST_BY, QueryError, render
     from orchestrator.report import query as run
+    from orchestrator.tables import query_columns, render_query, varied_params
 
     if best_by not in BEST_BY:  # before touching the database
         raise QueryError(
@@ -145,8 +139,9 @@ def compare(where, sweep, all_sweeps, predict_on, db_url, fmt) -> None:
     task where the dataset has several (spec_bench: its 6). With --predict-on, the speedup the
     cost model predicts on that device beside it (alone when no trial ran on that kind of
     device)."""
+    from orchestrator.report import apply_where, render
     from orchestrator.report import compare as run
-    from orchestrator.report import apply_where, render, render_compare, varied_params
+    from orchestrator.tables import render_compare, varied_params
 
     df = _frame(
         db_url, sweep, all_sweeps, _note(fmt), details=predict_on is not None, per_prompt=True
