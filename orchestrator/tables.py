@@ -61,10 +61,10 @@ def render_query(
     method (its grid axes), other cells are cut (json/csv show them whole)."""
     order = "larger" if BEST_BY[best_by] else "smaller"
     lines = [
-        f"ranked by {best_by} ({order} is better; mean over repeats) within each pair, dataset,"
-        " sampling and device; * autoregressive baseline",
-        "tau = tokens_per_iteration (Spec-Bench's mean accepted tokens); speedup: tok/s over"
-        " the baseline's",
+        f"ranked by {best_by} ({order} is better; mean over repeats) within each group;"
+        " * baseline",
+        "tau = tokens_per_iteration (Spec-Bench's mean accepted tokens); speedup = tok/s over"
+        " baseline's",
     ]
     shown = ranked.assign(
         method=ranked["method"] + ranked["baseline"].map({True: "*", False: ""}),
@@ -124,10 +124,9 @@ def render_compare(
     speedup with spread, tau, acceptance, tok/s and params), then speedup per task."""
     over = best["spread_over"].iloc[0] if len(best) else "repeats"
     lines = [
-        "each method's best config by mean speedup (tok/s over autoregressive, same pair and "
-        "settings);",
-        f"±, min-max: spread of the speedup over {over}; tau = tokens_per_iteration "
-        "(Spec-Bench's mean accepted tokens)",
+        "each method's best config by mean speedup (tok/s over autoregressive, same settings)",
+        f"±, min-max: the spread of its speedup over {over}",
+        "tau = tokens_per_iteration (Spec-Bench's mean accepted tokens)",
     ]
     setting = ["pair", "dataset", "category", "temperature", "max_new_tokens", "device"]
     cats = [c for c in best.columns if c.startswith("speedup.")]
