@@ -61,8 +61,7 @@ def render_query(
     method (its grid axes), other cells are cut (json/csv show them whole)."""
     order = "larger" if BEST_BY[best_by] else "smaller"
     lines = [
-        f"ranked by {best_by} ({order} is better; mean over repeats) within each group;"
-        " * baseline",
+        f"ranked by {best_by} ({order} is better; mean over repeats) within each group; * baseline",
         "tau = tokens_per_iteration (Spec-Bench's mean accepted tokens); speedup = tok/s over"
         " baseline's",
     ]
