@@ -11,22 +11,7 @@ import sys
 
 import click
 
-from orchestrator.cli_options import db_option, format_option, where_option
-
-
-def sweep_options(f):
-    """`--sweep NAME` and `--all-sweeps`; the command receives `sweep` and `all_sweeps`."""
-    f = click.option(
-        "--all-sweeps",
-        is_flag=True,
-        help="every trial in the database, whatever its sweep",
-    )(f)
-    return click.option(
-        "--sweep",
-        default=None,
-        metavar="NAME",
-        help="the sweep to read (default: the most recent one)",
-    )(f)
+from orchestrator.cli_options import db_option, format_option, sweep_options, where_option
 
 
 def _frame(db_url, sweep, all_sweeps, note, details=False, per_prompt=False):

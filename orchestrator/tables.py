@@ -75,6 +75,9 @@ def render_query(
     for label, block in shown.groupby("group", sort=False):
         lines += ["", label if label != "all" else "all groups"]
         table = block[columns].rename(columns=names)
+        table = table.assign(
+            **{c: table[c].map(_g) for c in table.columns if table[c].dtype.kind == "f"}
+        )
         lines.append(_fit(_render_params(table, block["method"], varied or {}, width), width))
     return "\n".join(lines)
 
@@ -165,6 +168,11 @@ def render_compare(
             per = per.assign(**{c: per[c].map(_x) for c in per.columns if c != "method"})
             lines.append(_fit(render(per, "table"), width))
     return "\n".join(lines)
+
+
+def _g(v: Any) -> str:
+    """3 significant digits, at least one decimal from 100 up; "-" for NaN."""
+    return "-" if pd.isna(v) else (f"{v:.1f}" if abs(v) >= 100 else f"{v:.3g}")
 
 
 def _num(v: Any, fmt: str = ".2f") -> str:
