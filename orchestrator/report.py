@@ -56,8 +56,6 @@ SETTINGS = [
     "device",
     "dtype",
 ]
-# `query` ranks within each group: one pair, dataset slice, sampling setting and device
-GROUP = [c for c in SETTINGS if c != "max_new_tokens"]
 CONFIG_KEY = SETTINGS + ["engine", "draft_dtype", "method", "params"]
 _WHERE = re.compile(r"^\s*([\w.]+)\s*(==|=|!=|>=|<=|>|<)\s*(.*?)\s*$")
 
@@ -240,8 +238,8 @@ def query(
         best_by, ascending=not BEST_BY[best_by], na_position="last", kind="stable"
     )
     if by_group:  # groups in the order they first appear in the database
-        order = {k: i for i, k in enumerate(dict.fromkeys(_group_label(df.assign(
-            pair=df["target"] + "/" + df["draft"]))))}  # fmt: skip
+        first = _group_label(df.assign(pair=df["target"] + "/" + df["draft"]))
+        order = {k: i for i, k in enumerate(dict.fromkeys(first))}
         out = out.sort_values("group", key=lambda c: c.map(order), kind="stable")
     out.insert(0, "rank", out.groupby("group", sort=False).cumcount() + 1)
     if top:
@@ -250,13 +248,16 @@ def query(
 
 
 def _group_label(df: pd.DataFrame) -> pd.Series:
-    """One line naming a row's GROUP: pair, dataset slice, sampling, device and dtype."""
+    """One line naming a row's group for `query`: every SETTINGS field but max_new_tokens
+    (pair, dataset slice, sampling, device and dtype)."""
 
     def label(r) -> str:
         data = f"{r['dataset']} ({r['prompts']} prompts"
         data += f", {r['category']})" if _plain(r["category"]) is not None else ")"
         if _plain(r["prompt_tokens"]) is not None:
             data += f" <= {r['prompt_tokens']} prompt tokens"
+        if _plain(r["chat"]) is not None:
+            data += " chat" if r["chat"] else " plain"
         sampling = f"T={r['temperature']:g}" + (
             f" top_p={r['top_p']:g}" if r["top_p"] != 1.0 else ""
         )
