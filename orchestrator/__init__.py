@@ -1,0 +1,41 @@
+"""Sweep orchestration over the engine; `load` reads results into pandas for notebooks.
+
+    from orchestrator import load
+    df = load("sqlite:///orch.db")               # the most recent sweep, one row per trial
+    df = load("postgresql://...", sweep="grid")  # a named sweep; all_sweeps=True: every trial
+
+Imports stay lazy: `orch` and the workers import this package without pandas or SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["load"]
+
+
+def load(
+    db_url: str | None = None,
+    sweep: str | None = None,
+    *,
+    all_sweeps: bool = False,
+    details: bool = False,
+) -> "pd.DataFrame":
+    """The finished trials of `sweep` (default: the most recently updated sweep; every sweep
+    with `all_sweeps`) as a DataFrame with the columns of `orch export`: resolved config,
+    method parameters as `params.<name>`, placement, every metric, `speedup` over the
+    autoregressive trials with the same settings; `details`: per-prompt and per-iteration
+    lists too. `db_url` as `--db` takes it (None: $ORCH_DB_URL, else sqlite:///orch.db).
+    Raises orchestrator.store.StoreError (unknown sweep, unreachable database) or
+    orchestrator.report.QueryError (no finished trials)."""
+    from orchestrator.report import export_frame, load_frame
+    from orchestrator.store import Store
+
+    store = Store(db_url, mode="read")
+    try:
+        return export_frame(load_frame(store, sweep, details=details, all_sweeps=all_sweeps))
+    finally:
+        store.close()

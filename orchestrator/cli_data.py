@@ -12,7 +12,13 @@ import json
 
 import click
 
-from engine.datasets import DATASETS, DatasetError, dataset_info, load_prompts
+from engine.datasets import (
+    DATASETS,
+    DatasetError,
+    dataset_info,
+    default_category,
+    load_prompts,
+)
 from engine.fetch import FetchError, UnknownModelError, fetch_model, known_models, model_info
 from engine.model_names import TINY_MODELS
 
@@ -106,29 +112,40 @@ def datasets_list(fmt: str) -> None:
         click.echo(json.dumps(rows))
         return
     shown = [{**r, "present": "yes" if r["present"] else "no"} for r in rows]
-    click.echo(_table(shown, ["name", "file", "present", "items", "categories"]))
+    click.echo(_table(shown, ["name", "file", "present", "items", "categories", "tasks"]))
 
 
 @datasets.command("show")
 @click.argument("name")
 @click.option("-n", "n", type=int, default=5, show_default=True, help="Number of prompts.")
-@click.option("--category", default=None, help="Only prompts of this category.")
+@click.option(
+    "--category",
+    default=None,
+    help="Only prompts of this category or task (spec_bench: mt_bench, translation, "
+    "summarization, qa, math_reasoning, rag, or an MT-Bench sub-category).",
+)
 @_FORMAT
 def datasets_show(name: str, n: int, category: str | None, fmt: str) -> None:
     """The first N prompts of dataset NAME, in the order a sweep would use them."""
     try:
-        prompts = load_prompts(name, n=n, category=category)
+        prompts = load_prompts(name, n=n, category=category or default_category(name))
     except DatasetError as exc:
         _fail(str(exc), 2)
     rows = [
-        {"id": p.id, "category": p.category, "text": p.text, "reference": p.reference}
+        {
+            "id": p.id,
+            "task": p.task,
+            "category": p.category,
+            "text": p.text,
+            "reference": p.reference,
+        }
         for p in prompts
     ]
     if fmt == "json":
         click.echo(json.dumps(rows))
         return
     shown = [{**r, "text": _preview(r["text"])} for r in rows]
-    click.echo(_table(shown, ["id", "category", "text"]))
+    click.echo(_table(shown, ["id", "task", "category", "text"]))
 
 
 def _preview(text: str, width: int = 60) -> str:

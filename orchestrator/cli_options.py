@@ -57,12 +57,27 @@ format_option = click.option(
     show_default=True,
     help="json: one JSON list of row objects",
 )
-sweep_option = click.option(
-    "--sweep", default=None, metavar="NAME", help="only trials of this sweep (default: all)"
-)
+
+
+def sweep_options(f):
+    """`--sweep NAME` and `--all-sweeps`, as every report names them; the command receives
+    `sweep` and `all_sweeps` (orchestrator.report.resolve_sweep: the most recent by default)."""
+    f = click.option(
+        "--all-sweeps",
+        is_flag=True,
+        help="every trial in the database, whatever its sweep",
+    )(f)
+    return click.option(
+        "--sweep",
+        default=None,
+        metavar="NAME",
+        help="the sweep to read (default: the most recent one)",
+    )(f)
+
+
 where_option = click.option(
     "--where",
     multiple=True,
     metavar="COL OP VALUE",
-    help="filter, repeatable: method=dynatree, depth>=4, target=NAME",
+    help="filter, repeatable; quote it: --where 'depth>=4' --where method=dynatree",
 )

@@ -1,19 +1,39 @@
-"""`orch query | compare | export | plot`: thin commands over orchestrator.report and plots."""
+"""`orch query | compare | export | plot`: thin commands over orchestrator.report and plots.
+
+Each reads one sweep: `--sweep NAME`, else the most recently updated one (`--all-sweeps`:
+every trial in the database), and says which on its first line (stderr where stdout is data:
+json, csv, export, plot paths)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import click
 
-from orchestrator.cli_options import db_option, format_option, sweep_option, where_option
+from orchestrator.cli_options import db_option, format_option, sweep_options, where_option
 
 
-def _frame(db_url, sweep, details=False):
-    from orchestrator.report import load_frame
+def _frame(db_url, sweep, all_sweeps, note, details=False, per_prompt=False):
+    """The frame of the chosen sweep; `note(line)` gets the line that says which."""
+    from orchestrator.report import describe_source, load_frame, resolve_sweep
     from orchestrator.store import Store
 
-    return load_frame(Store(db_url, mode="read"), sweep, details=details)
+    store = Store(db_url, mode="read")
+    try:
+        name = resolve_sweep(store, sweep, all_sweeps)
+        df = load_frame(
+            store, name, details=details, all_sweeps=name is None, per_prompt=per_prompt
+        )
+        note(describe_source(store, name, bool(sweep), len(df)))
+        return df
+    finally:
+        store.close()
+
+
+def _note(fmt: str):
+    """Where the source line goes: stdout before a table, stderr before json/csv."""
+    return functools.partial(click.echo, err=fmt != "table")
 
 
 @click.command()
@@ -25,27 +45,69 @@ def _frame(db_url, sweep, details=False):
     "mean_accepted_length, ttft_s, tpot_s, total_s, peak_memory_bytes, ...",
 )
 @where_option
-@sweep_option
+@sweep_options
 @click.option(
-    "--top", type=click.IntRange(min=0), default=20, show_default=True, help="rows to show (0: all)"
+    "--top",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="rows to show per group (0: all)",
+)
+@click.option(
+    "--global",
+    "rank_global",
+    is_flag=True,
+    help="rank across every pair, dataset, sampling and device at once (default: within each)",
+)
+@click.option(
+    "--columns",
+    default=None,
+    metavar="A,B,...",
+    help="columns to show instead of the defaults, or '+A,B' to add to them: any metric "
+    "(ttft_s, mean_accepted_length, ...), config (engine, max_new_tokens, pair, ...) or "
+    "param (k, depth, params.k)",
 )
 @db_option
 @format_option
-def query(best_by, where, sweep, top, db_url, fmt) -> None:
-    """Configs ranked by a metric (mean over repeats), grouped by method and config."""
+def query(best_by, where, sweep, all_sweeps, top, rank_global, columns, db_url, fmt) -> None:
+    """Configs ranked by a metric (mean over repeats) within each group of one pair, dataset
+    slice, sampling setting and device (`rank` restarts at 1 in each); `*` marks the
+    autoregressive baseline. Example: orch query --best-by speedup --where 'depth>=4'"""
     from orchestrator.report import BEST_BY, QueryError, render
     from orchestrator.report import query as run
+    from orchestrator.tables import query_columns, render_query, varied_params
 
     if best_by not in BEST_BY:  # before touching the database
         raise QueryError(
             f"metric {best_by!r} is not allowed for --best-by (allowed: {', '.join(BEST_BY)})"
         )
-    click.echo(render(run(_frame(db_url, sweep), best_by, where, top or None), fmt))
+    df = _frame(db_url, sweep, all_sweeps, _note(fmt))
+    ranked = run(
+        df,
+        best_by,
+        where,
+        top or None,
+        by_group=not rank_global,
+    )
+    cols = query_columns(best_by, columns, ranked)
+    if rank_global and "pair" not in cols:
+        cols.insert(2, "pair")
+    if fmt == "table":
+        width = 100 if columns is None else 10_000  # columns asked for are shown whole
+        click.echo(render_query(ranked, best_by, cols, varied_params(df), width=width))
+        return
+    keep = ["group", "pair", "target", "draft", "dataset", "temperature", "max_new_tokens"]
+    keep = list(dict.fromkeys(cols[:2] + keep + cols[2:] + ["baseline"]))
+    click.echo(render(ranked[keep].rename(columns=_export_name), fmt))
+
+
+def _export_name(col: str) -> str:
+    return "params." + col.removeprefix("param.") if col.startswith("param.") else col
 
 
 @click.command()
 @where_option
-@sweep_option
+@sweep_options
 @click.option(
     "--predict-on",
     "predict_on",
@@ -55,21 +117,35 @@ def query(best_by, where, sweep, top, db_url, fmt) -> None:
 )
 @db_option
 @format_option
-def compare(where, sweep, predict_on, db_url, fmt) -> None:
-    """Methods x pairs: speedup of each method's best config over autoregressive decoding
-    with the same pair, dataset and settings; with --predict-on, the speedup the cost model
-    predicts on that device beside it (alone when no trial ran on that kind of device)."""
+def compare(where, sweep, all_sweeps, predict_on, db_url, fmt) -> None:
+    """Each method's best config per pair and setting, Spec-Bench style: its speedup over
+    autoregressive decoding with the same pair and settings, the spread over prompts and
+    repeats, tau (tokens per iteration) and acceptance, its parameters, and the speedup per
+    task where the dataset has several (spec_bench: its 6). With --predict-on, the speedup the
+    cost model predicts on that device beside it (alone when no trial ran on that kind of
+    device)."""
+    from orchestrator.report import apply_where, render
     from orchestrator.report import compare as run
-    from orchestrator.report import compare_table, render
+    from orchestrator.tables import render_compare, varied_params
 
+    df = _frame(
+        db_url, sweep, all_sweeps, _note(fmt), details=predict_on is not None, per_prompt=True
+    )
     if predict_on is None:
-        best = run(_frame(db_url, sweep), where)
+        best = run(df, where)
     else:
         from orchestrator.profiles import compare_predicted
         from orchestrator.store import Store
 
-        best = compare_predicted(Store(db_url, mode="read"), sweep, where, predict_on)
-    click.echo(render(compare_table(best) if fmt == "table" else best, fmt))
+        store = Store(db_url, mode="read")
+        try:
+            best = compare_predicted(store, df, where, predict_on)
+        finally:
+            store.close()
+    if fmt == "table":
+        click.echo(render_compare(best, varied_params(apply_where(df, where))))
+    else:
+        click.echo(render(best, fmt))
 
 
 @click.command()
@@ -83,15 +159,17 @@ def compare(where, sweep, predict_on, db_url, fmt) -> None:
 @click.option("-o", "--output", default=None, metavar="FILE", help="default: stdout")
 @click.option("--details", is_flag=True, help="include per-prompt and per-iteration JSON")
 @where_option
-@sweep_option
+@sweep_options
 @db_option
-def export(fmt, output, details, where, sweep, db_url) -> None:
-    """One row per finished trial: resolved config, placement, every metric."""
+def export(fmt, output, details, where, sweep, all_sweeps, db_url) -> None:
+    """One row per finished trial: resolved config (method parameters as params.<name>),
+    placement, every metric; README "Export columns" lists them."""
     from orchestrator.report import apply_where, check_output_file, export_frame, write_export
 
     if output:
         check_output_file(output)  # before the database is read
-    df = export_frame(apply_where(_frame(db_url, sweep, details=details), where))
+    note = functools.partial(click.echo, err=True)
+    df = export_frame(apply_where(_frame(db_url, sweep, all_sweeps, note, details=details), where))
     write_export(df, fmt, output, sys.stdout)
     if output:
         click.echo(f"wrote {len(df)} rows to {output}", err=True)
@@ -100,14 +178,15 @@ def export(fmt, output, details, where, sweep, db_url) -> None:
 @click.command()
 @click.option("-o", "--output", "out_dir", default="plots", show_default=True, metavar="DIR")
 @where_option
-@sweep_option
+@sweep_options
 @db_option
-def plot(out_dir, where, sweep, db_url) -> None:
+def plot(out_dir, where, sweep, all_sweeps, db_url) -> None:
     """PNG figures: speedup against each grid axis, acceptance against depth, best speedup
     per method and pair."""
     from orchestrator.plots import make_plots
     from orchestrator.report import apply_where, check_output_dir
 
     check_output_dir(out_dir)  # before the database is read
-    for path in make_plots(apply_where(_frame(db_url, sweep), where), out_dir):
+    df = _frame(db_url, sweep, all_sweeps, functools.partial(click.echo, err=True))
+    for path in make_plots(apply_where(df, where), out_dir):
         click.echo(str(path))

@@ -191,19 +191,20 @@ def _settings(df: pd.DataFrame) -> pd.Series:
     return settings_key(df)
 
 
-def compare_predicted(store: Store, sweep: str | None, where, device: str) -> pd.DataFrame:
-    """report.compare with the cost model's predicted speedup on `device` beside the measured
-    one. The device is checked first (an unknown one: ConfigError naming the profiled ones).
-    The database does not record which device name a trial's worker had, only whether it had
-    a GPU (trials.gpu_id): measured speedups are kept when every trial ran on the kind of
-    device `device` is (GPU or CPU), else only the prediction is shown."""
-    from orchestrator.report import compare, load_frame
+def compare_predicted(store: Store, df: pd.DataFrame, where, device: str) -> pd.DataFrame:
+    """report.compare of `df` (a report.load_frame(details=True) frame) with the cost model's
+    predicted speedup on `device` beside the measured one. The device is checked first (an
+    unknown one: ConfigError naming the profiled ones). The database does not record which
+    device name a trial's worker had, only whether it had a GPU (trials.gpu_id): measured
+    speedups are kept when every trial ran on the kind of device `device` is (GPU or CPU),
+    else only the prediction is shown."""
+    from orchestrator.report import MEASURED, compare
 
     curves = device_curves(store, device)
-    df = load_frame(store, sweep, details=True)
     df = df.merge(predict_frame(df, curves, device), on="trial_id", how="left")
     best = compare(df, where)
     on_gpu = df["gpu_id"].notna()
     if not (on_gpu.all() if is_gpu_name(device) else not on_gpu.any()):
-        best[["speedup", "throughput", "ar_throughput"]] = float("nan")
+        measured = MEASURED + [c for c in best.columns if c.startswith("speedup.")]
+        best[measured] = float("nan")
     return best

@@ -305,6 +305,8 @@ def _name(value: str, where: str, max_len: int = MODEL_MAX) -> str:
 
 
 def _dataset(value: Any, where: str, max_prompts: int) -> DatasetSel:
+    from engine.datasets import default_category  # spec_bench: "all" (its 6 tasks)
+
     m = _mapping(
         value, where, required=("name",), optional=("prompts", "prompt_tokens", "category", "chat")
     )
@@ -315,7 +317,7 @@ def _dataset(value: Any, where: str, max_prompts: int) -> DatasetSel:
             m.get("prompts", 10), f"{where}.prompts", lo=1, hi=max_prompts, cap="limits.max_prompts"
         ),
         prompt_tokens=None if pt is None else _int(pt, f"{where}.prompt_tokens", lo=1),
-        category=None if cat is None else _str(cat, f"{where}.category"),
+        category=default_category(m["name"]) if cat is None else _str(cat, f"{where}.category"),
         chat=None if chat is None else _bool(chat, f"{where}.chat"),
     )
 

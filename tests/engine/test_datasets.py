@@ -143,7 +143,9 @@ def test_category_filter_and_rag_reference_tuple(shared):
 
 @needs_shared
 def test_bad_selections_are_clear_errors(shared):
-    with pytest.raises(DatasetError, match="has no category 'poetry'; categories: writing, "):
+    with pytest.raises(
+        DatasetError, match="has no category 'poetry'; tasks: mt_bench, .*; categories: writing, "
+    ):
         load_prompts("spec_bench", category="poetry")
     with pytest.raises(
         DatasetError,

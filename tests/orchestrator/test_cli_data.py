@@ -111,8 +111,8 @@ def test_datasets_list(monkeypatch):
     result = run(datasets, "list")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].split() == ["name", "file", "present", "items", "categories"]
-    assert lines[1].split() == ["spec_bench", "spec_bench.jsonl", "yes", "480", "13"]
+    assert lines[0].split() == ["name", "file", "present", "items", "categories", "tasks"]
+    assert lines[1].split() == ["spec_bench", "spec_bench.jsonl", "yes", "480", "13", "6"]
     assert len(lines) == 9
     rows = json.loads(run(datasets, "list", "--format", "json").output)
     assert {r["name"]: r["items"] for r in rows}["pg19"] == 100
@@ -131,9 +131,10 @@ def test_datasets_show(monkeypatch):
     monkeypatch.setenv("ORCH_DATA_DIR", str(SHARED))
     result = run(datasets, "show", "spec_bench", "-n", "2", "--format", "json")
     assert result.exit_code == 0
-    assert [r["category"] for r in json.loads(result.output)] == ["writing", "roleplay"]
+    # the order a sweep uses: round-robin over Spec-Bench's 6 tasks
+    assert [r["task"] for r in json.loads(result.output)] == ["mt_bench", "translation"]
     table = run(datasets, "show", "gsm8k", "-n", "1").output.splitlines()
-    assert table[1].startswith("gsm8k-test-0000  gsm8k     Janet")
+    assert table[1].startswith("gsm8k-test-0000  gsm8k  gsm8k     Janet")
 
 
 def test_datasets_show_unknown_is_one_line_exit_2():

@@ -123,7 +123,7 @@ def test_export_formats(filled, tmp_path):
     ):
         assert key in r
     csv = pd.read_csv(io.StringIO(_run("export", "--db", filled, "--where", "method=linear")))
-    assert len(csv) == 9 and set(csv["param.k"]) == {2, 4}
+    assert len(csv) == 9 and set(csv["params.k"]) == {2, 4}  # MLflow-style names
     out = tmp_path / "x.parquet"
     _run("export", "--format", "parquet", "-o", str(out), "--details", "--db", filled)
     pq = pd.read_parquet(out)
