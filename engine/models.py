@@ -268,6 +268,14 @@ def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.d
     return table[dtype]
 
 
+def auto_dtype(name: str, device: str) -> str:
+    """What dtype `auto` means for model `name` on `device` (a device string, not auto), as
+    load_model resolves it: tiny models always float32, others pick_dtype's default."""
+    if name in TINY_MODELS:
+        return "float32"
+    return str(pick_dtype("auto", torch.device(device))).removeprefix("torch.")
+
+
 ATTENTION = ("sdpa", "eager", "tree_triton")
 
 

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from db.models import SweepStatus
 from engine.config import ConfigError
 from orchestrator.executors import Job, Worker, make_executor
-from orchestrator.preflight import check_run
+from orchestrator.preflight import check_run, place_trials
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.spec import load_sweep
 from orchestrator.store import DB_RETRY_S, LEASE_S, OPEN, Store, StoreError
@@ -150,24 +150,45 @@ def open_store(
 
 
 def submit(
-    path: str | Path, url: str | None, opts: RunOptions, log: Callable[[str], None] = print
+    path: str | Path,
+    url: str | None,
+    opts: RunOptions,
+    log: Callable[[str], None] = print,
+    replace: bool = False,
+    rerun: bool = False,
 ) -> RunSummary:
+    """`replace`: the file's trials become the sweep's even where they differ (else a
+    changed trial set is refused); `rerun`: its done trials are measured again (Store.submit)."""
     # everything validated before the database is touched; for a remote cluster (an address)
     # model folders are checked where they load, on the workers
     sweep, trials = load_sweep(path, local_models=opts.address is None)
     check_run(opts, {t.device for t in trials})  # and how it will run: Ray, GPUs, devices
+    trials = place_trials(trials, opts)  # device and dtype `auto` resolved: part of the hash
     store = open_store(url, opts, log)
     try:
-        info = store.submit(sweep.name, sweep.to_dict(), trials, code_version())
+        info = store.submit(
+            sweep.name, sweep.to_dict(), trials, code_version(), replace=replace, rerun=rerun
+        )
         for d in {d.name for d in sweep.datasets}:
             store.upsert_dataset(dataset_row(d))
         log(
             f"sweep {sweep.name!r} in {store.display_url}: {info.total} trials "
-            f"({info.new} new, {info.done} already done)"
+            f"({info.new} new, {info.done} already done)" + submit_changes(info)
         )
         return run_sweep(store, info.sweep_id, opts, new=info.new, log=log)
     finally:
         store.close()
+
+
+def submit_changes(info: Any) -> str:
+    """What --replace and --rerun changed (a SubmitInfo), for the submit line."""
+    out = ""
+    if info.added or info.removed:
+        out += f"; replaced: {info.added} added, {info.removed} removed"
+        out += f" ({info.deleted} deleted with their results)" if info.deleted else ""
+    if info.rerun:
+        out += f"; {info.rerun} done trials to measure again"
+    return out
 
 
 def resume(
