@@ -108,9 +108,22 @@ def _finish(run) -> None:
 @click.argument("sweep_file", type=click.Path(dir_okay=False))
 @db_option
 @_run_options
-def submit(sweep_file, db_url, **kw) -> None:
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="the sweep exists with other trials (an edited file): make this file's trials its "
+    "trials; unchanged trials keep their results",
+)
+@click.option(
+    "--rerun",
+    is_flag=True,
+    help="measure the sweep's done trials again; each new result replaces the old one",
+)
+def submit(sweep_file, db_url, replace, rerun, **kw) -> None:
     """Validate SWEEP_FILE, store its trials, run those not done yet. Several drivers may
-    run one sweep, or sweeps sharing configs, at once: they split the trials.
+    run one sweep, or sweeps sharing configs, at once: they split the trials. A sweep is
+    identified by its name: resubmitting an edited file under that name is refused unless
+    --replace.
 
     Executors: `ray` (default) runs one actor per GPU, or per CPU slot without GPUs, on a
     local Ray or the cluster at --address; `local` runs the trials in this process (no Ray)."""
@@ -120,6 +133,7 @@ def submit(sweep_file, db_url, **kw) -> None:
         from orchestrator.jobs import submit_job
 
         opts = {k: v for k, v in kw.items() if k not in ("address", "progress")}
+        opts.update(replace=replace, rerun=rerun)
         sys.exit(
             submit_job(
                 sweep_file, kw["address"], db_url, opts, log=lambda line: click.echo(line, err=True)
@@ -127,7 +141,9 @@ def submit(sweep_file, db_url, **kw) -> None:
         )
     from orchestrator.runner import submit as run
 
-    _finish(lambda log: run(sweep_file, db_url, _options(**kw), log=log))
+    _finish(
+        lambda log: run(sweep_file, db_url, _options(**kw), log=log, replace=replace, rerun=rerun)
+    )
 
 
 @click.command()
