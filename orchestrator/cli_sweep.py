@@ -111,8 +111,8 @@ def _finish(run) -> None:
 @click.option(
     "--replace",
     is_flag=True,
-    help="the sweep exists with other trials (an edited file): make this file's trials its "
-    "trials; unchanged trials keep their results",
+    help="a sweep is its name: resubmitting an edited file is refused unless --replace, which "
+    "makes this file's trials the sweep's (unchanged trials keep their results)",
 )
 @click.option(
     "--rerun",
@@ -121,9 +121,7 @@ def _finish(run) -> None:
 )
 def submit(sweep_file, db_url, replace, rerun, **kw) -> None:
     """Validate SWEEP_FILE, store its trials, run those not done yet. Several drivers may
-    run one sweep, or sweeps sharing configs, at once: they split the trials. A sweep is
-    identified by its name: resubmitting an edited file under that name is refused unless
-    --replace.
+    run one sweep, or sweeps sharing configs, at once: they split the trials.
 
     Executors: `ray` (default) runs one actor per GPU, or per CPU slot without GPUs, on a
     local Ray or the cluster at --address; `local` runs the trials in this process (no Ray)."""

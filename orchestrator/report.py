@@ -68,6 +68,7 @@ def load_frame(store: Store, sweep: str | None = None, details: bool = False) ->
         Trial.attempts,
         Trial.worker_host,
         Trial.gpu_id,
+        Trial.device_name,
         Trial.wall_s,
         Trial.load_s,
         Trial.code_version,

@@ -169,11 +169,13 @@ def submit(
         info = store.submit(
             sweep.name, sweep.to_dict(), trials, code_version(), replace=replace, rerun=rerun
         )
+        if info.added or info.removed or info.rerun:
+            log(f"sweep {sweep.name!r}: {submit_changes(info)}")
         for d in {d.name for d in sweep.datasets}:
             store.upsert_dataset(dataset_row(d))
         log(
             f"sweep {sweep.name!r} in {store.display_url}: {info.total} trials "
-            f"({info.new} new, {info.done} already done)" + submit_changes(info)
+            f"({info.new} new, {info.done} already done)"
         )
         return run_sweep(store, info.sweep_id, opts, new=info.new, log=log)
     finally:
@@ -182,13 +184,13 @@ def submit(
 
 def submit_changes(info: Any) -> str:
     """What --replace and --rerun changed (a SubmitInfo), for the submit line."""
-    out = ""
+    out = []
     if info.added or info.removed:
-        out += f"; replaced: {info.added} added, {info.removed} removed"
-        out += f" ({info.deleted} deleted with their results)" if info.deleted else ""
+        deleted = f" ({info.deleted} deleted with their results)" if info.deleted else ""
+        out.append(f"trials replaced: {info.added} added, {info.removed} removed{deleted}")
     if info.rerun:
-        out += f"; {info.rerun} done trials to measure again"
-    return out
+        out.append(f"{info.rerun} done trials to measure again")
+    return "; ".join(out)
 
 
 def resume(

@@ -594,6 +594,7 @@ class Store:
                     wall_s=r.wall_s,
                     load_s=r.load_s,
                     code_version=r.code_version[:80],
+                    device_name=r.device_name[:200] or None,
                 )
             s.execute(update(Trial).where(Trial.id == trial_id).values(**values))
             if inserted is not None:

@@ -5,6 +5,7 @@ can be measured again on purpose (`orch submit --rerun`, `orch delete`)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from sqlalchemy import func, select
 
 from db.models import Result, Sweep, SweepStatus, SweepTrial, Trial, TrialStatus
 from engine.models import auto_dtype, load_model
+from engine.profile import device_info
 from orchestrator import preflight
 from orchestrator.cli import main
 from orchestrator.preflight import placement
@@ -123,10 +125,14 @@ def test_submit_stores_the_resolved_device(tmp_path, sqlite_url):
     assert r.exit_code == 0, r.output
     store = Store(sqlite_url, mode="read")
     with store.Session() as s:
-        (cfg,) = s.scalars(select(Trial.config)).all()
+        ((cfg, name),) = s.execute(select(Trial.config, Trial.device_name)).all()
     store.close()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     assert (cfg["device"], cfg["dtype"], cfg["draft_dtype"]) == (device, "float32", None)
+    # and the model name of the device it measured on, per trial, in the export too
+    assert name and name == device_info(device)["device_name"]
+    r = CliRunner().invoke(main, ["export", "--format", "json", "--db", sqlite_url])
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["device_name"] == name
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -203,7 +209,8 @@ def test_cli_refuses_an_edited_file_then_replaces(tmp_path, sqlite_url):
     assert line.startswith("error: sweep 's' has 3 trials and this file gives 2: 1 removed")
     r = CliRunner().invoke(main, [*run, "--replace"])
     assert r.exit_code == 0, r.output
-    assert "2 trials (0 new, 2 already done); replaced: 0 added, 1 removed" in r.stderr
+    assert "trials replaced: 0 added, 1 removed (1 deleted with their results)" in r.stderr
+    assert "2 trials (0 new, 2 already done)" in r.stderr
     assert "ran 0" in r.stdout
 
 
