@@ -145,6 +145,7 @@ class Trial(Base):
     owner: Mapped[str | None] = mapped_column(String(200))  # driver id holding a running trial
     lease_until: Mapped[float | None] = mapped_column(Float)  # the owner's claim ends (unix s)
     worker_node: Mapped[str | None] = mapped_column(String(64))  # Ray node id of its worker
+    device_name: Mapped[str | None] = mapped_column(String(200))  # GPU or CPU model it ran on
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 

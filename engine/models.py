@@ -268,6 +268,14 @@ def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.d
     return table[dtype]
 
 
+def auto_dtype(name: str, device: str) -> str:
+    """What dtype `auto` means for model `name` on `device` (a device string, not auto), as
+    load_model resolves it: tiny models always float32, others pick_dtype's default."""
+    if name in TINY_MODELS:
+        return "float32"
+    return str(pick_dtype("auto", torch.device(device))).removeprefix("torch.")
+
+
 # sdpa_gqa (kernels/sdpa_gqa.py, the default): transformers' sdpa without its key/value copy
 # per query head under a mask; tree_triton: the Triton tree kernel for verification forwards
 ATTENTION = ("sdpa_gqa", "sdpa", "eager", "tree_triton")

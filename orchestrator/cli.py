@@ -181,6 +181,7 @@ def generate(
 
 def _register() -> None:
     from orchestrator.cli_data import datasets, models
+    from orchestrator.cli_delete import delete
     from orchestrator.cli_profile import profile
     from orchestrator.cli_report import compare, export, plot, query
     from orchestrator.cli_sweep import cancel, db, resume, status, submit
@@ -194,6 +195,7 @@ def _register() -> None:
         plot,
         cancel,
         resume,
+        delete,
         db,
         models,
         datasets,

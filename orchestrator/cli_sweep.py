@@ -108,7 +108,18 @@ def _finish(run) -> None:
 @click.argument("sweep_file", type=click.Path(dir_okay=False))
 @db_option
 @_run_options
-def submit(sweep_file, db_url, **kw) -> None:
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="a sweep is its name: resubmitting an edited file is refused unless --replace, which "
+    "makes this file's trials the sweep's (unchanged trials keep their results)",
+)
+@click.option(
+    "--rerun",
+    is_flag=True,
+    help="measure the sweep's done trials again; each new result replaces the old one",
+)
+def submit(sweep_file, db_url, replace, rerun, **kw) -> None:
     """Validate SWEEP_FILE, store its trials, run those not done yet. Several drivers may
     run one sweep, or sweeps sharing configs, at once: they split the trials.
 
@@ -120,6 +131,7 @@ def submit(sweep_file, db_url, **kw) -> None:
         from orchestrator.jobs import submit_job
 
         opts = {k: v for k, v in kw.items() if k not in ("address", "progress")}
+        opts.update(replace=replace, rerun=rerun)
         sys.exit(
             submit_job(
                 sweep_file, kw["address"], db_url, opts, log=lambda line: click.echo(line, err=True)
@@ -127,7 +139,9 @@ def submit(sweep_file, db_url, **kw) -> None:
         )
     from orchestrator.runner import submit as run
 
-    _finish(lambda log: run(sweep_file, db_url, _options(**kw), log=log))
+    _finish(
+        lambda log: run(sweep_file, db_url, _options(**kw), log=log, replace=replace, rerun=rerun)
+    )
 
 
 @click.command()

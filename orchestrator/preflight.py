@@ -56,6 +56,51 @@ def check_run(opts: Any, devices: Iterable[str]) -> None:
             )
 
 
+def place_trials(trials: list, opts: Any) -> list:
+    """The trials (TrialConfig) with device and dtype `auto` resolved for how they will run
+    (orchestrator.spec.place); the placement is asked for only when a trial needs it."""
+    from orchestrator.spec import place
+
+    auto = any(t.device == "auto" for t in trials)
+    return place(trials, placement(opts) if auto else "cpu")
+
+
+def placement(opts: Any) -> str:
+    """The device trials with `device: auto` run on under `opts` (RunOptions), decided where
+    the sweep is expanded, which need not be where it runs (a Ray head without GPUs
+    dispatching to GPU workers): the local executor runs them on this machine (cuda when it
+    has a GPU, as engine.models.pick_device does); Ray runs them on GPU actors, so cuda, with
+    `--accelerator gpu` or (auto) when the cluster has GPUs, as the Ray executor plans its
+    actors; else cpu."""
+    if opts.executor == "local":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if opts.accelerator != "auto":
+        return "cuda" if opts.accelerator == "gpu" else "cpu"
+    gpus = _cluster_gpus(opts.address) if opts.address else _local_gpus()
+    return "cuda" if gpus > 0 else "cpu"
+
+
+def _cluster_gpus(address: str) -> int:
+    """GPUs of the Ray cluster at `address` now (what the executor's plan sees when it
+    connects); the connection is closed again unless this process had one already."""
+    ray = importlib.import_module("ray")
+    if ray.is_initialized():
+        return int(ray.cluster_resources().get("GPU", 0))
+    hidden = {k: os.environ.pop(k) for k in ("ORCH_DB_URL",) if k in os.environ}
+    try:
+        ray.init(address=address, log_to_driver=False)
+        return int(ray.cluster_resources().get("GPU", 0))
+    except Exception as e:  # noqa: BLE001 - ray raises many kinds for a cluster it cannot join
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        raise PreflightError(f"cannot join the Ray cluster at {address}: {first}") from None
+    finally:
+        os.environ.update(hidden)
+        if ray.is_initialized():
+            ray.shutdown()
+
+
 def check_address(address: str) -> None:
     """A Ray address `ray.init` would accept, whose host answers on its port within
     ADDRESS_TIMEOUT_S (so a wrong address fails here, not after a long wait in Ray)."""

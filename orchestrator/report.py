@@ -103,6 +103,7 @@ def load_frame(
         Trial.attempts,
         Trial.worker_host,
         Trial.gpu_id,
+        Trial.device_name,
         Trial.wall_s,
         Trial.load_s,
         Trial.code_version,

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from db.models import SweepStatus
 from engine.config import ConfigError
 from orchestrator.executors import Job, Worker, make_executor
-from orchestrator.preflight import check_run
+from orchestrator.preflight import check_run, place_trials
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.spec import load_sweep
 from orchestrator.store import DB_RETRY_S, LEASE_S, OPEN, Store, StoreError
@@ -150,15 +150,27 @@ def open_store(
 
 
 def submit(
-    path: str | Path, url: str | None, opts: RunOptions, log: Callable[[str], None] = print
+    path: str | Path,
+    url: str | None,
+    opts: RunOptions,
+    log: Callable[[str], None] = print,
+    replace: bool = False,
+    rerun: bool = False,
 ) -> RunSummary:
+    """`replace`: the file's trials become the sweep's even where they differ (else a
+    changed trial set is refused); `rerun`: its done trials are measured again (Store.submit)."""
     # everything validated before the database is touched; for a remote cluster (an address)
     # model folders are checked where they load, on the workers
     sweep, trials = load_sweep(path, local_models=opts.address is None)
     check_run(opts, {t.device for t in trials})  # and how it will run: Ray, GPUs, devices
+    trials = place_trials(trials, opts)  # device and dtype `auto` resolved: part of the hash
     store = open_store(url, opts, log)
     try:
-        info = store.submit(sweep.name, sweep.to_dict(), trials, code_version())
+        info = store.submit(
+            sweep.name, sweep.to_dict(), trials, code_version(), replace=replace, rerun=rerun
+        )
+        if info.added or info.removed or info.rerun:
+            log(f"sweep {sweep.name!r}: {submit_changes(info)}")
         for d in {d.name for d in sweep.datasets}:
             store.upsert_dataset(dataset_row(d))
         log(
@@ -168,6 +180,17 @@ def submit(
         return run_sweep(store, info.sweep_id, opts, new=info.new, log=log)
     finally:
         store.close()
+
+
+def submit_changes(info: Any) -> str:
+    """What --replace and --rerun changed (a SubmitInfo), for the submit line."""
+    out = []
+    if info.added or info.removed:
+        deleted = f" ({info.deleted} deleted with their results)" if info.deleted else ""
+        out.append(f"trials replaced: {info.added} added, {info.removed} removed{deleted}")
+    if info.rerun:
+        out.append(f"{info.rerun} done trials to measure again")
+    return "; ".join(out)
 
 
 def resume(

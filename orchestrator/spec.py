@@ -44,6 +44,7 @@ against the models' vocabularies. Errors are `SpecError`, one line naming the fi
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
@@ -411,6 +412,32 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
                     )
                     trials.setdefault(cfg.config_hash, cfg)
     return list(trials.values())
+
+
+def place(trials: list[TrialConfig], device: str) -> list[TrialConfig]:
+    """The trials as they will run: device `auto` becomes `device` (where the executor puts
+    them: orchestrator.preflight.placement) and dtype `auto` (each role's) what the model
+    loads as there (engine.models.auto_dtype), so that a trial's hash names where and how it
+    ran and a CPU run and a GPU run of one sweep file are two results, not one.
+
+    Trials stored before this resolution existed hold `auto` in their config: they keep
+    their rows and results, but a resubmission gets a new identity (new hash) for them and
+    runs them again. Configs that were explicit (e.g. device cpu, dtype float32) keep their
+    hashes. Configs that resolve alike are kept once, in order."""
+    from engine.models import NO_DRAFT, auto_dtype
+
+    out: dict[str, TrialConfig] = {}
+    for t in trials:
+        dev = device if t.device == "auto" else t.device
+        dtype = auto_dtype(t.target, dev) if t.dtype == "auto" else t.dtype
+        draft_dtype = None
+        if t.draft != NO_DRAFT:
+            wanted = t.dtype if t.draft_dtype is None else t.draft_dtype
+            draft_dtype = auto_dtype(t.draft, dev) if wanted == "auto" else wanted
+            draft_dtype = None if draft_dtype == dtype else draft_dtype
+        placed = dataclasses.replace(t, device=dev, dtype=dtype, draft_dtype=draft_dtype)
+        out.setdefault(placed.config_hash, placed)
+    return list(out.values())
 
 
 def _check_vocabularies(sweep: Sweep, points: dict, source: str) -> None:

@@ -73,12 +73,20 @@ class StoreError(ConfigError):
     """A database problem or a request the database cannot satisfy, as one line."""
 
 
+class SweepChanged(StoreError):
+    """A sweep resubmitted under its name with another trial set, without `replace`."""
+
+
 @dataclass(frozen=True)
 class SubmitInfo:
     sweep_id: int
     total: int  # trials in the sweep
     new: int  # trials inserted by this submission
     done: int  # trials of the sweep that already have a result
+    added: int = 0  # trials the sweep did not have before (replace)
+    removed: int = 0  # trials no longer in the sweep (replace)
+    deleted: int = 0  # of those, trials in no other sweep: deleted with their results
+    rerun: int = 0  # done trials put back to pending to be measured again (rerun)
 
 
 @dataclass(frozen=True)
@@ -187,14 +195,40 @@ class Store:
     # ------------------------------------------------------------------ sweeps
 
     def submit(
-        self, name: str, spec: dict[str, Any], trials: list[TrialConfig], code_version: str
+        self,
+        name: str,
+        spec: dict[str, Any],
+        trials: list[TrialConfig],
+        code_version: str,
+        replace: bool = False,
+        rerun: bool = False,
     ) -> SubmitInfo:
-        """Create or update sweep `name` and make its trial set exactly `trials` (new trials
-        get ids in their order: the order drivers run them). Trials are written before the
-        sweep row, the order every transaction here locks rows in (trials, then sweeps)."""
+        """Create or update sweep `name` with the trial set `trials` (new trials get ids in
+        their order: the order drivers run them). Trials are written before the sweep row,
+        the order every transaction here locks rows in (trials, then sweeps).
+
+        A sweep's trial set is its identity: when `name` exists with other trials,
+        SweepChanged says what differs, unless `replace`: then the sweep's set becomes
+        `trials` (unchanged trials keep their results) and the trials it dropped that no
+        other sweep holds are deleted with their results (running ones are left alone), so
+        that reports over all sweeps do not show them either. `rerun`: the sweep's done trials
+        go back to pending, to be measured again; each old result stays until its new one
+        replaces it (record_result). All of it is one transaction."""
         hashes = [t.config_hash for t in trials]
 
         def tx(s: Session) -> SubmitInfo:
+            before = dict(
+                s.execute(
+                    select(Trial.config_hash, Trial.config)
+                    .join(SweepTrial, SweepTrial.trial_id == Trial.id)
+                    .join(Sweep, Sweep.id == SweepTrial.sweep_id)
+                    .where(Sweep.name == name)
+                ).all()
+            )
+            added = [t for t in trials if t.config_hash not in before]
+            removed = sorted(set(before) - set(hashes))
+            if before and (added or removed) and not replace:
+                raise SweepChanged(_changed(name, len(before), trials, added, removed, before))
             new = 0
             for chunk in _chunks(trials):
                 res = s.execute(
@@ -234,12 +268,14 @@ class Store:
             linked = set(
                 s.scalars(select(SweepTrial.trial_id).where(SweepTrial.sweep_id == sweep_id))
             )
-            for chunk in _chunks(sorted(linked - wanted)):
+            dropped = sorted(linked - wanted)
+            for chunk in _chunks(dropped):
                 s.execute(
                     delete(SweepTrial).where(
                         SweepTrial.sweep_id == sweep_id, SweepTrial.trial_id.in_(chunk)
                     )
                 )
+            deleted = _delete_orphans(s, dropped)
             missing = sorted(wanted - linked)
             for chunk in _chunks(missing):
                 s.execute(
@@ -252,13 +288,23 @@ class Store:
                 .join(Trial)
                 .where(SweepTrial.sweep_id == sweep_id, Trial.status == TrialStatus.DONE)
             )
+            again = _reopen_done(s, s.scalars(_members(sweep_id)).all()) if rerun else 0
             status = s.scalar(select(Sweep.status).where(Sweep.id == sweep_id))
             if _settled(s, sweep_id):  # every config ran before, here or in another sweep
                 status = SweepStatus.FINISHED
             elif status == SweepStatus.FINISHED:  # the spec grew
                 status = SweepStatus.SUBMITTED
             s.execute(update(Sweep).where(Sweep.id == sweep_id).values(status=status))
-            return SubmitInfo(sweep_id=sweep_id, total=len(wanted), new=new, done=done or 0)
+            return SubmitInfo(
+                sweep_id=sweep_id,
+                total=len(wanted),
+                new=new,
+                done=done or 0,
+                added=len(added) if before else 0,
+                removed=len(removed),
+                deleted=deleted,
+                rerun=again,
+            )
 
         return self.transact(f"submitting sweep {name!r}", tx)
 
@@ -375,6 +421,37 @@ class Store:
 
         return self.transact(f"cancelling sweep {name!r}", tx)
 
+    def shared_trials(self, name: str, trial_ids: list[int]) -> int:
+        """How many of `trial_ids` another sweep than `name` holds too."""
+
+        def tx(s: Session) -> int:
+            n = 0
+            for chunk in _chunks(sorted(trial_ids)):
+                n += s.scalar(
+                    select(func.count(func.distinct(SweepTrial.trial_id)))
+                    .join(Sweep)
+                    .where(SweepTrial.trial_id.in_(chunk), Sweep.name != name)
+                )
+            return n
+
+        return self.transact("counting shared trials", tx)
+
+    def delete_results(self, trial_ids: list[int]) -> int:
+        """Delete the results of the done trials among `trial_ids`, which go back to pending
+        (a resume measures them again), in one transaction; returns how many."""
+
+        def tx(s: Session) -> int:
+            done = []
+            for chunk in _chunks(sorted(trial_ids)):
+                done += s.scalars(
+                    select(Trial.id).where(Trial.id.in_(chunk), Trial.status == TrialStatus.DONE)
+                ).all()
+            for chunk in _chunks(done):
+                s.execute(delete(Result).where(Result.trial_id.in_(chunk)))
+            return _reopen_done(s, done)
+
+        return self.transact("deleting results", tx)
+
     # ------------------------------------------------------------------ trials
 
     def runnable(
@@ -479,10 +556,16 @@ class Store:
 
     def record_result(self, trial_id: int, r: TrialResult) -> None:
         """Store the trial's result and mark it done, whoever holds it now; a second result
-        for the same trial or config hash is ignored (the first one stands)."""
+        for the same trial or config hash is ignored (the first one stands). A trial put back
+        to pending to be measured again (rerun, delete_results...) still holding its old
+        result gets the new one in its place, in this one transaction."""
 
         def tx(s: Session) -> None:
-            stored_hash = s.scalar(select(Trial.config_hash).where(Trial.id == trial_id))
+            stored_hash, status = s.execute(
+                select(Trial.config_hash, Trial.status).where(Trial.id == trial_id)
+            ).one()
+            if status != TrialStatus.DONE:  # measured again (rerun): the new result replaces
+                s.execute(delete(Result).where(Result.trial_id == trial_id))  # the old one
             inserted = s.scalar(
                 self._insert(Result)
                 .values(
@@ -511,6 +594,7 @@ class Store:
                     wall_s=r.wall_s,
                     load_s=r.load_s,
                     code_version=r.code_version[:80],
+                    device_name=r.device_name[:200] or None,
                 )
             s.execute(update(Trial).where(Trial.id == trial_id).values(**values))
             if inserted is not None:
@@ -739,6 +823,76 @@ def _settle(s: Session, trial_id: int) -> None:
         .values(status=SweepStatus.FINISHED),
         execution_options={"synchronize_session": False},
     )
+
+
+def _changed(
+    name: str,
+    had: int,
+    trials: list[TrialConfig],
+    added: list[TrialConfig],
+    removed: list[str],
+    before: dict[str, dict],
+) -> str:
+    """One line: how the trial set of sweep `name` would change, and what to do."""
+    parts = []
+    if added:
+        parts.append(f"{len(added)} added (e.g. {added[0].label()})")
+    if removed:
+        example = TrialConfig.from_dict(before[removed[0]]).label()
+        parts.append(f"{len(removed)} removed (e.g. {example})")
+    auto = sum(1 for h in removed if "auto" in (before[h].get("device"), before[h].get("dtype")))
+    why = (
+        f"; {auto} of the removed were stored with device or dtype auto, which is now "
+        "resolved to where trials run, so their identity changed"
+        if auto
+        else ""
+    )
+    return (
+        f"sweep {name!r} has {had} trials and this file gives {len(trials)}: "
+        f"{', '.join(parts)}{why}; resubmit with --replace to make these its trials "
+        f"(results of unchanged trials are kept, removed ones no other sweep holds are "
+        f"deleted), or give the sweep another name"
+    )
+
+
+def _delete_orphans(s: Session, trial_ids: list[int]) -> int:
+    """Delete, with their results, the trials among `trial_ids` that no sweep holds any
+    more (running ones stay: a driver is about to record them)."""
+    held = select(SweepTrial.trial_id)
+    orphans = []
+    for chunk in _chunks(trial_ids):
+        orphans += s.scalars(
+            select(Trial.id).where(
+                Trial.id.in_(chunk), Trial.id.not_in(held), Trial.status != TrialStatus.RUNNING
+            )
+        ).all()
+    for chunk in _chunks(sorted(orphans)):
+        s.execute(delete(Result).where(Result.trial_id.in_(chunk)))
+        s.execute(delete(Trial).where(Trial.id.in_(chunk)))
+    return len(orphans)
+
+
+def _reopen_done(s: Session, trial_ids: list[int]) -> int:
+    """done -> pending for the trials among `trial_ids`, to be measured again; their results
+    stay until the new ones replace them. Every sweep holding one is no longer finished."""
+    n = 0
+    for chunk in _chunks(sorted(trial_ids)):
+        n += s.execute(
+            update(Trial)
+            .where(Trial.id.in_(chunk), Trial.status == TrialStatus.DONE)
+            .values(status=TrialStatus.PENDING, attempts=0, error=None),
+            execution_options={"synchronize_session": False},
+        ).rowcount
+        s.execute(
+            update(Sweep)
+            .where(
+                Sweep.id.in_(select(SweepTrial.sweep_id).where(SweepTrial.trial_id.in_(chunk))),
+                Sweep.status == SweepStatus.FINISHED,
+            )
+            .values(status=SweepStatus.SUBMITTED),
+            execution_options={"synchronize_session": False},
+        )
+    return n
 
 
 def _last_line(text: str | None) -> str:

@@ -155,7 +155,16 @@ def run_trial(
         warmup_s=warmup_s,
         code_version=code_version(),
         models=[model_info(m) for m in (pair.target, pair.draft) if m is not None],
+        device_name=device_name(str(pair.target.device)),
     )
+
+
+@functools.lru_cache(maxsize=8)
+def device_name(device: str) -> str:
+    """The model name of the GPU or CPU behind `device` (what the trial measured on)."""
+    from engine.profile import device_info
+
+    return device_info(device)["device_name"]
 
 
 def _cuda_index(pair: Any) -> str | None:

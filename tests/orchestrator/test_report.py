@@ -140,6 +140,7 @@ def test_plots(filled, tmp_path):
         "speedup_by_method.png",
         "speedup_fixed_tree_depth.png",
         "speedup_linear_k.png",
+        "tokens_per_iteration_fixed_tree_depth.png",
     ]
     for p in out:
         with open(p, "rb") as f:

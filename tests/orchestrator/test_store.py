@@ -87,9 +87,10 @@ def test_submit_is_idempotent_and_tracks_the_spec(db_url):
     c = store.submit("t", {"name": "t"}, trials[3:] + [fake_config(9)], "v1")
     assert (c.total, c.new) == (3, 1)
     assert _count(store, Trial) == 6
-    # a smaller spec shrinks the sweep's trial set; rows stay
-    d = store.submit("s", {"name": "s"}, trials[:2], "v2")
-    assert d.total == 2 and _count(store, Trial) == 6
+    # a smaller spec is refused (test_identity.py), or with replace shrinks the sweep's
+    # trial set; rows another sweep holds stay, the others go
+    d = store.submit("s", {"name": "s"}, trials[:2], "v2", replace=True)
+    assert d.total == 2 and d.deleted == 1 and _count(store, Trial) == 5
     store.close()
 
 
@@ -249,7 +250,7 @@ def test_sweep_status_follows_its_trials(db_url):
     assert a.sweep_status(a.sweep("z")["id"]) == "finished"
     assert a.cancel("x") == CancelInfo(finished=True, cancelled=0, shared=0)
     assert a.sweep_status(x) == "finished"
-    grown = a.submit("z", {"name": "z"}, [cfg[2], cfg[4], cfg[5]], "v").sweep_id
+    grown = a.submit("z", {"name": "z"}, [cfg[2], cfg[4], cfg[5]], "v", replace=True).sweep_id
     assert a.sweep_status(grown) == "submitted"
     a.submit("w", {"name": "w"}, [cfg[5]], "v")
     assert a.cancel("z") == CancelInfo(finished=False, cancelled=0, shared=1)
