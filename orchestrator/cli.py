@@ -13,7 +13,7 @@ import sys
 import click
 
 from engine.config import ENGINES, ConfigError, parse_key_values
-from engine.model_names import DEFAULT_PAIR
+from engine.model_names import DEFAULT_PAIR, canonical_name
 
 
 class OrchGroup(click.Group):
@@ -68,7 +68,10 @@ def _parse_prompt_ids(text: str) -> list[int]:
 
 @main.command()
 @click.option(
-    "--target", default=DEFAULT_PAIR[0], show_default=True, help="target model name or folder"
+    "--target",
+    default=DEFAULT_PAIR[0],
+    show_default=True,
+    help="target model: a built-in name, its Hugging Face id, or a folder",
 )
 @click.option(
     "--draft",
@@ -137,6 +140,7 @@ def generate(
     from engine.no_draft import no_draft
     from orchestrator.limits import check_generate
 
+    target, draft = canonical_name(target), canonical_name(draft)  # hub ids of the real pair
     m = resolve_method(method, parse_key_values(params), temperature)
     if (prompt is None) == (prompt_ids is None):
         raise ConfigError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")

@@ -64,5 +64,6 @@ where_option = click.option(
     "--where",
     multiple=True,
     metavar="COL OP VALUE",
-    help="filter, repeatable: method=dynatree, depth>=4, target=NAME",
+    help="filter, repeatable: --where method=dynatree --where 'depth>=4' --where "
+    "'target!=NAME' (quote < > ! for the shell: unquoted, depth>=4 writes a file named =4)",
 )
