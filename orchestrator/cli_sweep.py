@@ -61,13 +61,22 @@ def _run_options(f):
                 default=None,
                 help="progress bar on stderr (default: when stderr is a terminal)",
             ),
+            click.option(
+                "-v",
+                "--verbose",
+                is_flag=True,
+                help="library warnings and logs (transformers, Ray) on the terminal too; "
+                "they always go to the run log, ORCH_HOME/logs/SWEEP-TIME-PID.log",
+            ),
         ]
     ):
         f = opt(f)
     return f
 
 
-def _options(executor, address, actors, accelerator, retry_failed, lease_s, db_retry_s, progress):
+def _options(
+    executor, address, actors, accelerator, retry_failed, lease_s, db_retry_s, progress, verbose
+):
     from orchestrator.runner import RunOptions
 
     timing = {"lease_s": lease_s, "db_retry_s": db_retry_s}
@@ -78,6 +87,7 @@ def _options(executor, address, actors, accelerator, retry_failed, lease_s, db_r
         accelerator=accelerator,
         retry_failed=retry_failed,
         progress=progress,
+        verbose=verbose,
         **{k: v for k, v in timing.items() if v is not None},
     )
 

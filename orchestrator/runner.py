@@ -31,6 +31,7 @@ from engine.config import ConfigError
 from orchestrator.executors import Job, Worker, make_executor
 from orchestrator.preflight import check_run
 from orchestrator.records import TrialFailure, TrialResult
+from orchestrator.runlog import run_log
 from orchestrator.spec import load_sweep
 from orchestrator.store import DB_RETRY_S, LEASE_S, OPEN, Store, StoreError
 from orchestrator.trial import code_version
@@ -74,6 +75,7 @@ class RunOptions:
     lease_s: float = LEASE_S  # this driver's claim on a trial, renewed by heartbeat
     db_retry_s: float = DB_RETRY_S  # how long a lost database is retried before stopping
     progress: bool | None = None  # None: when stderr is a terminal
+    verbose: bool = False  # library warnings and logs on the terminal too, not only the run log
 
 
 class DriverSink:
@@ -165,7 +167,9 @@ def submit(
             f"sweep {sweep.name!r} in {store.display_url}: {info.total} trials "
             f"({info.new} new, {info.done} already done)"
         )
-        return run_sweep(store, info.sweep_id, opts, new=info.new, log=log)
+        with run_log(sweep.name, opts.verbose, opts.executor) as path:
+            log(f"run log: {path}")
+            return run_sweep(store, info.sweep_id, opts, new=info.new, log=log)
     finally:
         store.close()
 
@@ -178,7 +182,9 @@ def resume(
         sweep = store.sweep(name)
         check_run(opts, {sweep["spec"].get("device", "auto")})
         log(f"resuming sweep {sweep['name']!r} in {store.display_url}")
-        return run_sweep(store, sweep["id"], opts, new=0, log=log)
+        with run_log(sweep["name"], opts.verbose, opts.executor) as path:
+            log(f"run log: {path}")
+            return run_sweep(store, sweep["id"], opts, new=0, log=log)
     finally:
         store.close()
 
@@ -259,6 +265,7 @@ def _drive(
                     address=opts.address,
                     actors=opts.actors,
                     accelerator=opts.accelerator,
+                    verbose=opts.verbose,
                 )
             sink.add(len(jobs))
             executor.run(jobs, sink)

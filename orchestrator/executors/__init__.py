@@ -56,6 +56,7 @@ def make_executor(
     address: str | None = None,
     actors: int | None = None,
     accelerator: str = "auto",
+    verbose: bool = False,
 ) -> Any:
     if name == "local":
         from orchestrator.executors.local import LocalExecutor
@@ -70,5 +71,6 @@ def make_executor(
             max_attempts=max_attempts,
             actors=actors,
             accelerator=accelerator,
+            verbose=verbose,
         )
     raise ConfigError(f"unknown executor {name!r} (known: local, ray)")

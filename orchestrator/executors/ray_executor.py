@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import socket
 import time
@@ -146,10 +147,12 @@ class RayExecutor:
         actors: int | None = None,
         pipeline: int = 2,
         accelerator: str = "auto",
+        verbose: bool = False,
     ) -> None:
         if accelerator not in ("auto", "gpu", "cpu"):
             raise ConfigError(f"unknown accelerator {accelerator!r} (known: auto, gpu, cpu)")
         self.accelerator = accelerator
+        self.verbose = verbose  # workers' stdout and stderr on the driver's terminal
         self.address, self.warmup, self.max_attempts = address, warmup, max_attempts
         self.actors, self.pipeline = actors, pipeline
         self.slots: list[Slot] = []
@@ -167,14 +170,17 @@ class RayExecutor:
             return False
         hidden = {k: os.environ.pop(k) for k in SECRET_ENV if k in os.environ}
         try:
+            # Ray's own lines (start-up, token authentication) go through the "ray" logger:
+            # orchestrator.runlog sends them to the run log unless --verbose
+            quiet = {"log_to_driver": self.verbose, "logging_level": logging.INFO}
             if self.address:
-                ray.init(address=self.address, log_to_driver=False)
+                ray.init(address=self.address, **quiet)
                 return True
             path = os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p)
             ray.init(
                 include_dashboard=False,
-                log_to_driver=False,
                 runtime_env={"env_vars": {"PYTHONPATH": path}},
+                **quiet,
             )
             _start_reaper()
             return True

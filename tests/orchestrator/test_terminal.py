@@ -78,3 +78,139 @@ def test_heroku_style_url_reaches_the_real_server(pg_url, scheme):
         assert store.sweep("s")["name"] == "s"
     finally:
         store.close()
+
+
+# ---- a quiet terminal: library warnings and logs go to the run log -------------------------
+
+TINY = """\
+name: {name}
+pairs:
+  - {{target: tiny-llama, draft: tiny-llama-draft}}
+dataset: {{name: spec_bench, prompts: 1, prompt_tokens: 16}}
+max_new_tokens: 4
+repeats: 1
+warmup: 0
+methods:
+  - name: autoregressive
+  - name: linear
+    grid: {{k: [2]}}
+"""
+LIB_WARNING = "deprecated-knob is deprecated and will be removed"
+LIB_LOG = "transformers says: generation flags are not valid"
+
+
+def _tiny(tmp_path, name="quiet"):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(TINY.format(name=name))
+    return path
+
+
+@pytest.fixture
+def noisy_library(monkeypatch):
+    """Trials that warn (a FutureWarning, as transformers does) and log through the
+    transformers logger, whose default handler prints on stderr."""
+    import logging
+    import warnings
+
+    from orchestrator.executors import local
+
+    real = local.run_trial
+
+    def run_trial(*a, **kw):
+        warnings.warn(LIB_WARNING, FutureWarning, stacklevel=1)
+        logging.getLogger("transformers.generation").warning(LIB_LOG)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(local, "run_trial", run_trial)
+    monkeypatch.setattr(warnings, "filters", [("always", None, Warning, None, 0)])
+
+
+def _run_log(output: str) -> str:
+    from pathlib import Path
+
+    lines = [ln for ln in output.splitlines() if ln.startswith("run log: ")]
+    assert len(lines) == 1, output
+    return Path(lines[0].removeprefix("run log: ")).read_text()
+
+
+def test_library_warnings_go_to_the_run_log_not_the_terminal(
+    tmp_path, monkeypatch, capfd, noisy_library
+):
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    r = CliRunner().invoke(
+        main, ["submit", str(_tiny(tmp_path)), "--db", db, "--executor", "local", "--progress"]
+    )
+    assert r.exit_code == 0, r.output
+    fd = capfd.readouterr()
+    terminal = r.output + fd.out + fd.err
+    assert LIB_WARNING not in terminal and LIB_LOG not in terminal and "Warning" not in terminal
+    log = _run_log(r.stderr)
+    assert f"FutureWarning: {LIB_WARNING}" in log and LIB_LOG in log
+    assert list((tmp_path / "home" / "logs").glob("quiet-*.log"))
+    # and the process is as it was: warnings print again, the transformers logger too
+    import logging
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    assert logging.getLogger("transformers").handlers == [hf_logging._default_handler]
+    assert not logging.getLogger("transformers").propagate
+    assert warnings.showwarning is warnings._showwarning_orig or "pytest" in repr(
+        warnings.showwarning
+    )
+
+
+def test_verbose_shows_library_warnings_on_the_terminal_too(tmp_path, monkeypatch, noisy_library):
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    r = CliRunner().invoke(
+        main, ["submit", str(_tiny(tmp_path)), "--db", db, "--executor", "local", "-v"]
+    )
+    assert r.exit_code == 0, r.output
+    assert LIB_WARNING in r.stderr
+    assert LIB_WARNING in _run_log(r.stderr)
+
+
+def test_a_real_local_sweep_prints_only_our_lines(tmp_path):
+    """transformers warns from inside the trials (e.g. a FutureWarning of `past_key_values`):
+    in a fresh process nothing but orch's own lines reaches the terminal."""
+    from orch_helpers import orch
+
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    p = orch(
+        "submit", str(_tiny(tmp_path)), "--db", db, "--executor", "local",
+        env={"ORCH_HOME": str(tmp_path / "home")},
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert [ln.split(":")[0].split(" ")[0] for ln in p.stderr.splitlines()] == [
+        "sweep", "run", "2",
+    ], p.stderr  # fmt: skip
+    assert "Warning" not in p.stderr + p.stdout
+    _run_log(p.stderr)  # written, path printed once
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs Ray")
+def test_ray_start_up_lines_go_to_the_run_log(tmp_path):
+    from orch_helpers import orch
+
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    p = orch(
+        "submit", str(_tiny(tmp_path, "rayquiet")), "--db", db, "--actors", "1",
+        env={"ORCH_HOME": str(tmp_path / "home")},
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "Started a local Ray instance" not in p.stderr + p.stdout
+    assert "authentication" not in p.stderr + p.stdout
+    assert " -- " not in p.stderr  # Ray's log format
+    assert "Started a local Ray instance" in _run_log(p.stderr)
+
+
+def test_run_log_paths_are_per_run_and_safe(tmp_path, monkeypatch):
+    from orchestrator.runlog import log_path
+
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path))
+    p = log_path("../etc/my sweep", now=0)
+    assert p.parent == tmp_path / "logs"
+    assert p.name.startswith("etc_my_sweep-19700101-000000-") and p.suffix == ".log"
+    assert log_path("s", now=0) != log_path("s", now=1)
