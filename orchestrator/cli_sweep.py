@@ -18,7 +18,8 @@ def _run_options(f):
                 type=click.Choice(["ray", "local"]),
                 default="ray",
                 show_default=True,
-                help="ray: one actor per GPU (or CPU slot); local: in this process",
+                help="ray: trials in parallel, one worker per GPU (or CPU core); local: one "
+                "at a time in this process, no Ray",
             ),
             click.option(
                 "--address",
@@ -122,8 +123,14 @@ def submit(sweep_file, db_url, **kw) -> None:
     """Validate SWEEP_FILE, store its trials, run those not done yet. Several drivers may
     run one sweep, or sweeps sharing configs, at once: they split the trials.
 
-    Executors: `ray` (default) runs one actor per GPU, or per CPU slot without GPUs, on a
-    local Ray or the cluster at --address; `local` runs the trials in this process (no Ray)."""
+    \b
+    Which executor:
+    - `ray` (default): trials in parallel, one worker per GPU, or per CPU core without GPUs,
+      on a local Ray or the cluster at --address. For GPUs, clusters, and many trials on a
+      multi-core CPU (each worker gets its share of the cores).
+    - `local`: one trial at a time in this process, with every CPU core (one thread for the
+      built-in tiny models). For a quick check, one GPU, debugging, or where Ray is not
+      installed; no Ray start-up."""
     from orchestrator.jobs import is_jobs_address
 
     if is_jobs_address(kw["address"]):

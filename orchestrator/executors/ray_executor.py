@@ -32,7 +32,14 @@ import ray
 from ray.exceptions import RayActorError, RayError
 
 from engine.config import ConfigError
-from orchestrator.executors import Job, Sink, Worker, format_error
+from orchestrator.executors import (
+    Job,
+    Sink,
+    Worker,
+    format_error,
+    trial_threads,
+    worker_threads,
+)
 from orchestrator.records import TrialConfig, TrialFailure, TrialResult
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
@@ -45,10 +52,10 @@ class TrialActor:
     """Holds one loaded model pair at a time (orchestrator.trial's cache) and runs trials."""
 
     def __init__(self, warmup: int, threads: int | None) -> None:
-        if threads:
-            import torch
+        import torch
 
-            torch.set_num_threads(threads)
+        self.threads = threads or torch.get_num_threads()
+        torch.set_num_threads(self.threads)
         gpus = ray.get_gpu_ids()
         self.gpu_id = ",".join(str(g) for g in gpus) or None
         if self.gpu_id:
@@ -67,8 +74,11 @@ class TrialActor:
         }
 
     def run(self, config: TrialConfig, prompts: list | None) -> TrialResult | TrialFailure:
+        import torch
+
         from orchestrator.trial import run_trial
 
+        torch.set_num_threads(trial_threads(config, self.threads))
         started = time.time()
         try:
             result = run_trial(config, prompts=prompts, warmup=self.warmup)
@@ -201,7 +211,7 @@ class RayExecutor:
         n = self.actors or (gpus if use_gpu else cpus)
         n = max(1, min(n, n_jobs))
         self._options = {"num_gpus": 1, "num_cpus": 0} if use_gpu else {"num_cpus": 1}
-        self._threads = max(1, cpus // n)
+        self._threads = worker_threads(n, cpus)
         return n
 
     def _spawn(self) -> Slot:

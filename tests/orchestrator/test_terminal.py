@@ -214,3 +214,66 @@ def test_run_log_paths_are_per_run_and_safe(tmp_path, monkeypatch):
     assert p.parent == tmp_path / "logs"
     assert p.name.startswith("etc_my_sweep-19700101-000000-") and p.suffix == ".log"
     assert log_path("s", now=0) != log_path("s", now=1)
+
+
+# ---- threads of the local executor ---------------------------------------------------------
+
+
+def test_threads_per_worker_split_the_cpus():
+    from orchestrator.executors import worker_threads
+
+    assert [worker_threads(n, cpus=16) for n in (1, 2, 4, 5, 16, 32)] == [16, 8, 4, 3, 1, 1]
+
+
+def test_local_executor_sets_torch_threads_per_trial_and_puts_them_back(monkeypatch):
+    import torch
+    from orch_helpers import fake_config, fake_result
+
+    from orchestrator import executors
+    from orchestrator.executors import Job, local
+
+    seen = {}
+
+    def run_trial(config, prompts=None, warmup=0):
+        seen[config.target] = torch.get_num_threads()
+        return fake_result(config)
+
+    class Sink:
+        done_n = 0
+
+        def start(self, job, worker):
+            return True
+
+        def done(self, job, result):
+            self.done_n += 1
+
+        def failed(self, job, failure):
+            raise AssertionError(failure.error)
+
+        def stop_requested(self):
+            return False
+
+    monkeypatch.setattr(local, "run_trial", run_trial)
+    monkeypatch.setattr(executors, "available_cpus", lambda: 3)
+    ex = executors.make_executor("local")
+    assert ex.threads == 3  # one worker: every CPU, as a Ray actor alone on the machine
+    jobs = [
+        Job(1, fake_config(1, target="qwen2.5-coder-1.5b", draft="qwen2.5-coder-0.5b")),
+        Job(2, fake_config(2)),  # the tiny pair: one thread
+    ]
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_threads(2)
+        ex.run(jobs, sink := Sink())
+        assert torch.get_num_threads() == 2  # the driver's own count is back
+    finally:
+        torch.set_num_threads(1)
+    assert sink.done_n == 2
+    assert seen == {"qwen2.5-coder-1.5b": 3, "tiny-llama": 1}
+
+
+def test_submit_help_says_which_executor_to_use_when():
+    r = CliRunner().invoke(main, ["submit", "--help"])
+    text = " ".join(r.output.split())
+    assert "Which executor:" in text
+    assert "`local`" in text and "`ray`" in text and "Ray is not installed" in text
