@@ -186,13 +186,26 @@ def cancel(sweep, db_url) -> None:
 @db_option
 @format_option
 def status(sweep, db_url, fmt) -> None:
-    """Progress per sweep; with SWEEP also its running and failed trials."""
-    from db.models import TrialStatus
+    """Progress per sweep, with the time a running sweep has left (eta: its latest trials'
+    rate, workers included); with SWEEP also its running and failed trials."""
+    from db.models import SweepStatus, TrialStatus
+    from orchestrator.eta import eta_s, format_eta
     from orchestrator.report import render, status_frame
     from orchestrator.store import Store
 
     store = Store(db_url, mode="read")
-    click.echo(render(status_frame(store, sweep), fmt))
+    frame = status_frame(store, sweep)
+    etas = [
+        eta_s(store.finish_times(r.sweep), r.pending + r.running)
+        if r.status == SweepStatus.RUNNING
+        else None
+        for r in frame.itertuples()
+    ]
+    if fmt == "table":
+        frame.insert(frame.columns.get_loc("driver"), "eta", [format_eta(e) for e in etas])
+    else:
+        frame["eta_s"] = [None if e is None else round(e, 1) for e in etas]
+    click.echo(render(frame, fmt))
     if sweep and fmt == "table":
         import pandas as pd
 

@@ -684,6 +684,27 @@ class Store:
 
         return self.transact("listing trials", tx)
 
+    def finish_times(self, name: str, last: int = 20) -> list[tuple[float, float]]:
+        """(started_at, finished_at) of sweep `name`'s `last` most recently finished trials
+        (done or failed), newest first: what `orch status` estimates the time left from."""
+
+        def tx(s: Session) -> list[tuple[float, float]]:
+            sweep_id = s.scalar(select(Sweep.id).where(Sweep.name == name))
+            rows = s.execute(
+                select(Trial.started_at, Trial.finished_at)
+                .where(
+                    Trial.id.in_(_members(sweep_id)),
+                    Trial.status.in_((TrialStatus.DONE, TrialStatus.FAILED)),
+                    Trial.started_at.is_not(None),
+                    Trial.finished_at.is_not(None),
+                )
+                .order_by(Trial.finished_at.desc())
+                .limit(last)
+            ).all()
+            return [(float(a), float(b)) for a, b in rows]
+
+        return self.transact("reading trial times", tx)
+
 
 def _transient(e: SQLAlchemyError, dialect: str) -> bool:
     """A lost or busy connection, worth retrying (not a bad statement or a constraint)."""

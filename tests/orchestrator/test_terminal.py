@@ -277,3 +277,81 @@ def test_submit_help_says_which_executor_to_use_when():
     text = " ".join(r.output.split())
     assert "Which executor:" in text
     assert "`local`" in text and "`ray`" in text and "Ray is not installed" in text
+
+
+# ---- orch --version, shell completion, the ETA of orch status ------------------------------
+
+
+def test_version_names_the_package_and_the_code_version_trials_record(tmp_path, monkeypatch):
+    from importlib.metadata import version
+
+    from orchestrator.trial import code_version
+
+    r = CliRunner().invoke(main, ["--version"])
+    assert r.exit_code == 0
+    assert r.output.startswith(f"orch {version('treespec-orch')}")
+    assert code_version() in r.output  # the git commit here: a checkout
+    # every trial stores that code version
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    r = CliRunner().invoke(
+        main, ["submit", str(_tiny(tmp_path)), "--db", db, "--executor", "local"]
+    )
+    assert r.exit_code == 0, r.output
+    import json
+
+    rows = json.loads(CliRunner().invoke(main, ["export", "--db", db, "--format", "json"]).stdout)
+    assert len(rows) == 2 and {row["code_version"] for row in rows} == {code_version()}
+
+
+def test_shell_completion_script_and_completions():
+    from orch_helpers import orch
+
+    p = orch(env={"_ORCH_COMPLETE": "bash_source"})
+    assert p.returncode == 0, p.stderr
+    assert "_orch_completion()" in p.stdout and "_ORCH_COMPLETE=bash_complete" in p.stdout
+    p = orch(env={"_ORCH_COMPLETE": "bash_complete", "COMP_WORDS": "orch sub", "COMP_CWORD": "1"})
+    assert p.stdout.split() == ["plain,submit"]
+    help_text = CliRunner().invoke(main, ["--help"]).output
+    assert "_ORCH_COMPLETE=bash_source orch" in help_text
+
+
+def test_eta_from_finished_trials():
+    from orchestrator.eta import eta_s, format_eta
+
+    assert eta_s([], 5) is None and eta_s([(0.0, 10.0)], 0) is None
+    assert eta_s([(0.0, 10.0)], 6) == 60.0  # one worker, 10 s a trial
+    two_workers = [(0.0, 10.0), (0.0, 10.0), (10.0, 20.0), (10.0, 20.0)]
+    assert eta_s(two_workers, 6) == 30.0  # 5 s a trial
+    # a pause longer than a trial (Ctrl-C, resumed a day later): only the current run counts
+    assert eta_s([(0.0, 10.0), (86400.0, 86420.0), (86420.0, 86440.0)], 3) == 60.0
+    assert [format_eta(x) for x in (None, 42.4, 200, 3900)] == ["-", "42s", "3m 20s", "1h 05m"]
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_status_shows_the_eta_of_a_running_sweep(sqlite_url, fmt):
+    import dataclasses
+    import json
+    import time
+
+    from orch_helpers import fake_config, fake_result
+
+    store = Store(sqlite_url)
+    cfgs = [fake_config(i) for i in range(10)]
+    sid = store.submit("eta", {"name": "eta"}, cfgs, "v").sweep_id
+    store.begin_run(sid)
+    now = time.time()
+    for i, cfg in enumerate(cfgs[:4]):  # 4 trials, one after another, 30 s each
+        (tid,) = [t for t, c, _ in store.runnable(sid) if c.config_hash == cfg.config_hash]
+        assert store.mark_running(tid, "h", None)
+        r = fake_result(cfg)
+        start = now - 120 + 30 * i
+        store.record_result(tid, dataclasses.replace(r, started_at=start, finished_at=start + 30))
+    store.close()
+    r = CliRunner().invoke(main, ["status", "--db", sqlite_url, "--format", fmt])
+    assert r.exit_code == 0, r.output
+    if fmt == "json":
+        (row,) = json.loads(r.stdout)
+        assert (row["status"], row["pending"], row["eta_s"]) == ("running", 6, 180.0)
+    else:
+        assert "eta" in r.output.splitlines()[0] and "3m 00s" in r.output
