@@ -252,7 +252,11 @@ def _drive(
     while store.sweep_status(sweep_id) != SweepStatus.CANCELLED:
         rows = store.runnable(sweep_id, retry_failed=opts.retry_failed, reopen=first)
         if first:
-            log(f"{len(rows)} to run on the {opts.executor} executor" if rows else "nothing to run")
+            log(
+                f"{len(rows)} to run on the {opts.executor} executor"
+                if rows
+                else _nothing_to_run(store, sweep_id, opts)
+            )
             first = False
         if rows:
             jobs = [Job(trial_id=i, config=c, attempts=a) for i, c, a in rows]
@@ -278,6 +282,16 @@ def _drive(
             log(f"waiting for {held} trials that other drivers are running")
             waiting = True
         time.sleep(min(CANCEL_POLL_S, store.heartbeat_s))
+
+
+def _nothing_to_run(store: Store, sweep_id: int, opts: RunOptions) -> str:
+    """`nothing to run`, and when trials failed, how to run them again."""
+    if opts.retry_failed:
+        return "nothing to run"
+    failed = store.counts(store.sweep(sweep_id=sweep_id)["name"])[0]["failed"]
+    if not failed:
+        return "nothing to run"
+    return f"nothing to run: {failed} trials failed before; --retry-failed runs them again"
 
 
 def _leave(store: Store, sweep_id: int, sink: DriverSink, retry: bool) -> SweepStatus | None:
