@@ -65,5 +65,5 @@ where_option = click.option(
     multiple=True,
     metavar="COL OP VALUE",
     help="filter, repeatable: --where method=dynatree --where 'depth>=4' --where "
-    "'target!=NAME' (quote < > ! for the shell: unquoted, depth>=4 writes a file named =4)",
+    "'target!=NAME' (quote comparisons: unquoted, the shell reads > as a redirection)",
 )

@@ -89,6 +89,10 @@ def export(fmt, output, details, where, sweep, db_url) -> None:
     """One row per finished trial: resolved config, placement, every metric."""
     from orchestrator.report import apply_where, check_output_file, export_frame, write_export
 
+    if fmt == "parquet":
+        from orchestrator.extras import require
+
+        require("pyarrow", "orch export --format parquet")
     if output:
         check_output_file(output)  # before the database is read
     df = export_frame(apply_where(_frame(db_url, sweep, details=details), where))
@@ -105,6 +109,9 @@ def export(fmt, output, details, where, sweep, db_url) -> None:
 def plot(out_dir, where, sweep, db_url) -> None:
     """PNG figures: speedup against each grid axis, acceptance against depth, best speedup
     per method and pair."""
+    from orchestrator.extras import require
+
+    require("matplotlib", "orch plot")  # before anything is read or written
     from orchestrator.plots import make_plots
     from orchestrator.report import apply_where, check_output_dir
 

@@ -134,6 +134,9 @@ def submit(sweep_file, db_url, **kw) -> None:
     from orchestrator.jobs import is_jobs_address
 
     if is_jobs_address(kw["address"]):
+        from orchestrator.extras import require
+
+        require("ray", "--address http://... (the Ray Jobs API)")
         from orchestrator.jobs import submit_job
 
         opts = {k: v for k, v in kw.items() if k not in ("address", "progress")}

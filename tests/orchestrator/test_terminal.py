@@ -461,3 +461,87 @@ def test_migration_0006_marks_all_failed_sweeps_and_goes_back(db_url):
         assert upgrade(engine) == head_revision()
     finally:
         engine.dispose()
+
+
+# ---- optional installs: checked before anything is written, one pip line -----------------
+
+
+def _missing(monkeypatch, module):
+    """`import module` fails, as where it is not installed."""
+    import sys
+
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, module, None)
+
+
+def test_submit_without_ray_writes_nothing_and_says_how_to_install(tmp_path, monkeypatch):
+    _missing(monkeypatch, "ray")
+    db = tmp_path / "o.db"
+    for extra in ([], ["--address", "http://127.0.0.1:1"]):
+        r = CliRunner().invoke(
+            main, ["submit", str(_tiny(tmp_path)), "--db", f"sqlite:///{db}", *extra]
+        )
+        assert r.exit_code == 2, r.output
+        (line,) = r.stderr.splitlines()
+        assert line.startswith("error: ") and "pip install 'treespec-orch[ray]'" in line, line
+        assert not db.exists()  # nothing written, no sweep left interrupted
+    assert "or --executor local" in line or "Jobs API" in line
+
+
+def test_a_broken_ray_install_is_one_line_too(tmp_path, monkeypatch):
+    """Ray present but one of its own modules missing: find_spec says yes, import says no."""
+    import builtins
+
+    real = builtins.__import__
+
+    def fake_import(name, *a, **kw):
+        if name == "ray":
+            raise ModuleNotFoundError("No module named 'grpc'", name="grpc")
+        return real(name, *a, **kw)
+
+    import sys
+
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    db = tmp_path / "o.db"
+    r = CliRunner().invoke(main, ["submit", str(_tiny(tmp_path)), "--db", f"sqlite:///{db}"])
+    assert r.exit_code == 2
+    assert "ray does not import: no module 'grpc'" in r.stderr
+    assert "pip install 'treespec-orch[ray]'" in r.stderr and not db.exists()
+
+
+def test_plot_and_parquet_without_their_packages(tmp_path, monkeypatch):
+    _missing(monkeypatch, "matplotlib")
+    _missing(monkeypatch, "pyarrow")
+    out = tmp_path / "figs"
+    r = CliRunner().invoke(main, ["plot", "-o", str(out), "--db", f"sqlite:///{tmp_path}/none.db"])
+    assert r.exit_code == 2 and not out.exists()
+    assert r.stderr.splitlines() == [
+        "error: orch plot needs matplotlib, which is not installed: "
+        "pip install 'treespec-orch[plots]'"
+    ]
+    r = CliRunner().invoke(
+        main, ["export", "--format", "parquet", "-o", str(tmp_path / "x.parquet")]
+    )
+    assert r.exit_code == 2 and "pip install 'treespec-orch[plots]'" in r.stderr
+    assert not (tmp_path / "x.parquet").exists()
+
+
+# ---- help text that shells read as meant --------------------------------------------------
+
+
+def test_where_examples_are_quoted_for_the_shell():
+    import re
+    from pathlib import Path
+
+    texts = [CliRunner().invoke(main, [c, "--help"]).output for c in ("query", "export", "plot")]
+    texts.append(CliRunner().invoke(main, ["--help"]).output)
+    texts.append(Path(__file__).resolve().parents[2].joinpath("README.md").read_text())
+    for text in texts:
+        text = " ".join(text.split())
+        # a comparison with < > or ! outside quotes is a redirection or history expansion
+        for arg in re.findall(r"--where[ =](\S+)", text):
+            if any(c in arg for c in "<>!"):
+                assert arg[0] in "'\"", f"unquoted --where {arg} in help or README"
+    assert "--where 'depth>=4'" in " ".join(texts[0].split())
