@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,13 +63,24 @@ def _configure_libraries(executor: str) -> None:
         hf_logging.get_logger("transformers")
 
 
+def _open(path: Path) -> logging.FileHandler:
+    """A file handler on `path`, else on the same name in the temp folder (an ORCH_HOME this
+    user cannot write must not stop a sweep)."""
+    for where in (path, Path(tempfile.gettempdir()) / "orch-logs" / path.name):
+        try:
+            where.parent.mkdir(parents=True, exist_ok=True)
+            return logging.FileHandler(where, encoding="utf-8")
+        except OSError as e:
+            error = e
+    raise error
+
+
 @contextlib.contextmanager
 def run_log(sweep: str, verbose: bool = False, executor: str = "local") -> Iterator[Path]:
     """Route library warnings and logging to a new run log file of `sweep`; yields its path."""
     path = log_path(sweep)
-    path.parent.mkdir(parents=True, exist_ok=True)
     _configure_libraries(executor)
-    handler = logging.FileHandler(path, encoding="utf-8")
+    handler = _open(path)
     handler.setFormatter(logging.Formatter(FORMAT))
     root = logging.getLogger()
     saved = {}
@@ -88,7 +100,7 @@ def run_log(sweep: str, verbose: bool = False, executor: str = "local") -> Itera
     capturing = logging._warnings_showwarning is not None  # type: ignore[attr-defined]
     logging.captureWarnings(True)
     try:
-        yield path
+        yield Path(handler.baseFilename)
     finally:
         if not capturing:
             logging.captureWarnings(False)

@@ -545,3 +545,18 @@ def test_where_examples_are_quoted_for_the_shell():
             if any(c in arg for c in "<>!"):
                 assert arg[0] in "'\"", f"unquoted --where {arg} in help or README"
     assert "--where 'depth>=4'" in " ".join(texts[0].split())
+
+
+def test_run_log_falls_back_to_the_temp_folder(tmp_path, monkeypatch):
+    import logging
+    import tempfile
+
+    from orchestrator.runlog import run_log
+
+    (tmp_path / "home").write_text("a file, not a folder")
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    with run_log("s") as path:
+        logging.getLogger("transformers").warning("noted")
+    assert path.parent == tmp_path / "tmp" / "orch-logs"
+    assert "noted" in path.read_text()
