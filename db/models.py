@@ -66,7 +66,8 @@ class SweepStatus(_Status):
     RUNNING = "running"
     INTERRUPTED = "interrupted"
     CANCELLED = "cancelled"
-    FINISHED = "finished"
+    FINISHED = "finished"  # every trial done or failed, at least one done
+    FAILED = "failed"  # every trial failed (migration 0006)
 
 
 def _status_type(statuses: type[_Status], constraint: str) -> Enum:

@@ -8,7 +8,10 @@ command line (`ps`); it holds the URL on one line.
   with BEGIN IMMEDIATE (the write lock is taken up front, so concurrent writers queue on the
   busy timeout instead of failing with "database is locked" on a read -> write upgrade).
 - PostgreSQL (`postgresql+psycopg://user:pw@host/db`): `pool_pre_ping`, a small pool (only the
-  driver writes), a 10 s connect timeout.
+  driver writes), a 10 s connect timeout. URLs as users write them work too (`normalize_url`):
+  `postgres://` (Heroku, Django) and `postgresql://` without a driver use psycopg 3 (the
+  `postgres` extra) when psycopg2 is not installed. Other schemes (mysql://, ...) are refused
+  with one line: the store speaks only SQLite and PostgreSQL.
 
 Passwords never leave this module: URLs are shown with `redact`, and error messages are
 passed through `scrub`, which replaces the password wherever it appears.
@@ -22,7 +25,7 @@ import time
 from urllib.parse import quote, quote_plus
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -30,6 +33,8 @@ DEFAULT_URL = "sqlite:///orch.db"
 ENV_URL = "ORCH_DB_URL"
 ENV_URL_FILE = "ORCH_DB_URL_FILE"
 SQLITE_BUSY_TIMEOUT_S = 60
+POSTGRES_EXTRA = "pip install 'treespec-orch[postgres]'"
+SUPPORTED = "sqlite:///PATH or postgresql://user@host:5432/db"
 
 
 class DatabaseError(RuntimeError):
@@ -103,13 +108,7 @@ def create_db_engine(
     (instead of creating an empty one) and `writable` a file or folder this process cannot
     write (SQLite writes the -wal and -shm files beside the database)."""
     url = resolve_url(url)
-    try:
-        u = make_url(url)
-    except ArgumentError:
-        raise DatabaseError(
-            "invalid database URL (expected e.g. sqlite:///orch.db or "
-            "postgresql+psycopg://user@host:5432/db)"
-        ) from None
+    u = normalize_url(url)
     try:
         if u.get_backend_name() == "sqlite":
             _check_sqlite_file(u.database, must_exist, writable)
@@ -120,9 +119,9 @@ def create_db_engine(
                 u, pool_pre_ping=True, pool_size=2, max_overflow=4, connect_args=args
             )
     except ModuleNotFoundError as e:
+        fix = POSTGRES_EXTRA if e.name == "psycopg" else f"pip install {e.name}"
         raise DatabaseError(
-            f"database driver {e.name!r} for {redact(url)} is not installed "
-            f"(for Postgres: pip install 'treespec-orch[postgres]')"
+            f"database driver {e.name!r} for {redact(url)} is not installed: {fix}"
         ) from None
     except (ArgumentError, SQLAlchemyError) as e:
         raise DatabaseError(
@@ -138,6 +137,31 @@ def create_db_engine(
                 f"cannot connect to database {redact(url)}: {describe_error(e, url)}"
             ) from None
     return engine
+
+
+def normalize_url(url: str) -> URL:
+    """`url` parsed, as SQLAlchemy needs it: `postgres://` becomes `postgresql://`, and a
+    `postgresql://` without a driver uses psycopg 3 (what the `postgres` extra installs) unless
+    psycopg2, SQLAlchemy 2.0's default driver, is installed. DatabaseError for anything but
+    SQLite and PostgreSQL."""
+    try:
+        u = make_url(url)
+    except ArgumentError:
+        raise DatabaseError(f"invalid database URL (expected e.g. {SUPPORTED})") from None
+    backend, _, driver = u.drivername.partition("+")
+    if backend == "postgres":
+        backend = "postgresql"
+    if backend not in ("sqlite", "postgresql"):
+        raise DatabaseError(
+            f"unsupported database {backend + '://'} in {redact(url)}: "
+            f"orch stores results in SQLite or PostgreSQL ({SUPPORTED})"
+        )
+    if backend == "postgresql" and not driver:
+        import importlib.util
+
+        if importlib.util.find_spec("psycopg2") is None:
+            driver = "psycopg"
+    return u.set(drivername=backend + (f"+{driver}" if driver else ""))
 
 
 def _check_sqlite_file(database: str | None, must_exist: bool, writable: bool) -> None:

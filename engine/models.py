@@ -7,8 +7,11 @@ Names resolve in this order (DESIGN.md, "Built-in model names"):
    with the target's often but not always: long accepted paths and rejections both get
    exercised.
 2. The real pair (`qwen2.5-coder-1.5b`, `qwen2.5-coder-0.5b`), loaded from the folder that
-   `orch models fetch` converts into (`engine.fetch.model_dir`).
-3. A local Hugging Face folder (config.json + weights), or where a hub is reachable a hub id.
+   `orch models fetch` converts into (`engine.fetch.model_dir`). Their Hugging Face ids
+   (`Qwen/Qwen2.5-Coder-1.5B-Instruct`, `Qwen2.5-Coder-0.5B-Instruct`, any case) are aliases
+   of these names (engine.model_names.canonical_name).
+3. A local Hugging Face folder (config.json + weights). Other hub ids are not downloaded: the
+   workers are offline; save the model with `save_pretrained` and give its folder.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 import torch
 
 from engine.config import ConfigError
-from engine.model_names import TINY_MODELS
+from engine.model_names import TINY_MODELS, canonical_name
 
 BYTE_VOCAB = 256
 BOS_ID, EOS_ID = 256, 257
@@ -150,7 +153,8 @@ def resolve(name: str, local: bool = True) -> str:
     folder must be readable, with a config.json that parses and names its architecture, and
     weights. Raises ConfigError with one clear line otherwise. local=False (a driver
     validating for remote workers): a folder path absent here is checked by the worker that
-    loads it."""
+    loads it. A Hugging Face id of a real model counts as its short name."""
+    name = canonical_name(name)
     if name in TINY_MODELS:
         return "tiny"
     if name in real_model_names():
@@ -204,6 +208,7 @@ def read_model_config(folder: Path) -> dict[str, Any]:
 def vocab_size(name: str) -> int | None:
     """The embedding size of model `name` from its config, without loading it; None when the
     config does not say or is not on this machine (a folder the workers check)."""
+    name = canonical_name(name)
     kind = resolve(name, local=False)
     if kind == "tiny":
         return TINY_VOCAB
@@ -295,6 +300,7 @@ def load_model(
 ) -> LoadedModel:
     """Load a model by name. attn="tree_triton" switches its attention to the Triton tree
     kernel (kernels/hf_attention.py) for tree-verification forwards, sdpa elsewhere."""
+    name = canonical_name(name)
     kind = resolve(name)
     check_attn(attn)
     dev = pick_device(device)

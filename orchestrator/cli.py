@@ -13,12 +13,15 @@ import sys
 import click
 
 from engine.config import ENGINES, ConfigError, parse_key_values
-from engine.model_names import DEFAULT_PAIR
+from engine.model_names import DEFAULT_PAIR, canonical_name
 
 
 class OrchGroup(click.Group):
     def main(self, *args, **kwargs):  # noqa: D401 - click API
         kwargs.pop("standalone_mode", None)
+        # `orch` however it was started (python -m orchestrator.cli too): usage lines and the
+        # shell completion variable, _ORCH_COMPLETE
+        kwargs.setdefault("prog_name", "orch")
         if not args and "args" not in kwargs:  # a real process: hide a --db password from ps
             kwargs["args"] = sys.argv[1:]
             if any("://" in a for a in kwargs["args"]):
@@ -41,9 +44,45 @@ class OrchGroup(click.Group):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
+def version_text() -> str:
+    """The package version and the code version every trial records (the git commit of this
+    checkout, +dirty with uncommitted changes; orchestrator.trial.code_version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from orchestrator.trial import code_version
+
+    try:
+        text = f"orch {version('treespec-orch')}"
+    except PackageNotFoundError:
+        text = "orch (package not installed)"
+    code = code_version()
+    return text if code.startswith("treespec-orch ") else f"{text}, code version {code}"
+
+
+def _print_version(ctx: click.Context, _param, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_text())
+        ctx.exit()
+
+
 @click.group(cls=OrchGroup)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version (and git commit, recorded with every trial) and exit.",
+)
 def main() -> None:
-    """Tree speculative decoding: one generation, sweeps on Ray, results in SQL."""
+    """Tree speculative decoding: one generation, sweeps on Ray, results in SQL.
+
+    \b
+    Shell completion (bash, zsh, fish), e.g. in ~/.bashrc:
+      eval "$(_ORCH_COMPLETE=bash_source orch)"
+    (zsh: zsh_source, fish: fish_source; `orch` must be on PATH).
+    Quote filters with < > ! for the shell: --where 'depth>=4'.
+    """
 
 
 class Finite(click.FloatRange):
@@ -68,7 +107,10 @@ def _parse_prompt_ids(text: str) -> list[int]:
 
 @main.command()
 @click.option(
-    "--target", default=DEFAULT_PAIR[0], show_default=True, help="target model name or folder"
+    "--target",
+    default=DEFAULT_PAIR[0],
+    show_default=True,
+    help="target model: a built-in name, its Hugging Face id, or a folder",
 )
 @click.option(
     "--draft",
@@ -138,6 +180,7 @@ def generate(
     from engine.no_draft import no_draft
     from orchestrator.limits import check_generate
 
+    target, draft = canonical_name(target), canonical_name(draft)  # hub ids of the real pair
     m = resolve_method(method, parse_key_values(params), temperature)
     if (prompt is None) == (prompt_ids is None):
         raise ConfigError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")

@@ -79,5 +79,6 @@ where_option = click.option(
     "--where",
     multiple=True,
     metavar="COL OP VALUE",
-    help="filter, repeatable; quote it: --where 'depth>=4' --where method=dynatree",
+    help="filter, repeatable: --where method=dynatree --where 'depth>=4' --where "
+    "'target!=NAME' (quote comparisons: unquoted, the shell reads > as a redirection)",
 )

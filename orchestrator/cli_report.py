@@ -166,6 +166,10 @@ def export(fmt, output, details, where, sweep, all_sweeps, db_url) -> None:
     placement, every metric; README "Export columns" lists them."""
     from orchestrator.report import apply_where, check_output_file, export_frame, write_export
 
+    if fmt == "parquet":
+        from orchestrator.extras import require
+
+        require("pyarrow", "orch export --format parquet")
     if output:
         check_output_file(output)  # before the database is read
     note = functools.partial(click.echo, err=True)
@@ -183,6 +187,9 @@ def export(fmt, output, details, where, sweep, all_sweeps, db_url) -> None:
 def plot(out_dir, where, sweep, all_sweeps, db_url) -> None:
     """PNG figures: speedup against each grid axis, acceptance against depth, best speedup
     per method and pair."""
+    from orchestrator.extras import require
+
+    require("matplotlib", "orch plot")  # before anything is read or written
     from orchestrator.plots import make_plots
     from orchestrator.report import apply_where, check_output_dir
 

@@ -18,7 +18,8 @@ def _run_options(f):
                 type=click.Choice(["ray", "local"]),
                 default="ray",
                 show_default=True,
-                help="ray: one actor per GPU (or CPU slot); local: in this process",
+                help="ray: trials in parallel, one worker per GPU (or CPU core); local: one "
+                "at a time in this process, no Ray",
             ),
             click.option(
                 "--address",
@@ -61,13 +62,22 @@ def _run_options(f):
                 default=None,
                 help="progress bar on stderr (default: when stderr is a terminal)",
             ),
+            click.option(
+                "-v",
+                "--verbose",
+                is_flag=True,
+                help="library warnings and logs (transformers, Ray) on the terminal too; "
+                "they always go to the run log, ORCH_HOME/logs/SWEEP-TIME-PID.log",
+            ),
         ]
     ):
         f = opt(f)
     return f
 
 
-def _options(executor, address, actors, accelerator, retry_failed, lease_s, db_retry_s, progress):
+def _options(
+    executor, address, actors, accelerator, retry_failed, lease_s, db_retry_s, progress, verbose
+):
     from orchestrator.runner import RunOptions
 
     timing = {"lease_s": lease_s, "db_retry_s": db_retry_s}
@@ -78,6 +88,7 @@ def _options(executor, address, actors, accelerator, retry_failed, lease_s, db_r
         accelerator=accelerator,
         retry_failed=retry_failed,
         progress=progress,
+        verbose=verbose,
         **{k: v for k, v in timing.items() if v is not None},
     )
 
@@ -123,11 +134,20 @@ def submit(sweep_file, db_url, replace, rerun, **kw) -> None:
     """Validate SWEEP_FILE, store its trials, run those not done yet. Several drivers may
     run one sweep, or sweeps sharing configs, at once: they split the trials.
 
-    Executors: `ray` (default) runs one actor per GPU, or per CPU slot without GPUs, on a
-    local Ray or the cluster at --address; `local` runs the trials in this process (no Ray)."""
+    \b
+    Which executor:
+    - `ray` (default): trials in parallel, one worker per GPU, or per CPU core without GPUs,
+      on a local Ray or the cluster at --address. For GPUs, clusters, and many trials on a
+      multi-core CPU (each worker gets its share of the cores).
+    - `local`: one trial at a time in this process, with every CPU core (one thread for the
+      built-in tiny models). For a quick check, one GPU, debugging, or where Ray is not
+      installed; no Ray start-up."""
     from orchestrator.jobs import is_jobs_address
 
     if is_jobs_address(kw["address"]):
+        from orchestrator.extras import require
+
+        require("ray", "--address http://... (the Ray Jobs API)")
         from orchestrator.jobs import submit_job
 
         opts = {k: v for k, v in kw.items() if k not in ("address", "progress")}
@@ -183,13 +203,26 @@ def cancel(sweep, db_url) -> None:
 @db_option
 @format_option
 def status(sweep, db_url, fmt) -> None:
-    """Progress per sweep; with SWEEP also its running and failed trials."""
-    from db.models import TrialStatus
+    """Progress per sweep, with the time a running sweep has left (eta: its latest trials'
+    rate, workers included); with SWEEP also its running and failed trials."""
+    from db.models import SweepStatus, TrialStatus
+    from orchestrator.eta import eta_s, format_eta
     from orchestrator.report import render, status_frame
     from orchestrator.store import Store
 
     store = Store(db_url, mode="read")
-    click.echo(render(status_frame(store, sweep), fmt))
+    frame = status_frame(store, sweep)
+    etas = [
+        eta_s(store.finish_times(r.sweep), r.pending + r.running)
+        if r.status == SweepStatus.RUNNING
+        else None
+        for r in frame.itertuples()
+    ]
+    if fmt == "table":
+        frame.insert(frame.columns.get_loc("driver"), "eta", [format_eta(e) for e in etas])
+    else:
+        frame["eta_s"] = [None if e is None else round(e, 1) for e in etas]
+    click.echo(render(frame, fmt))
     if sweep and fmt == "table":
         import pandas as pd
 

@@ -4,7 +4,7 @@ executor). A failure here is one line and leaves the database as it was."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import re
 import socket
@@ -36,10 +36,9 @@ def check_run(opts: Any, devices: Iterable[str]) -> None:
         return
     if opts.executor != "ray":
         raise PreflightError(f"unknown executor {opts.executor!r} (known: local, ray)")
-    if importlib.util.find_spec("ray") is None:
-        raise PreflightError(
-            "the ray executor needs Ray: pip install 'treespec-orch[ray]', or --executor local"
-        )
+    from orchestrator.extras import require
+
+    require("ray", "the ray executor", "or --executor local")  # imports it: a broken install too
     if opts.address:
         check_address(opts.address)
     elif opts.accelerator == "gpu":

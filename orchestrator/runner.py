@@ -31,6 +31,7 @@ from engine.config import ConfigError
 from orchestrator.executors import Job, Worker, make_executor
 from orchestrator.preflight import check_run, place_trials
 from orchestrator.records import TrialFailure, TrialResult
+from orchestrator.runlog import run_log
 from orchestrator.spec import load_sweep
 from orchestrator.store import DB_RETRY_S, LEASE_S, OPEN, Store, StoreError
 from orchestrator.trial import code_version
@@ -74,6 +75,7 @@ class RunOptions:
     lease_s: float = LEASE_S  # this driver's claim on a trial, renewed by heartbeat
     db_retry_s: float = DB_RETRY_S  # how long a lost database is retried before stopping
     progress: bool | None = None  # None: when stderr is a terminal
+    verbose: bool = False  # library warnings and logs on the terminal too, not only the run log
 
 
 class DriverSink:
@@ -177,7 +179,9 @@ def submit(
             f"sweep {sweep.name!r} in {store.display_url}: {info.total} trials "
             f"({info.new} new, {info.done} already done)"
         )
-        return run_sweep(store, info.sweep_id, opts, new=info.new, log=log)
+        with run_log(sweep.name, opts.verbose, opts.executor) as path:
+            log(f"run log: {path}")
+            return run_sweep(store, info.sweep_id, opts, new=info.new, log=log)
     finally:
         store.close()
 
@@ -201,7 +205,9 @@ def resume(
         sweep = store.sweep(name)
         check_run(opts, {sweep["spec"].get("device", "auto")})
         log(f"resuming sweep {sweep['name']!r} in {store.display_url}")
-        return run_sweep(store, sweep["id"], opts, new=0, log=log)
+        with run_log(sweep["name"], opts.verbose, opts.executor) as path:
+            log(f"run log: {path}")
+            return run_sweep(store, sweep["id"], opts, new=0, log=log)
     finally:
         store.close()
 
@@ -269,7 +275,11 @@ def _drive(
     while store.sweep_status(sweep_id) != SweepStatus.CANCELLED:
         rows = store.runnable(sweep_id, retry_failed=opts.retry_failed, reopen=first)
         if first:
-            log(f"{len(rows)} to run on the {opts.executor} executor" if rows else "nothing to run")
+            log(
+                f"{len(rows)} to run on the {opts.executor} executor"
+                if rows
+                else _nothing_to_run(store, sweep_id, opts)
+            )
             first = False
         if rows:
             jobs = [Job(trial_id=i, config=c, attempts=a) for i, c, a in rows]
@@ -282,6 +292,7 @@ def _drive(
                     address=opts.address,
                     actors=opts.actors,
                     accelerator=opts.accelerator,
+                    verbose=opts.verbose,
                 )
             sink.add(len(jobs))
             executor.run(jobs, sink)
@@ -294,6 +305,16 @@ def _drive(
             log(f"waiting for {held} trials that other drivers are running")
             waiting = True
         time.sleep(min(CANCEL_POLL_S, store.heartbeat_s))
+
+
+def _nothing_to_run(store: Store, sweep_id: int, opts: RunOptions) -> str:
+    """`nothing to run`, and when trials failed, how to run them again."""
+    if opts.retry_failed:
+        return "nothing to run"
+    failed = store.counts(store.sweep(sweep_id=sweep_id)["name"])[0]["failed"]
+    if not failed:
+        return "nothing to run"
+    return f"nothing to run: {failed} trials failed before; --retry-failed runs them again"
 
 
 def _leave(store: Store, sweep_id: int, sink: DriverSink, retry: bool) -> SweepStatus | None:

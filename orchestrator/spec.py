@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.config import ENGINES, ConfigError
+from engine.model_names import canonical_name
 from orchestrator.limits import (
     DEFAULT,
     MODEL_MAX,
@@ -211,7 +212,7 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
         m = _mapping(p, at(f"pairs[{i}]"), required=("target", "draft"))
         target = _name(_str(m["target"], at(f"pairs[{i}].target")), at(f"pairs[{i}].target"))
         draft = _name(_str(m["draft"], at(f"pairs[{i}].draft")), at(f"pairs[{i}].draft"))
-        pairs.append((target, draft))
+        pairs.append((canonical_name(target), canonical_name(draft)))  # hub ids: short names
     ds = top.get("dataset", {"name": "spec_bench", "prompts": 10})
     ds_list = ds if isinstance(ds, list) else [ds]
     ds_where = (

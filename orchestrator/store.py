@@ -62,6 +62,7 @@ from orchestrator.records import METRICS, TrialConfig, TrialFailure, TrialResult
 OPEN = (TrialStatus.PENDING, TrialStatus.RUNNING)  # trials a sweep still has to run
 # A sweep holding any of these is not finished (cancelled trials wait for a resume).
 UNSETTLED = (TrialStatus.PENDING, TrialStatus.RUNNING, TrialStatus.CANCELLED)
+ENDED = (SweepStatus.FINISHED, SweepStatus.FAILED)  # every trial of the sweep done or failed
 DB_RETRY_S = 300.0  # how long a driver retries a lost database before it stops
 RETRY_FIRST_S, RETRY_MAX_S = 0.1, 5.0  # backoff between retries: doubling, capped
 _CHUNK = 400
@@ -291,8 +292,8 @@ class Store:
             again = _reopen_done(s, s.scalars(_members(sweep_id)).all()) if rerun else 0
             status = s.scalar(select(Sweep.status).where(Sweep.id == sweep_id))
             if _settled(s, sweep_id):  # every config ran before, here or in another sweep
-                status = SweepStatus.FINISHED
-            elif status == SweepStatus.FINISHED:  # the spec grew
+                status = _end_status(s, sweep_id)
+            elif status in ENDED:  # the spec grew
                 status = SweepStatus.SUBMITTED
             s.execute(update(Sweep).where(Sweep.id == sweep_id).values(status=status))
             return SubmitInfo(
@@ -363,7 +364,7 @@ class Store:
                 update(Sweep)
                 .where(
                     Sweep.id == sweep_id,
-                    Sweep.status.not_in((SweepStatus.CANCELLED, SweepStatus.FINISHED)),
+                    Sweep.status.not_in((SweepStatus.CANCELLED, *ENDED)),
                 )
                 .values(status=SweepStatus.RUNNING, driver=self.owner, heartbeat_at=self._now)
             )
@@ -372,8 +373,8 @@ class Store:
 
     def finish_run(self, sweep_id: int, retry: bool = True) -> SweepStatus:
         """This driver leaves the sweep. Its status becomes finished when every trial is done
-        or failed; else it stays cancelled, or running while another driver heartbeats it,
-        or becomes interrupted."""
+        or failed (failed when every one failed); else it stays cancelled, or running while
+        another driver heartbeats it, or becomes interrupted."""
 
         def tx(s: Session) -> SweepStatus:
             row = s.get(Sweep, sweep_id)
@@ -384,7 +385,7 @@ class Store:
                 and row.heartbeat_at > now - self.lease_s
             )
             if _settled(s, sweep_id):
-                row.status = SweepStatus.FINISHED
+                row.status = _end_status(s, sweep_id)
             elif row.status != SweepStatus.CANCELLED:
                 row.status = SweepStatus.RUNNING if other else SweepStatus.INTERRUPTED
             if not other:
@@ -768,6 +769,27 @@ class Store:
 
         return self.transact("listing trials", tx)
 
+    def finish_times(self, name: str, last: int = 20) -> list[tuple[float, float]]:
+        """(started_at, finished_at) of sweep `name`'s `last` most recently finished trials
+        (done or failed), newest first: what `orch status` estimates the time left from."""
+
+        def tx(s: Session) -> list[tuple[float, float]]:
+            sweep_id = s.scalar(select(Sweep.id).where(Sweep.name == name))
+            rows = s.execute(
+                select(Trial.started_at, Trial.finished_at)
+                .where(
+                    Trial.id.in_(_members(sweep_id)),
+                    Trial.status.in_((TrialStatus.DONE, TrialStatus.FAILED)),
+                    Trial.started_at.is_not(None),
+                    Trial.finished_at.is_not(None),
+                )
+                .order_by(Trial.finished_at.desc())
+                .limit(last)
+            ).all()
+            return [(float(a), float(b)) for a, b in rows]
+
+        return self.transact("reading trial times", tx)
+
 
 def _transient(e: SQLAlchemyError, dialect: str) -> bool:
     """A lost or busy connection, worth retrying (not a bad statement or a constraint)."""
@@ -795,8 +817,18 @@ def _settled(s: Session, sweep_id: int) -> bool:
     )
 
 
+def _end_status(s: Session, sweep_id: int) -> SweepStatus:
+    """The status of a settled sweep: failed when its trials all failed, else finished."""
+    of = (Trial.id.in_(_members(sweep_id)),)
+    failed = Trial.status == TrialStatus.FAILED
+    done = s.scalar(select(func.count()).select_from(Trial).where(*of, ~failed))
+    failed = s.scalar(select(func.count()).select_from(Trial).where(*of, failed))
+    return SweepStatus.FAILED if failed and not done else SweepStatus.FINISHED
+
+
 def _settle(s: Session, trial_id: int) -> None:
-    """Mark finished every sweep containing the trial whose trials are all done or failed.
+    """Mark finished every sweep containing the trial whose trials are all done or failed
+    (failed when they all failed).
     The sweep rows are locked first (in id order, after the trial row: the order of every
     transaction here), so that of two drivers recording a sweep's last two trials at once,
     the second sees the first's commit (each statement reads afresh after the lock wait)."""
@@ -813,16 +845,19 @@ def _settle(s: Session, trial_id: int) -> None:
         .where(SweepTrial.sweep_id == Sweep.id, Trial.status.in_(UNSETTLED))
         .exists()
     )
-    s.execute(
-        update(Sweep)
-        .where(
-            Sweep.id.in_(containing),
-            Sweep.status != SweepStatus.FINISHED,
-            ~unsettled,
-        )
-        .values(status=SweepStatus.FINISHED),
-        execution_options={"synchronize_session": False},
+    succeeded = (
+        select(SweepTrial.trial_id)
+        .join(Trial, Trial.id == SweepTrial.trial_id)
+        .where(SweepTrial.sweep_id == Sweep.id, Trial.status == TrialStatus.DONE)
+        .exists()
     )
+    for status, outcome in ((SweepStatus.FINISHED, succeeded), (SweepStatus.FAILED, ~succeeded)):
+        s.execute(
+            update(Sweep)
+            .where(Sweep.id.in_(containing), Sweep.status.not_in(ENDED), ~unsettled, outcome)
+            .values(status=status),
+            execution_options={"synchronize_session": False},
+        )
 
 
 def _changed(

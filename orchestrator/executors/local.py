@@ -1,11 +1,23 @@
-"""In-process executor: trials one after another in the driver process, grouped by pair."""
+"""In-process executor: trials one after another in the driver process, grouped by pair.
+
+It is one worker with the machine to itself: torch runs each trial with `threads` threads
+(all CPUs by default, one for the built-in tiny models: orchestrator.executors.trial_threads),
+not torch's default, which is slow on a loaded machine; the driver's own count is put back
+afterwards."""
 
 from __future__ import annotations
 
 import socket
 import time
 
-from orchestrator.executors import Job, Sink, Worker, format_error
+from orchestrator.executors import (
+    Job,
+    Sink,
+    Worker,
+    format_error,
+    trial_threads,
+    worker_threads,
+)
 from orchestrator.records import TrialFailure
 from orchestrator.trial import run_trial
 
@@ -13,10 +25,20 @@ from orchestrator.trial import run_trial
 class LocalExecutor:
     name = "local"
 
-    def __init__(self, warmup: int = 0) -> None:
+    def __init__(self, warmup: int = 0, threads: int | None = None) -> None:
         self.warmup = warmup
+        self.threads = worker_threads(1) if threads is None else threads
 
     def run(self, jobs: list[Job], sink: Sink) -> None:
+        import torch
+
+        before = torch.get_num_threads()
+        try:
+            self._run(jobs, sink)
+        finally:
+            torch.set_num_threads(before)
+
+    def _run(self, jobs: list[Job], sink: Sink) -> None:
         import torch
 
         gpu = "0" if torch.cuda.is_available() else None
@@ -29,6 +51,7 @@ class LocalExecutor:
                 continue
             job.attempts += 1
             job.worker = worker
+            torch.set_num_threads(trial_threads(job.config, self.threads))
             started = time.time()
             try:
                 result = run_trial(job.config, prompts=job.prompts, warmup=self.warmup)

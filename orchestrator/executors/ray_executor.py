@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import socket
 import time
@@ -31,7 +32,14 @@ import ray
 from ray.exceptions import RayActorError, RayError
 
 from engine.config import ConfigError
-from orchestrator.executors import Job, Sink, Worker, format_error
+from orchestrator.executors import (
+    Job,
+    Sink,
+    Worker,
+    format_error,
+    trial_threads,
+    worker_threads,
+)
 from orchestrator.records import TrialConfig, TrialFailure, TrialResult
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
@@ -44,10 +52,10 @@ class TrialActor:
     """Holds one loaded model pair at a time (orchestrator.trial's cache) and runs trials."""
 
     def __init__(self, warmup: int, threads: int | None) -> None:
-        if threads:
-            import torch
+        import torch
 
-            torch.set_num_threads(threads)
+        self.threads = threads or torch.get_num_threads()
+        torch.set_num_threads(self.threads)
         gpus = ray.get_gpu_ids()
         self.gpu_id = ",".join(str(g) for g in gpus) or None
         if self.gpu_id:
@@ -66,8 +74,11 @@ class TrialActor:
         }
 
     def run(self, config: TrialConfig, prompts: list | None) -> TrialResult | TrialFailure:
+        import torch
+
         from orchestrator.trial import run_trial
 
+        torch.set_num_threads(trial_threads(config, self.threads))
         started = time.time()
         try:
             result = run_trial(config, prompts=prompts, warmup=self.warmup)
@@ -146,10 +157,12 @@ class RayExecutor:
         actors: int | None = None,
         pipeline: int = 2,
         accelerator: str = "auto",
+        verbose: bool = False,
     ) -> None:
         if accelerator not in ("auto", "gpu", "cpu"):
             raise ConfigError(f"unknown accelerator {accelerator!r} (known: auto, gpu, cpu)")
         self.accelerator = accelerator
+        self.verbose = verbose  # workers' stdout and stderr on the driver's terminal
         self.address, self.warmup, self.max_attempts = address, warmup, max_attempts
         self.actors, self.pipeline = actors, pipeline
         self.slots: list[Slot] = []
@@ -167,14 +180,17 @@ class RayExecutor:
             return False
         hidden = {k: os.environ.pop(k) for k in SECRET_ENV if k in os.environ}
         try:
+            # Ray's own lines (start-up, token authentication) go through the "ray" logger:
+            # orchestrator.runlog sends them to the run log unless --verbose
+            quiet = {"log_to_driver": self.verbose, "logging_level": logging.INFO}
             if self.address:
-                ray.init(address=self.address, log_to_driver=False)
+                ray.init(address=self.address, **quiet)
                 return True
             path = os.pathsep.join(p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p)
             ray.init(
                 include_dashboard=False,
-                log_to_driver=False,
                 runtime_env={"env_vars": {"PYTHONPATH": path}},
+                **quiet,
             )
             _start_reaper()
             return True
@@ -195,7 +211,7 @@ class RayExecutor:
         n = self.actors or (gpus if use_gpu else cpus)
         n = max(1, min(n, n_jobs))
         self._options = {"num_gpus": 1, "num_cpus": 0} if use_gpu else {"num_cpus": 1}
-        self._threads = max(1, cpus // n)
+        self._threads = worker_threads(n, cpus)
         return n
 
     def _spawn(self) -> Slot:

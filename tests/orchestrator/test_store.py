@@ -288,7 +288,7 @@ def test_unreachable_and_bad_urls_are_one_line_without_password(tmp_path):
     for url, needle in [
         ("postgresql+psycopg://alice:S3cretPw@127.0.0.1:1/orch", "cannot connect to database"),
         (f"sqlite:///{tmp_path}/missing/dir/orch.db", "does not exist"),
-        ("nonsense://", "cannot use database"),
+        ("nonsense://", "unsupported database nonsense://"),
         ("::::", "invalid database URL"),
     ]:
         with pytest.raises(StoreError) as e:

@@ -5,16 +5,16 @@
 `worker_host` and `gpu_id`. The trial's config holds the device kind (cpu, cuda) it was
 hashed with; this column tells two GPU kinds apart. None for trials recorded before it.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-25
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
