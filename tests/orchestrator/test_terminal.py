@@ -387,10 +387,11 @@ def test_store_ends_an_all_failed_sweep_failed(db_url):
             want = SweepStatus.FAILED if name == "allfail" else SweepStatus.FINISHED
             assert store.sweep_status(sid) == want  # settled by the last outcome
             assert store.finish_run(sid) == want
-            # resubmitting the same trials keeps it so; more trials reopen it
+            # resubmitting the same trials keeps it so; more trials (--replace) reopen it
             assert store.submit(name, {"name": name}, cfgs, "v").sweep_id == sid
             assert store.sweep_status(sid) == want
-            store.submit(name, {"name": name}, [*cfgs, fake_config(7, max_new_tokens=30)], "v")
+            more = [*cfgs, fake_config(7, max_new_tokens=30)]
+            store.submit(name, {"name": name}, more, "v", replace=True)
             assert store.sweep_status(sid) == SweepStatus.SUBMITTED
     finally:
         store.close()
