@@ -108,7 +108,13 @@ def _finish(run) -> None:
 @click.argument("sweep_file", type=click.Path(dir_okay=False))
 @db_option
 @_run_options
-def submit(sweep_file, db_url, **kw) -> None:
+@click.option(
+    "--scale",
+    is_flag=True,
+    help="run the file's scale: block (its grid at smaller sizes, for a CPU) as sweep "
+    "NAME-scaled; default: the file's own sizes",
+)
+def submit(sweep_file, db_url, scale, **kw) -> None:
     """Validate SWEEP_FILE, store its trials, run those not done yet. Several drivers may
     run one sweep, or sweeps sharing configs, at once: they split the trials.
 
@@ -119,15 +125,18 @@ def submit(sweep_file, db_url, **kw) -> None:
     if is_jobs_address(kw["address"]):
         from orchestrator.jobs import submit_job
 
-        opts = {k: v for k, v in kw.items() if k not in ("address", "progress")}
+        opts = {k: v for k, v in kw.items() if k not in ("address", "progress")} | {"scale": scale}
         sys.exit(
             submit_job(
                 sweep_file, kw["address"], db_url, opts, log=lambda line: click.echo(line, err=True)
             )
         )
     from orchestrator.runner import submit as run
+    from orchestrator.scale import announce
 
-    _finish(lambda log: run(sweep_file, db_url, _options(**kw), log=log))
+    _finish(
+        lambda log: run(sweep_file, db_url, _options(**kw), announce(log, sweep_file, scale), scale)
+    )
 
 
 @click.command()

@@ -150,11 +150,15 @@ def open_store(
 
 
 def submit(
-    path: str | Path, url: str | None, opts: RunOptions, log: Callable[[str], None] = print
+    path: str | Path,
+    url: str | None,
+    opts: RunOptions,
+    log: Callable[[str], None] = print,
+    scaled: bool = False,
 ) -> RunSummary:
     # everything validated before the database is touched; for a remote cluster (an address)
-    # model folders are checked where they load, on the workers
-    sweep, trials = load_sweep(path, local_models=opts.address is None)
+    # model folders are checked where they load, on the workers; scaled: the file's scale: block
+    sweep, trials = load_sweep(path, local_models=opts.address is None, scaled=scaled)
     check_run(opts, {t.device for t in trials})  # and how it will run: Ray, GPUs, devices
     store = open_store(url, opts, log)
     try:
