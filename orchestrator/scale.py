@@ -57,7 +57,8 @@ def describe(data: Any, scaled: bool) -> str:
         hint = "; --scale runs its scale: block" if isinstance(block, dict) else ""
         return f"scale: full (the file's own sizes{hint})"
     shown = ", ".join(f"{k} {_shown(block[k])}" for k in KEYS if k in block)
-    return f"scale: reduced by the file's scale: block ({shown}); same grid, sweep {SUFFIX}"
+    name = f"{data.get('name')}{SUFFIX}"
+    return f"scale: reduced by the file's scale: block ({shown}); the same grid, as sweep {name!r}"
 
 
 def _shown(value: Any) -> str:
