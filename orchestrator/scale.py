@@ -46,7 +46,7 @@ def apply_scale(data: Any, source: str, scaled: bool) -> Any:
     sweep = parse_sweep(full, source)
     block = _block(data["scale"], sweep, f"{source}: scale")
     small = _scaled(full, sweep, block)
-    _check_distinct(sweep, parse_sweep(small, source), f"{source}: scale")
+    _check_distinct(sweep, parse_sweep(small, f"{source}: scale"), f"{source}: scale")
     return small if scaled else full
 
 

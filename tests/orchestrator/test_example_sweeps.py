@@ -159,6 +159,7 @@ def test_scale_block_shrinks_sizes_not_the_grid(tmp_path):
         ("scale: {repeats: 3}\n", "scale.repeats: 3 is more than the file's repeats"),
         ("scale: {warmup: 1}\n", "scale.warmup: 1 is more than the file's warmup"),
         ("scale: {pairs: []}\n", "scale.pairs: empty list"),
+        ("scale: {pairs: [{target: tiny-neox}]}\n", "scale: pairs[0]: missing required key"),
         ("scale: {repeats: 1}\n", "its trials would be the full run's own"),
         ("scale: {prompts: 6, max_new_tokens: 16}\n", "its trials would be the full run's own"),
         ("", "--scale, but the file has no scale: block"),
