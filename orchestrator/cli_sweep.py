@@ -130,7 +130,13 @@ def _finish(run) -> None:
     is_flag=True,
     help="measure the sweep's done trials again; each new result replaces the old one",
 )
-def submit(sweep_file, db_url, replace, rerun, **kw) -> None:
+@click.option(
+    "--scale",
+    is_flag=True,
+    help="run the file's scale: block (its grid at smaller sizes, for a CPU) as sweep "
+    "NAME-scaled; default: the file's own sizes",
+)
+def submit(sweep_file, db_url, replace, rerun, scale, **kw) -> None:
     """Validate SWEEP_FILE, store its trials, run those not done yet. Several drivers may
     run one sweep, or sweeps sharing configs, at once: they split the trials.
 
@@ -151,16 +157,25 @@ def submit(sweep_file, db_url, replace, rerun, **kw) -> None:
         from orchestrator.jobs import submit_job
 
         opts = {k: v for k, v in kw.items() if k not in ("address", "progress")}
-        opts.update(replace=replace, rerun=rerun)
+        opts.update(replace=replace, rerun=rerun, scale=scale)
         sys.exit(
             submit_job(
                 sweep_file, kw["address"], db_url, opts, log=lambda line: click.echo(line, err=True)
             )
         )
     from orchestrator.runner import submit as run
+    from orchestrator.scale import announce
 
     _finish(
-        lambda log: run(sweep_file, db_url, _options(**kw), log=log, replace=replace, rerun=rerun)
+        lambda log: run(
+            sweep_file,
+            db_url,
+            _options(**kw),
+            announce(log, sweep_file, scale),
+            replace=replace,
+            rerun=rerun,
+            scaled=scale,
+        )
     )
 
 

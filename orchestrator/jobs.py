@@ -75,7 +75,7 @@ def submit_job(
     follow: bool = True,
 ) -> int:
     """Submit the sweep's driver as a Ray job at `address`; returns the exit code."""
-    sweep, trials = load_sweep(path, local_models=False)
+    sweep, trials = load_sweep(path, local_models=False, scaled=bool(options.get("scale")))
     url = db_url or os.environ.get("ORCH_DB_URL")
     if url and _has_password(url):
         raise ConfigError(

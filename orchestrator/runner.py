@@ -158,12 +158,13 @@ def submit(
     log: Callable[[str], None] = print,
     replace: bool = False,
     rerun: bool = False,
+    scaled: bool = False,
 ) -> RunSummary:
     """`replace`: the file's trials become the sweep's even where they differ (else a
     changed trial set is refused); `rerun`: its done trials are measured again (Store.submit)."""
     # everything validated before the database is touched; for a remote cluster (an address)
-    # model folders are checked where they load, on the workers
-    sweep, trials = load_sweep(path, local_models=opts.address is None)
+    # model folders are checked where they load, on the workers; scaled: the file's scale: block
+    sweep, trials = load_sweep(path, local_models=opts.address is None, scaled=scaled)
     check_run(opts, {t.device for t in trials})  # and how it will run: Ray, GPUs, devices
     trials = place_trials(trials, opts)  # device and dtype `auto` resolved: part of the hash
     store = open_store(url, opts, log)

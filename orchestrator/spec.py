@@ -21,6 +21,7 @@ dtype: auto                         # auto | float32 | bfloat16 | float16, or pe
                                     # {target: float32, draft: bfloat16}
 engine: eager                       # eager | fast | compiled, or a list (a grid axis)
 limits: {max_trials: 100000}        # caps (orchestrator/limits.py), each optional
+scale: {prompts: 4, max_new_tokens: 32}  # sizes for `orch submit --scale` (orchestrator/scale.py)
 methods:                            # required, non-empty
   - name: dynatree                  # a key of engine.drafters.DRAFTERS
     params: {verifier: greedy}      # fixed values
@@ -160,8 +161,11 @@ class Sweep:
 # ----------------------------------------------------------------------------- loading
 
 
-def load_sweep(path: str | Path, local_models: bool = True) -> tuple[Sweep, list[TrialConfig]]:
+def load_sweep(
+    path: str | Path, local_models: bool = True, scaled: bool = False
+) -> tuple[Sweep, list[TrialConfig]]:
     """Read, parse and validate a sweep file; returns the sweep and its expanded trials.
+    scaled: run its `scale:` block (orchestrator/scale.py), else the file's own sizes.
 
     Model names are checked against the registries (real models need not be fetched here:
     workers fetch them on first use). local_models=False (a driver for a remote cluster): a
@@ -171,7 +175,9 @@ def load_sweep(path: str | Path, local_models: bool = True) -> tuple[Sweep, list
         data = read_yaml(path)
     except ConfigError as e:
         raise SpecError(str(e)) from None
-    sweep = parse_sweep(data, source=str(path))
+    from orchestrator.scale import apply_scale
+
+    sweep = parse_sweep(apply_scale(data, str(path), scaled), source=str(path))
     try:
         check_grid(sweep, sweep.limits)  # before expanding: a huge grid fails here, at once
     except ConfigError as e:

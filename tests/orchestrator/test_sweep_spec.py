@@ -18,12 +18,12 @@ def test_dynatree_450_expands_to_450_per_pair_and_repeat():
     per = Counter((t.method, t.target, t.draft, t.repeat) for t in trials)
     pair = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
     for r in range(sweep.repeats):
-        assert per[("dynatree", *pair, r)] == 450
-        assert per[("autoregressive", *pair, r)] == 5  # one baseline per max_new_tokens
-    assert len(trials) == sweep.repeats * 455
+        assert per[("dynatree", *pair, r)] == 450 + 8  # the grid and Table 3's ablation
+        assert per[("autoregressive", *pair, r)] == 6  # one baseline per max_new_tokens
+    assert len(trials) == sweep.repeats * 476
     assert len({t.config_hash for t in trials}) == len(trials)
     dyn = [t for t in trials if t.method == "dynatree"]
-    assert {t.max_new_tokens for t in dyn} == {100, 200, 500, 750, 1000}
+    assert {t.max_new_tokens for t in dyn} == {100, 200, 500, 750, 1000, 1500}
     assert {t.params["verifier"] for t in dyn} == {"greedy"}
     assert {t.seed for t in trials} == {0, 1}
 

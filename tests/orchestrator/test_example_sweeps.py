@@ -1,0 +1,196 @@
+"""The papers' sweep files (examples/*.yaml) and the `scale:` block (orchestrator/scale.py):
+every file loads and expands at its own and at its reduced scale, to the trial counts its
+header states (recomputed here from the grids), with the same method parameter points at both
+scales and no config hash in common; bad scale blocks are one error line, nothing written."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from orch_helpers import REPO
+
+from orchestrator.cli import main
+from orchestrator.spec import SpecError, load_sweep
+
+EXAMPLES = REPO / "examples"
+# (full, scaled) trial counts, computed from each file's grid as its header spells them out
+COUNTS = {
+    "dynatree_450.yaml": (
+        (6 * 3 * 5 * 5 + 3 * 6 + 8) * 2,  # grid x lengths + 3 baselines x 6 lengths + ablation
+        6 * 3 * 5 + 3 + 8 - 1,  # one length, one repeat: ablation all-off = grid point
+    ),
+    "delayed_verifiers.yaml": (8 * (8 * (4 * 3 + 3 * 3 * 2) + 1),) * 2,
+    "dyspec.yaml": (2 * (2 * 5 + 5 + 5 + 1),) * 2,
+    "salf.yaml": (3 * 2 * (5 + 1 + 1),) * 2,
+    "ddtree.yaml": (3 * 2 * (7 + 1 + 1),) * 2,
+    "cross_model.yaml": (3 * 2 * 12,) * 2,
+}
+PAPERS = sorted(COUNTS)
+
+
+@functools.cache
+def _load(name: str, scaled: bool):
+    return load_sweep(EXAMPLES / name, scaled=scaled)
+
+
+def _points(trials) -> set:
+    """The method parameter points of a trial set (sizes and seeds left out)."""
+    return {
+        (t.method, tuple(sorted(t.params.items())), t.temperature, t.top_p, t.target, t.draft)
+        for t in trials
+    }
+
+
+def test_every_example_file_is_listed():
+    with_block = {p.name for p in EXAMPLES.glob("*.yaml") if "\nscale:" in p.read_text()}
+    assert with_block == set(COUNTS)
+
+
+@pytest.mark.parametrize("name", PAPERS)
+def test_example_expands_at_both_scales_to_its_stated_counts(name):
+    text = (EXAMPLES / name).read_text()
+    stated = re.search(r"^# trials: full (\d+)\b.*?; scaled (\d+)\b", text, re.M)
+    assert stated, f"{name}: no '# trials: full N ...; scaled M' line in the header"
+    assert (int(stated[1]), int(stated[2])) == COUNTS[name]
+    assert re.search(r"Sec\. \d|Table \d|Fig\. \d", text.split("\nname:")[0]) or "cross" in name
+    sweep, full = _load(name, False)
+    small_sweep, small = _load(name, True)
+    assert (len(full), len(small)) == COUNTS[name]
+    assert small_sweep.name == sweep.name + "-scaled"
+    assert _points(small) == _points(full)  # the grid is unchanged
+    assert not {t.config_hash for t in small} & {t.config_hash for t in full}
+    assert {t.max_new_tokens for t in small} < {t.max_new_tokens for t in full} or max(
+        t.max_new_tokens for t in small
+    ) < min(t.max_new_tokens for t in full)
+    assert max(t.prompts for t in small) < min(t.prompts for t in full)
+
+
+def test_dynatree_450_is_the_papers_grid():
+    sweep, trials = _load("dynatree_450.yaml", False)
+    assert {(d.name, d.prompts, d.prompt_tokens) for d in sweep.datasets} == {
+        ("wikitext2", 10, 800)
+    }
+    grid = [t for t in trials if t.method == "dynatree" and t.max_new_tokens <= 1000]
+    assert len(grid) == 450 * 2
+    for t in grid:  # the fixed backbone: phases off, the tree is depth D0 with B_mid children
+        p = t.params
+        assert not (p["dynamic_breadth"] or p["dynamic_depth"] or p["history_adaptation"])
+    assert {t.params["D0"] for t in grid} == set(range(3, 9))
+    assert {t.params["B_mid"] for t in grid} == {2, 3, 4}
+    assert {t.params["tau"] for t in grid} == {0.01, 0.02, 0.03, 0.05, 0.1}
+    ablation = [t for t in trials if t.method == "dynatree" and t.max_new_tokens == 1500]
+    assert len({tuple(sorted(t.params.items())) for t in ablation}) == 8
+    assert {(t.params["B_min"], t.params["B_max"], t.params["D_max"]) for t in ablation} == {
+        (1, 3, 8)
+    }
+    base = {t.method: t.params for t in trials if t.method in ("linear", "fixed_tree")}
+    assert base["linear"]["k"] == 5
+    assert (base["fixed_tree"]["depth"], base["fixed_tree"]["branch"]) == (5, 2)
+    assert base["fixed_tree"]["budget"] == 256
+    ar = {t.max_new_tokens for t in trials if t.method == "autoregressive"}
+    assert ar == {100, 200, 500, 750, 1000, 1500}
+
+
+def test_delayed_verifiers_runs_every_verifier_at_the_papers_8_settings():
+    sweep, trials = _load("delayed_verifiers.yaml", False)
+    assert sweep.settings == tuple((t, 1.0) for t in (0.2, 0.4, 0.6, 0.8, 1.0, 1.2)) + (
+        (1.0, 0.9),
+        (1.0, 0.99),
+    )
+    for method in ("iid", "delayed"):
+        verifiers = {t.params["verifier"] for t in trials if t.method == method}
+        assert len(verifiers) == 8 and "greedy" not in verifiers
+
+
+# ----------------------------------------------------------------------------- the block
+
+BASE = """name: tiny-scale
+pairs: [{target: tiny-llama, draft: tiny-llama-draft}]
+dataset: {name: spec_bench, prompts: 6, prompt_tokens: 64}
+max_new_tokens: 16
+repeats: 2
+methods:
+  - name: autoregressive
+    grid: {max_new_tokens: [12, 16]}
+  - name: linear
+    params: {max_new_tokens: 20}
+    grid: {k: [2, 3]}
+"""
+
+
+def _file(tmp_path: Path, scale: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(BASE + scale)
+    return path
+
+
+def test_scale_block_shrinks_sizes_not_the_grid(tmp_path):
+    path = _file(
+        tmp_path, "scale: {prompts: 2, prompt_tokens: 32, max_new_tokens: 4, repeats: 1}\n"
+    )
+    sweep, full = load_sweep(path)
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(BASE)
+    assert [t.config_hash for t in full] == [t.config_hash for t in load_sweep(plain)[1]]
+    small_sweep, small = load_sweep(path, scaled=True)
+    assert len(full) == (2 + 2) * 2 and len(small) == 1 + 2
+    assert _points(small) == _points(full)
+    assert {(t.prompts, t.prompt_tokens, t.max_new_tokens, t.repeat) for t in small} == {
+        (2, 32, 4, 0)
+    }
+    assert small_sweep.to_dict()["name"] == "tiny-scale-scaled"
+
+
+@pytest.mark.parametrize(
+    "scale, message",
+    [
+        ("scale: 3\n", "scale: expected a mapping"),
+        ("scale: {}\n", "scale: expected a mapping"),
+        ("scale: {prompt: 2}\n", "scale.prompt: unknown key"),
+        ("scale: {prompts: 0}\n", "scale.prompts: must be >= 1"),
+        ("scale: {prompts: '2'}\n", "scale.prompts: expected an integer"),
+        ("scale: {prompts: 7}\n", "scale.prompts: 7 is more than the file's prompts"),
+        ("scale: {prompt_tokens: 65}\n", "scale.prompt_tokens: 65 is more than"),
+        ("scale: {max_new_tokens: [4, 21]}\n", "scale.max_new_tokens[1]: 21 is more than"),
+        ("scale: {repeats: 3}\n", "scale.repeats: 3 is more than the file's repeats"),
+        ("scale: {warmup: 1}\n", "scale.warmup: 1 is more than the file's warmup"),
+        ("scale: {pairs: []}\n", "scale.pairs: empty list"),
+        ("scale: {pairs: [{target: tiny-neox}]}\n", "scale: pairs[0]: missing required key"),
+        ("scale: {repeats: 1}\n", "its trials would be the full run's own"),
+        ("scale: {prompts: 6, max_new_tokens: 16}\n", "its trials would be the full run's own"),
+        ("", "--scale, but the file has no scale: block"),
+    ],
+)
+def test_bad_scale_blocks_are_one_error_line(tmp_path, scale, message):
+    path = _file(tmp_path, scale)
+    with pytest.raises(SpecError) as e:
+        load_sweep(path, scaled=True)
+    assert message in str(e.value) and "\n" not in str(e.value)
+    assert str(path) in str(e.value)
+    if scale:  # the block is checked without --scale too
+        with pytest.raises(SpecError):
+            load_sweep(path)
+    db = tmp_path / "o.db"
+    r = CliRunner().invoke(main, ["submit", str(path), "--scale", "--db", f"sqlite:///{db}"])
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines() == [f"error: {e.value}"]
+    assert not db.exists()  # nothing written
+
+
+def test_submit_scaled_on_the_tiny_pair_says_which_scale_ran(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        BASE.replace("grid: {k: [2, 3]}", "grid: {k: [2]}")
+        + "scale: {prompts: 1, prompt_tokens: 8, max_new_tokens: 2, repeats: 1}\n"
+    )
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    r = CliRunner().invoke(
+        main, ["submit", str(path), "--scale", "--executor", "local", "--db", url]
+    )
+    assert r.exit_code == 0, r.output
+    assert "scale: reduced by the file's scale: block (prompts 1, prompt_tokens 8" in r.output
+    assert "sweep 'tiny-scale-scaled'" in r.output and "2 trials; ran 2 (2 done" in r.output
