@@ -28,7 +28,7 @@ from engine.methods import Method, resolve_method
 from engine.metrics import GenerationStats, IterationStats, peak_memory, reset_peak_memory
 from engine.models import Pair
 from engine.no_draft import no_draft
-from engine.sampling import Warp, warp
+from engine.sampling import Warp, draft_warp, warp
 from engine.static_cache import MIN_CAPACITY, cached_model
 from engine.tree import Tree
 from engine.verify import VERIFIERS, Accept
@@ -113,16 +113,26 @@ def generate(
     seed: int = 0,
     params: dict | None = None,
     engine: str = "eager",
+    draft_temperature: float | None = None,
+    draft_top_p: float | None = None,
 ) -> Generation:
     """Decode until `max_new_tokens` or EOS; timing, truncation, caches and stats live here,
-    one iteration is `decode_step`. engine: how the models run (engine/config.py ENGINES)."""
+    one iteration is `decode_step`. engine: how the models run (engine/config.py ENGINES).
+    temperature / top_p: the target's sampling, the law of the output; draft_temperature /
+    draft_top_p: how the draft draws its trees (None: as the target; DySpec Sec. 5.1 drafts at
+    0.6 for targets at 0 and 0.6). A method given resolved must have been resolved with the
+    same draft temperature (its verifier's pairing with the trees depends on it)."""
     if isinstance(method, str):
-        method = resolve_method(method, params, temperature)
+        method = resolve_method(method, params, temperature, draft_temperature)
     if not prompt_ids:
         raise ConfigError("the prompt must contain at least one token")
     if max_new_tokens < 1:
         raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    w = Warp(temperature, top_p)
+    try:
+        w = Warp(temperature, top_p)
+        dw = draft_warp(w, draft_temperature, draft_top_p)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     device = pair.target.device
     gen = torch.Generator(device=device).manual_seed(seed)
     eos = pair.target.tokenizer.eos_token_id
@@ -131,7 +141,7 @@ def generate(
     if pair.draft is None:  # a model-free method (prompt lookup): engine/no_draft.py
         draft = no_draft(method.name, device)
     else:
-        draft = DraftModel(pair.draft.model, w, cached_model(pair.draft.model, engine, capacity))
+        draft = DraftModel(pair.draft.model, dw, cached_model(pair.draft.model, engine, capacity))
     reset_peak_memory(device)
 
     sync(device)
@@ -151,6 +161,7 @@ def generate(
             prefix_len=len(committed) - 1,
             root_token=committed[-1],
             warp=w,
+            draft_warp=dw,
             remaining=max_new_tokens - len(out),
             history=tuple(history),
             history_depth=tuple(history_depth),
