@@ -16,7 +16,7 @@ EOS comes first; EOS is emitted and ends the generation.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -54,6 +54,11 @@ class Step:
     target_forward_s: float  # part of target_s inside the target forward
     draft_forwards: int  # draft-model forwards while building the tree
     draft_tokens: int  # tokens fed in them
+    # [2] long, on the device (read once per generation, not per iteration): drafted nodes
+    # whose token is the target's top token after their parent (DynaTree Sec. 4.2), and 1 if
+    # the last node the verifier reached has drafted children (for the depth-wise acceptance
+    # of the delayed-tree paper, Sec. 5; engine/metrics.py acceptance_definitions)
+    counts: torch.Tensor | None = None
 
 
 def decode_step(
@@ -100,7 +105,19 @@ def decode_step(
         target_forward_s=target.forward_seconds - target_fwd0,
         draft_forwards=draft.lm.forward_calls - calls0,
         draft_tokens=draft.lm.forward_tokens - tokens0,
+        counts=acceptance_counts(tree, logits, accept),
     )
+
+
+def acceptance_counts(tree: Tree, logits: torch.Tensor, accept: Accept) -> torch.Tensor:
+    """[2] long on the tree's device, no host read: drafted nodes whose token is the target's
+    top token after their parent (argmax of the raw logits: the top token at any temperature
+    and top-p), and whether the last node the verifier reached has drafted children."""
+    parents = tree.parents.to(logits.device)
+    best = logits.argmax(-1)  # [N]
+    top_match = (tree.tokens[1:].to(logits.device) == best[parents[1:]]).sum()
+    last = accept.path[-1] if accept.path else 0
+    return torch.stack([top_match, (parents == last).any().long()])
 
 
 def generate(
@@ -155,6 +172,7 @@ def generate(
     history: list[int] = []
     history_depth: list[int] = []
     history_size: list[int] = []
+    counts: list[torch.Tensor] = []  # per iteration, Step.counts
     done = False
     while not done:
         state = DecodeState(
@@ -183,6 +201,7 @@ def generate(
         history.append(len(path))
         history_depth.append(int(step.tree.depth.max()))
         history_size.append(step.tree.size - 1)
+        counts.append(step.counts)
         t4 = time.perf_counter()
         if not iterations:
             ttft_s = t3 - start
@@ -202,6 +221,11 @@ def generate(
             )
         )
     total_s = time.perf_counter() - start
+    read = torch.stack(counts).tolist() if counts else []  # one host read per generation
+    iterations = [
+        replace(it, top_match=top, tried=it.accepted + below)
+        for it, (top, below) in zip(iterations, read)
+    ]
     stats = GenerationStats(
         method=method.name,
         new_tokens=len(out),
