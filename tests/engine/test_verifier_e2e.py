@@ -218,3 +218,11 @@ def test_e2e_checks_have_power(llama_pair, monkeypatch):
     got, ref = _samples(pair, "wrong"), _samples(pair, "autoregressive")
     assert not bool((law[got] > 0).all())
     assert two_sample(got, ref, law)[0] < ALPHA and one_sample(got, law)[0] < ALPHA
+
+
+def test_certificates_name_only_verifiers_tested_here():
+    """engine/certify.py tells a trial at temperature > 0 whether its verifier's output law is
+    tested: by this file, among others."""
+    from engine.certify import DISTRIBUTION_TESTED
+
+    assert set(DISTRIBUTION_TESTED) <= set(STOCHASTIC)
