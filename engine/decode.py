@@ -16,7 +16,7 @@ EOS comes first; EOS is emitted and ends the generation.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -28,7 +28,7 @@ from engine.methods import Method, resolve_method
 from engine.metrics import GenerationStats, IterationStats, peak_memory, reset_peak_memory
 from engine.models import Pair
 from engine.no_draft import no_draft
-from engine.sampling import Warp, warp
+from engine.sampling import Warp, draft_warp, warp
 from engine.static_cache import MIN_CAPACITY, cached_model
 from engine.tree import Tree
 from engine.verify import VERIFIERS, Accept
@@ -54,6 +54,11 @@ class Step:
     target_forward_s: float  # part of target_s inside the target forward
     draft_forwards: int  # draft-model forwards while building the tree
     draft_tokens: int  # tokens fed in them
+    # [2] long, on the device (read once per generation, not per iteration): drafted nodes
+    # whose token is the target's top token after their parent (DynaTree Sec. 4.2), and 1 if
+    # the last node the verifier reached has drafted children (for the depth-wise acceptance
+    # of the delayed-tree paper, Sec. 5; engine/metrics.py acceptance_definitions)
+    counts: torch.Tensor | None = None
 
 
 def decode_step(
@@ -100,7 +105,19 @@ def decode_step(
         target_forward_s=target.forward_seconds - target_fwd0,
         draft_forwards=draft.lm.forward_calls - calls0,
         draft_tokens=draft.lm.forward_tokens - tokens0,
+        counts=acceptance_counts(tree, logits, accept),
     )
+
+
+def acceptance_counts(tree: Tree, logits: torch.Tensor, accept: Accept) -> torch.Tensor:
+    """[2] long on the tree's device, no host read: drafted nodes whose token is the target's
+    top token after their parent (argmax of the raw logits: the top token at any temperature
+    and top-p), and whether the last node the verifier reached has drafted children."""
+    parents = tree.parents.to(logits.device)
+    best = logits.argmax(-1)  # [N]
+    top_match = (tree.tokens[1:].to(logits.device) == best[parents[1:]]).sum()
+    last = accept.path[-1] if accept.path else 0
+    return torch.stack([top_match, (parents == last).any().long()])
 
 
 def generate(
@@ -113,16 +130,26 @@ def generate(
     seed: int = 0,
     params: dict | None = None,
     engine: str = "eager",
+    draft_temperature: float | None = None,
+    draft_top_p: float | None = None,
 ) -> Generation:
     """Decode until `max_new_tokens` or EOS; timing, truncation, caches and stats live here,
-    one iteration is `decode_step`. engine: how the models run (engine/config.py ENGINES)."""
+    one iteration is `decode_step`. engine: how the models run (engine/config.py ENGINES).
+    temperature / top_p: the target's sampling, the law of the output; draft_temperature /
+    draft_top_p: how the draft draws its trees (None: as the target; DySpec Sec. 5.1 drafts at
+    0.6 for targets at 0 and 0.6). A method given resolved must have been resolved with the
+    same draft temperature (its verifier's pairing with the trees depends on it)."""
     if isinstance(method, str):
-        method = resolve_method(method, params, temperature)
+        method = resolve_method(method, params, temperature, draft_temperature)
     if not prompt_ids:
         raise ConfigError("the prompt must contain at least one token")
     if max_new_tokens < 1:
         raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    w = Warp(temperature, top_p)
+    try:
+        w = Warp(temperature, top_p)
+        dw = draft_warp(w, draft_temperature, draft_top_p)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     device = pair.target.device
     gen = torch.Generator(device=device).manual_seed(seed)
     eos = pair.target.tokenizer.eos_token_id
@@ -131,7 +158,7 @@ def generate(
     if pair.draft is None:  # a model-free method (prompt lookup): engine/no_draft.py
         draft = no_draft(method.name, device)
     else:
-        draft = DraftModel(pair.draft.model, w, cached_model(pair.draft.model, engine, capacity))
+        draft = DraftModel(pair.draft.model, dw, cached_model(pair.draft.model, engine, capacity))
     reset_peak_memory(device)
 
     sync(device)
@@ -145,12 +172,14 @@ def generate(
     history: list[int] = []
     history_depth: list[int] = []
     history_size: list[int] = []
+    counts: list[torch.Tensor] = []  # per iteration, Step.counts
     done = False
     while not done:
         state = DecodeState(
             prefix_len=len(committed) - 1,
             root_token=committed[-1],
             warp=w,
+            draft_warp=dw,
             remaining=max_new_tokens - len(out),
             history=tuple(history),
             history_depth=tuple(history_depth),
@@ -172,6 +201,7 @@ def generate(
         history.append(len(path))
         history_depth.append(int(step.tree.depth.max()))
         history_size.append(step.tree.size - 1)
+        counts.append(step.counts)
         t4 = time.perf_counter()
         if not iterations:
             ttft_s = t3 - start
@@ -191,6 +221,11 @@ def generate(
             )
         )
     total_s = time.perf_counter() - start
+    read = torch.stack(counts).tolist() if counts else []  # one host read per generation
+    iterations = [
+        replace(it, top_match=top, tried=it.accepted + below)
+        for it, (top, below) in zip(iterations, read)
+    ]
     stats = GenerationStats(
         method=method.name,
         new_tokens=len(out),

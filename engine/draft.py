@@ -32,7 +32,7 @@ class DecodeState:
 
     prefix_len: int  # committed tokens before the root (= target cache length)
     root_token: int  # the last committed token, node 0 of the tree
-    warp: Warp
+    warp: Warp  # the target's: what the verifier compares against
     remaining: int  # tokens still to emit; a tree deeper than this is wasted work
     history: tuple[int, ...] = ()  # accepted draft tokens of each earlier iteration
     history_depth: tuple[int, ...] = ()  # depth of each earlier iteration's draft tree
@@ -41,6 +41,13 @@ class DecodeState:
     # lookup): the decode loop's own list, passed by reference (no copy per iteration), so a
     # drafter reads it during build and never keeps or mutates it
     context: Sequence[int] = ()
+    # the draft's warp, what every drafter draws from and scores with, and whose greediness
+    # decides the tree's sampling mode (engine/tree.py TreeSampling); None: the target's
+    draft_warp: Warp | None = None
+
+    def __post_init__(self) -> None:
+        if self.draft_warp is None:
+            object.__setattr__(self, "draft_warp", self.warp)
 
 
 class Batch(NamedTuple):

@@ -2,9 +2,13 @@
 
 `resolve_method` is the one place that checks a method against the registries (engine/drafters,
 engine/verify): the drafter's parameters (engine/config.py) and the pairing of the drafter's
-tree sampling (its `SAMPLING`) with the verifier's declared modes (its `MODES`) at the trial's
-temperature. The CLI and the sweep loader call it before any model loads, so a bad pairing is
-one clear line, never a failed trial.
+tree sampling (its `SAMPLING`, at the draft's temperature) with the verifier's declared modes
+(its `MODES`, at the target's temperature). The draft's temperature is the target's unless a
+trial sets it apart (engine/sampling.py draft_warp): a greedy target with a sampling draft
+builds i.i.d. / without-replacement trees that the greedy verifier checks exactly; a sampling
+target with a greedy draft builds deterministic trees, which only NSS verifies losslessly.
+The CLI and the sweep loader call it before any model loads, so a bad pairing is one clear
+line, never a failed trial.
 """
 
 from __future__ import annotations
@@ -26,39 +30,60 @@ class Method:
     verifier: str
 
 
-def default_verifier(method: str, temperature: float) -> str:
-    return "greedy" if temperature == 0.0 else DRAFTERS[method].default_verifier
+def default_verifier(
+    method: str, temperature: float, draft_temperature: float | None = None
+) -> str:
+    """greedy at target temperature 0; above it the drafter's default, or NSS (lossless for
+    every tree) where a draft temperature set apart makes the trees something the default
+    does not verify."""
+    if temperature == 0.0:
+        return "greedy"
+    default = DRAFTERS[method].default_verifier
+    if default in compatible_verifiers(method, temperature, draft_temperature):
+        return default
+    return "nss"
 
 
-def compatible_verifiers(method: str, temperature: float) -> list[str]:
-    """The verifiers that are lossless for `method`'s trees at `temperature`."""
-    mode = tree_sampling(method, temperature)
+def compatible_verifiers(
+    method: str, temperature: float, draft_temperature: float | None = None
+) -> list[str]:
+    """The verifiers that are lossless for `method`'s trees, drawn at `draft_temperature`
+    (None: `temperature`), against a target at `temperature`."""
+    mode = tree_sampling(method, temperature if draft_temperature is None else draft_temperature)
     return [v for v, spec in VERIFIERS.items() if spec.accepts(mode, temperature)]
 
 
 def tree_sampling(method: str, temperature: float) -> str | None:
-    """How `method`'s trees are drawn at `temperature`; None for root-only trees."""
+    """How `method`'s trees are drawn at (draft) `temperature`; None for root-only trees."""
     sampling = DRAFTERS[method].sampling
     return None if sampling is None else sampling.at(temperature == 0.0)
 
 
 def resolve_method(
-    method: str, params: dict[str, Any] | None = None, temperature: float = 0.0
+    method: str,
+    params: dict[str, Any] | None = None,
+    temperature: float = 0.0,
+    draft_temperature: float | None = None,
 ) -> Method:
-    """Validate a method name, its parameters (strings or typed) and its verifier pairing;
+    """Validate a method name, its parameters (strings or typed) and its verifier pairing at
+    target `temperature` with trees drawn at `draft_temperature` (None: the target's);
     ConfigError (one line) if anything is wrong."""
     if method not in DRAFTERS:
         raise ConfigError(f"unknown method {method!r} (known: {', '.join(DRAFTERS)})")
     params = dict(params or {})
-    verifier = params.pop("verifier", None) or default_verifier(method, temperature)
+    verifier = params.pop("verifier", None) or default_verifier(
+        method, temperature, draft_temperature
+    )
     if verifier not in VERIFIERS:
         raise ConfigError(f"unknown verifier {verifier!r} (known: {', '.join(VERIFIERS)})")
-    ok = compatible_verifiers(method, temperature)
+    ok = compatible_verifiers(method, temperature, draft_temperature)
     if verifier not in ok:
-        mode = tree_sampling(method, temperature) or "root-only"
+        dt = temperature if draft_temperature is None else draft_temperature
+        mode = tree_sampling(method, dt) or "root-only"
+        drafted = "" if dt == temperature else f" with a draft at temperature {dt:g}"
         raise ConfigError(
             f"verifier {verifier!r} is not lossless for method {method!r} at "
-            f"temperature {temperature:g} (its trees are {mode}); compatible "
+            f"temperature {temperature:g}{drafted} (its trees are {mode}); compatible "
             f"verifiers: {', '.join(ok)}"
         )
     cfg = parse_config(DRAFTERS[method].config, params, where=f"method {method!r}")

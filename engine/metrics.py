@@ -12,6 +12,10 @@ to this list, names and types.
   a process-lifetime peak).
 - time split: draft (tree building incl. draft forwards), target (tree forward), verify,
   bookkeeping (cache compaction, committing); forward_s is the time inside model forwards only.
+- acceptance: the papers define it differently; `acceptance_definitions` gives each one under
+  its own name, side by side, from the per-iteration lists (stored per prompt under
+  `acceptance` in a trial's per_prompt; over a whole trial: `acceptance_definitions` of its
+  stored per_iteration, iterations pooled).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ class IterationStats:
     target_forward_s: float  # part of target_s spent inside the target forward
     draft_forwards: int = 0  # draft-model forwards while building the tree
     draft_tokens: int = 0  # tokens fed in those forwards (pending committed tokens included)
+    top_match: int = 0  # drafted nodes whose token is the target's top token after their parent
+    tried: int = 0  # depths where the verifier stood on a node with drafted children
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,8 @@ METRICS: tuple[Metric, ...] = (
         lambda p: _ratio(
             p.iteration_total("accepted"), p.iteration_total("tree_size") - len(p.iterations)
         ),
-        "accepted draft tokens / drafted tokens (tree nodes below the root)",
+        "accepted draft tokens / drafted tokens (tree nodes below the root); for the papers' "
+        "other definitions see acceptance_definitions",
     ),
     Metric(
         "tokens_per_iteration",
@@ -178,6 +185,72 @@ METRICS: tuple[Metric, ...] = (
 )
 
 
+ACCEPTANCE_DEFINITIONS = {
+    "accepted_per_drafted": "accepted draft tokens / drafted tree nodes (the acceptance_rate "
+    "column)",
+    "dynatree_acceptance_rate": "DynaTree Sec. 4.2: share of drafted nodes whose token is the "
+    "target's greedy (top) token in its node's context, accepted or not",
+    "dynatree_mean_path_length": "DynaTree Sec. 4.2: mean accepted path length before the bonus",
+    "ddtree_acceptance_length_histogram": "DDTree Sec. 5.1/5.4, Fig. 4: counts[l] of iterations "
+    "of acceptance length l = accepted + 1 (the bonus included, as tau), l = 0 unused",
+    "ddtree_mean_acceptance_length": "DDTree Sec. 5.1: tau, mean acceptance length incl. bonus",
+    "delayed_acceptance_by_depth": "Delayed Tree Expansion Sec. 5, Def. 5.1, Fig. 1: per depth d "
+    "[accepted, tried, rate]: of the iterations whose verifier stood at depth d on a node with "
+    "drafted children (tried), those that moved on to a child (accepted)",
+}
+
+
+def acceptance_definitions(per_iteration: Sequence[dict]) -> dict:
+    """The papers' acceptance measures, each under its own name (ACCEPTANCE_DEFINITIONS), over
+    one or more generations' per-iteration lists ({field: [value per iteration]}, as
+    GenerationStats.to_dict and results.per_iteration hold them); several generations (a
+    trial's prompts) are pooled: counts summed, rates over the sums.
+
+    - accepted / drafted: what this project's `acceptance_rate` column stores.
+    - DynaTree (Sec. 4.2, "Evaluation Metrics"): "the fraction of drafted tokens that match
+      the target model's greedy predictions under the corresponding conditioning contexts":
+      every drafted node whose token is the target's argmax after its parent counts, on the
+      accepted path or not (so it is >= accepted / drafted at temperature 0); at T > 0 the
+      target's top token. Its "average path length" is the mean accepted length.
+    - DDTree (Sec. 5.1, 5.4, Fig. 4): acceptance length tau includes the bonus token; the
+      histogram counts iterations per acceptance length (accepted + 1, before truncation).
+    - Delayed Tree Expansion (Sec. 5, Def. 5.1, Fig. 1): the acceptance rate of an OT-based
+      verifier at a node is the probability that its output token is one of the node's
+      children; Fig. 1 plots it against depth. Stored here is its empirical counterpart along
+      the verified path: at depth d, of the iterations whose verifier stood on a node with
+      drafted children (tried > d), the share that moved on to a child (accepted > d). The
+      paper averages the analytic rate (App. C; engine/verify/formulas.py `acceptance`) over
+      all nodes of offline trees; this counts the nodes the verifier actually reached.
+    Generations stored before these fields existed have no `top_match` / `tried` lists: their
+    DynaTree rate and depth-wise acceptance are None."""
+    per_iteration = [g for g in per_iteration if g.get("tree_size")]
+    accepted = [a for g in per_iteration for a in g["accepted"]]
+    drafted = sum(s - 1 for g in per_iteration for s in g["tree_size"])
+    n = len(accepted)
+    hist = [0] * (max(accepted, default=-1) + 2)
+    for a in accepted:
+        hist[a + 1] += 1
+    complete = all("top_match" in g and "tried" in g for g in per_iteration)
+    by_depth = None
+    if complete:
+        tried = [t for g in per_iteration for t in g["tried"]]
+        by_depth = []
+        for d in range(max(tried, default=0)):
+            ok, at = sum(a > d for a in accepted), sum(t > d for t in tried)
+            by_depth.append([ok, at, _ratio(ok, at)])
+    top = sum(t for g in per_iteration for t in g["top_match"]) if complete else None
+    return {
+        "iterations": n,
+        "drafted": drafted,
+        "accepted_per_drafted": _ratio(sum(accepted), drafted),
+        "dynatree_acceptance_rate": None if top is None else _ratio(top, drafted),
+        "dynatree_mean_path_length": _ratio(sum(accepted), n),
+        "ddtree_acceptance_length_histogram": hist,
+        "ddtree_mean_acceptance_length": _ratio(sum(accepted) + n, n),
+        "delayed_acceptance_by_depth": by_depth,
+    }
+
+
 def pooled_metrics(
     stats: Sequence[GenerationStats], prompt_tokens: Sequence[int]
 ) -> dict[str, int | float]:
@@ -206,13 +279,16 @@ class GenerationStats:
         }
 
     def to_dict(self) -> dict:
-        """Summary plus the per-iteration lists (JSON-ready)."""
+        """Summary, the papers' acceptance measures side by side (`acceptance`, see
+        acceptance_definitions) and the per-iteration lists (JSON-ready)."""
         out = dict(self.summary())
-        out["per_iteration"] = (
+        lists = (
             {k: [getattr(s, k) for s in self.iterations] for k in asdict(self.iterations[0])}
             if self.iterations
             else {}
         )
+        out["acceptance"] = acceptance_definitions([lists])
+        out["per_iteration"] = lists
         return out
 
 

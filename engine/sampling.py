@@ -1,10 +1,13 @@
 """Temperature / top-p warping, residual distributions, and sampling with explicit generators.
 
-Draft and target logits go through the same `warp` before verification, so every verifier
-compares the distributions the user asked to sample from (speculative sampling, Leviathan et
-al. 2023, Sec. 2.3; Chen et al. 2023, Alg. 2). Temperature 0 means greedy: `warp` returns the
-one-hot distribution of the argmax, for which every lossless verifier reduces to exact-match
-greedy verification.
+Target logits go through the trial's `Warp` before verification, so every verifier compares
+against the distribution the user asked to sample from (speculative sampling, Leviathan et al.
+2023, Sec. 2.3; Chen et al. 2023, Alg. 2). The draft draws with its own warp (`draft_warp`),
+the target's unless a trial sets the draft's temperature / top-p apart (DySpec Sec. 5.1 drafts
+at temperature 0.6 for targets at 0 and 0.6): q is only the proposal distribution, so every
+lossless verifier stays lossless whatever q is (tests/engine/test_verifier_e2e.py checks one
+such case). Temperature 0 means greedy: `warp` returns the one-hot distribution of the argmax,
+for which every lossless verifier reduces to exact-match greedy verification.
 """
 
 from __future__ import annotations
@@ -28,6 +31,15 @@ class Warp:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+
+def draft_warp(target: Warp, temperature: float | None = None, top_p: float | None = None) -> Warp:
+    """The draft's warp: the target's, with the draft's own temperature / top-p where given
+    (None: the target's value)."""
+    return Warp(
+        target.temperature if temperature is None else temperature,
+        target.top_p if top_p is None else top_p,
+    )
 
 
 def warp(logits: torch.Tensor, w: Warp) -> torch.Tensor:

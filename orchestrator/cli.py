@@ -137,6 +137,18 @@ def _parse_prompt_ids(text: str) -> list[int]:
     default=1.0,
     show_default=True,
 )
+@click.option(
+    "--draft-temperature",
+    type=Finite(min=0.0),
+    default=None,
+    help="the draft's own temperature (default: the target's)",
+)
+@click.option(
+    "--draft-top-p",
+    type=Finite(min=0.0, max=1.0, min_open=True),
+    default=None,
+    help="the draft's own top-p (default: the target's)",
+)
 @click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--dtype", default="auto", show_default=True)
@@ -166,6 +178,8 @@ def generate(
     max_new_tokens,
     temperature,
     top_p,
+    draft_temperature,
+    draft_top_p,
     seed,
     device,
     dtype,
@@ -181,7 +195,7 @@ def generate(
     from orchestrator.limits import check_generate
 
     target, draft = canonical_name(target), canonical_name(draft)  # hub ids of the real pair
-    m = resolve_method(method, parse_key_values(params), temperature)
+    m = resolve_method(method, parse_key_values(params), temperature, draft_temperature)
     if (prompt is None) == (prompt_ids is None):
         raise ConfigError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")
     ids = _parse_prompt_ids(prompt_ids) if prompt_ids is not None else None
@@ -190,13 +204,23 @@ def generate(
         no_draft(m.name)  # ConfigError unless the method is model-free
     else:
         resolve(draft)
-    check_generate(target, draft, m, ids, max_new_tokens, temperature, device)
+    drafting = {"draft_temperature": draft_temperature, "draft_top_p": draft_top_p}
+    tree_temperature = temperature if draft_temperature is None else draft_temperature
+    check_generate(target, draft, m, ids, max_new_tokens, tree_temperature, device)
     pair = load_pair(target, draft, device=device, dtype=dtype, attn=attn)
     tok = pair.target.tokenizer
     if ids is None:
         ids = (tok.chat_template_encode(prompt) if chat else None) or tok.encode(prompt)
     g = run(
-        pair, ids, m, max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, engine=engine
+        pair,
+        ids,
+        m,
+        max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        seed=seed,
+        engine=engine,
+        **drafting,
     )
     text = tok.decode(g.tokens)
     if as_json:

@@ -24,7 +24,13 @@ from engine.metrics import METRICS as ENGINE_METRICS
 CONFIG_VERSION = 1
 # Fields added after version 1, with the value every earlier trial had: a trial at that value
 # leaves the field out of its hash, so adding a field does not change the stored trials' ids.
-HASH_DEFAULTS = {"engine": "eager", "draft_dtype": None}
+HASH_DEFAULTS = {
+    "engine": "eager",
+    "draft_dtype": None,
+    "draft_temperature": None,
+    "draft_top_p": None,
+    "certify": True,
+}
 
 
 @dataclass(frozen=True)
@@ -47,10 +53,19 @@ class TrialConfig:
     dtype: str = "auto"  # the target's, and the draft's unless draft_dtype is set
     engine: str = "eager"  # engine/config.py ENGINES
     draft_dtype: str | None = None  # None: the draft runs in `dtype`
+    # the draft's own sampling (DySpec Sec. 5.1); None: the target's (engine/sampling.py)
+    draft_temperature: float | None = None
+    draft_top_p: float | None = None
+    certify: bool = True  # re-check the output after timing (engine/certify.py)
 
     def __post_init__(self) -> None:  # 0 and 0.0 must hash alike
         object.__setattr__(self, "temperature", float(self.temperature))
         object.__setattr__(self, "top_p", float(self.top_p))
+        # a draft setting equal to the target's is the default: one trial, one hash
+        for name, same in (("draft_temperature", self.temperature), ("draft_top_p", self.top_p)):
+            value = getattr(self, name)
+            value = None if value is None or float(value) == same else float(value)
+            object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -79,9 +94,14 @@ class TrialConfig:
     def label(self) -> str:
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
         engine = f" {self.engine}" if self.engine != "eager" else ""
+        drafted = "".join(
+            f" {k}={v:g}"
+            for k, v in (("draft_T", self.draft_temperature), ("draft_top_p", self.draft_top_p))
+            if v is not None
+        )
         return (
             f"{self.method}[{params}] {self.target}/{self.draft} {self.dataset} "
-            f"n={self.max_new_tokens} r={self.repeat}{engine}"
+            f"n={self.max_new_tokens} r={self.repeat}{engine}{drafted}"
         )
 
 

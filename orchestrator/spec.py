@@ -11,6 +11,9 @@ sampling: {temperature: 0.0, top_p: 1.0}   # each a number or a list (grid axes)
   # and/or explicit settings beside the grid (Delayed Tree Expansion's 8: T at top-p 1, plus
   # T=1 at top-p 0.9 and 0.99): points: [{temperature: 1.0, top_p: 0.9}, ...] (top_p
   # defaults to 1.0); with points only, the grid is empty instead of its default T=0, top-p 1
+  # draft_temperature / draft_top_p: the draft's own sampling (DySpec Sec. 5.1 drafts at 0.6
+  # for targets at 0 and 0.6), each a number, null (= the target's, the default) or a list
+  # (more grid axes); a point may set them too (its own, default null)
 max_new_tokens: 128                 # a number or a list; default for every method
 repeats: 1                          # repeat r runs with seed + r
 seed: 0
@@ -20,6 +23,7 @@ device: auto                        # auto | cpu | cuda | cuda:N
 dtype: auto                         # auto | float32 | bfloat16 | float16, or per role:
                                     # {target: float32, draft: bfloat16}
 engine: eager                       # eager | fast | compiled, or a list (a grid axis)
+certify: true                       # per-trial losslessness certificate (engine/certify.py)
 limits: {max_trials: 100000}        # caps (orchestrator/limits.py), each optional
 scale: {prompts: 4, max_new_tokens: 32}  # sizes for `orch submit --scale` (orchestrator/scale.py)
 methods:                            # required, non-empty
@@ -118,12 +122,20 @@ class Sweep:
     engines: tuple[str, ...] = ("eager",)
     description: str = ""
     limits: Limits = DEFAULT
-    points: tuple[tuple[float, float], ...] = ()  # explicit (temperature, top_p) settings
+    # explicit (temperature, top_p, draft_temperature, draft_top_p) settings
+    points: tuple[tuple[float, float, float | None, float | None], ...] = ()
+    draft_temperatures: tuple[float | None, ...] = (None,)  # grid axes; None: the target's
+    draft_top_ps: tuple[float | None, ...] = (None,)
+    certify: bool = True
 
     @property
-    def settings(self) -> tuple[tuple[float, float], ...]:
-        """Every (temperature, top_p) the sweep runs: the grid, then the explicit points."""
-        return tuple(itertools.product(self.temperatures, self.top_ps)) + self.points
+    def settings(self) -> tuple[tuple[float, float, float | None, float | None], ...]:
+        """Every (temperature, top_p, draft_temperature, draft_top_p) the sweep runs: the
+        grid, then the explicit points."""
+        grid = itertools.product(
+            self.temperatures, self.top_ps, self.draft_temperatures, self.draft_top_ps
+        )
+        return tuple(grid) + self.points
 
     def to_dict(self) -> dict[str, Any]:
         """The normalised spec, JSON-ready (stored with the sweep)."""
@@ -133,7 +145,13 @@ class Sweep:
             "pairs": [{"target": t, "draft": d} for t, d in self.pairs],
             "datasets": [vars(d) for d in self.datasets],
             "sampling": {"temperature": list(self.temperatures), "top_p": list(self.top_ps)}
-            | ({"points": [list(x) for x in self.points]} if self.points else {}),
+            | ({"points": [_point(x) for x in self.points]} if self.points else {})
+            | (  # only when set: the stored spec of a sweep without them is unchanged
+                {"draft_temperature": list(self.draft_temperatures)}
+                if self.draft_temperatures != (None,)
+                else {}
+            )
+            | ({"draft_top_p": list(self.draft_top_ps)} if self.draft_top_ps != (None,) else {}),
             "max_new_tokens": list(self.max_new_tokens),
             "repeats": self.repeats,
             "seed": self.seed,
@@ -146,6 +164,7 @@ class Sweep:
                 else {"target": self.dtype, "draft": self.draft_dtype}
             ),
             "engine": list(self.engines),
+            **({} if self.certify else {"certify": False}),
             "limits": vars(self.limits),
             "methods": [
                 {
@@ -203,6 +222,7 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
             "device",
             "dtype",
             "engine",
+            "certify",
             "limits",
         ),
         root=True,
@@ -229,9 +249,9 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
         for i, d in enumerate(_list(ds_list, at("dataset")))
     )
     sampling = _mapping(
-        top.get("sampling", {}), at("sampling"), optional=("temperature", "top_p", "points")
+        top.get("sampling", {}), at("sampling"), optional=SAMPLING_KEYS + ("points",)
     )
-    temps, top_ps, points = _sampling(sampling, at("sampling"))
+    temps, top_ps, draft_temps, draft_top_ps, points = _sampling(sampling, at("sampling"))
     mnt = _axis(
         top.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS),
         at("max_new_tokens"),
@@ -260,6 +280,9 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
         temperatures=temps,
         top_ps=top_ps,
         points=points,
+        draft_temperatures=draft_temps,
+        draft_top_ps=draft_top_ps,
+        certify=_bool(top.get("certify", True), at("certify")),
         max_new_tokens=mnt,
         methods=methods,
         repeats=repeats,
@@ -383,19 +406,21 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
             load_prompts(d.name, n=d.prompts, category=d.category)
         except DatasetError as e:
             raise SpecError(f"{source}: dataset: {e}") from None
-    points = {}  # (method index, temperature) -> list of (params, max_new_tokens axis, method)
-    for t in dict.fromkeys(t for t, _ in sweep.settings):
+    # (method index, temperature, draft temperature or None) -> list of (params,
+    # max_new_tokens axis, method)
+    points = {}
+    for t, dt in dict.fromkeys((t, _apart(dt, t)) for t, _, dt, _ in sweep.settings):
         for i, m in enumerate(sweep.methods):
-            points[i, t] = _method_points(
-                m, t, sweep.max_new_tokens, f"{source}: methods[{i}]", sweep.limits
+            points[i, t, dt] = _method_points(
+                m, t, sweep.max_new_tokens, f"{source}: methods[{i}]", sweep.limits, dt
             )
     _check_vocabularies(sweep, points, source)
     trials: dict[str, TrialConfig] = {}
-    for (target, draft), d, (t, p) in itertools.product(
+    for (target, draft), d, (t, p, dt, dp) in itertools.product(
         sweep.pairs, sweep.datasets, sweep.settings
     ):
         for i, m in enumerate(sweep.methods):
-            for params, mnts, _ in points[i, t]:
+            for params, mnts, _ in points[i, t, _apart(dt, t)]:
                 for mnt, e, r in itertools.product(mnts, sweep.engines, range(sweep.repeats)):
                     cfg = TrialConfig(
                         target=target,
@@ -416,6 +441,9 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
                         dtype=sweep.dtype,
                         draft_dtype=sweep.draft_dtype,
                         engine=e,
+                        draft_temperature=dt,
+                        draft_top_p=dp,
+                        certify=sweep.certify,
                     )
                     trials.setdefault(cfg.config_hash, cfg)
     return list(trials.values())
@@ -459,10 +487,10 @@ def _check_vocabularies(sweep: Sweep, points: dict, source: str) -> None:
         if not known:
             continue
         vocab, model = min(known, key=lambda k: k[0])
-        for (i, t), pts in points.items():
+        for (i, t, dt), pts in points.items():
             for _, _, method in pts:
-                try:
-                    check_vocab(method, t, vocab, model)
+                try:  # the tree's width depends on how the draft samples
+                    check_vocab(method, t if dt is None else dt, vocab, model)
                 except ConfigError as e:
                     raise SpecError(f"{source}: methods[{i}]: {e}") from None
 
@@ -473,8 +501,10 @@ def _method_points(
     default_mnt: tuple[int, ...],
     where: str,
     limits: Limits = DEFAULT,
+    draft_temperature: float | None = None,
 ) -> list[tuple[dict[str, Any], tuple[int, ...], Any]]:
-    """Every grid point of one method as (resolved params, max_new_tokens values, method)."""
+    """Every grid point of one method as (resolved params, max_new_tokens values, method), its
+    verifier paired with the trees of a draft at `draft_temperature` (None: `temperature`)."""
     from engine.config import config_fields
     from engine.drafters import DRAFTERS
     from engine.methods import method_params, resolve_method
@@ -501,7 +531,7 @@ def _method_points(
         raw = {**m.params, **dict(zip(keys, combo))}
         mnt = raw.pop("max_new_tokens", None)
         try:
-            method = resolve_method(m.name, raw, temperature)
+            method = resolve_method(m.name, raw, temperature, draft_temperature)
             check_tree(method, limits)
             resolved = method_params(method)
         except ConfigError as e:
@@ -582,33 +612,64 @@ def _top_p(value: Any, where: str) -> float:
     return _number(value, where, lo=0.0, hi=1.0, lo_open=True)
 
 
-def _sampling(sampling: dict, where: str) -> tuple[tuple, tuple, tuple]:
-    """(temperatures, top_ps, points): the grid axes and the explicit settings. Without
-    `points` the grid defaults to temperature 0, top_p 1; with `points` only, there is no grid.
-    A point repeated, or already in the grid, is an error."""
+SAMPLING_KEYS = ("temperature", "top_p", "draft_temperature", "draft_top_p")
+
+
+def _or_none(check):
+    """A check that lets null through (a draft setting: null = the target's)."""
+    return lambda value, where: None if value is None else check(value, where)
+
+
+def _apart(draft: float | None, target: float) -> float | None:
+    """A draft setting, None where it equals the target's (engine/sampling.py draft_warp)."""
+    return None if draft is None or draft == target else draft
+
+
+def _point(x: tuple) -> list:
+    """A stored point: [temperature, top_p] plus the draft's settings where set."""
+    return list(x[:2]) if x[2:] == (None, None) else list(x)
+
+
+def _sampling(sampling: dict, where: str) -> tuple[tuple, tuple, tuple, tuple, tuple]:
+    """(temperatures, top_ps, draft_temperatures, draft_top_ps, points): the grid axes and the
+    explicit settings. Without `points` the grid defaults to temperature 0, top_p 1; with
+    `points` only, there is no grid. The draft's axes default to (None,): the target's
+    settings. A point repeated, or already in the grid, is an error."""
     gridded = "temperature" in sampling or "top_p" in sampling or "points" not in sampling
     temps = _axis(sampling.get("temperature", 0.0), f"{where}.temperature", _temperature)
     top_ps = _axis(sampling.get("top_p", 1.0), f"{where}.top_p", _top_p)
     if not gridded:
         temps, top_ps = (), ()
-    seen = set(itertools.product(temps, top_ps))
+    draft_temps = _axis(
+        sampling.get("draft_temperature"), f"{where}.draft_temperature", _or_none(_temperature)
+    )
+    draft_top_ps = _axis(sampling.get("draft_top_p"), f"{where}.draft_top_p", _or_none(_top_p))
+    seen = set(itertools.product(temps, top_ps, draft_temps, draft_top_ps))
     points = []
     raw = _list(sampling["points"], f"{where}.points") if "points" in sampling else []
     for j, point in enumerate(raw):
         at = f"{where}.points[{j}]"
-        point = _mapping(point, at, required=("temperature",), optional=("top_p",))
+        point = _mapping(point, at, required=("temperature",), optional=SAMPLING_KEYS[1:])
+        dt, dp = point.get("draft_temperature"), point.get("draft_top_p")
         x = (
             _temperature(point["temperature"], f"{at}.temperature"),
             _top_p(point.get("top_p", 1.0), f"{at}.top_p"),
+            None if dt is None else _temperature(dt, f"{at}.draft_temperature"),
+            None if dp is None else _top_p(dp, f"{at}.draft_top_p"),
         )
         if x in seen:
+            drafted = "".join(
+                f", {k} {v:g}"
+                for k, v in zip(("draft_temperature", "draft_top_p"), x[2:])
+                if v is not None
+            )
             raise SpecError(
-                f"{at}: temperature {x[0]:g}, top_p {x[1]:g} is given twice "
+                f"{at}: temperature {x[0]:g}, top_p {x[1]:g}{drafted} is given twice "
                 "(already a point or in the temperature x top_p grid)"
             )
         seen.add(x)
         points.append(x)
-    return temps, top_ps, tuple(points)
+    return temps, top_ps, draft_temps, draft_top_ps, tuple(points)
 
 
 def _axis(value: Any, where: str, check) -> tuple:

@@ -2,8 +2,12 @@
 
 A trial generates for each of its prompts with one method and stores the metrics of
 `engine.metrics.METRICS` pooled over its generations (`pooled_metrics`: token-weighted where
-that is the definition), per-prompt summaries with the generated tokens, and per-iteration
-lists.
+that is the definition), per-prompt summaries with the generated tokens (and the papers'
+acceptance measures under `acceptance`), and per-iteration lists. Unless the config says
+`certify: false`, each prompt's output then gets its losslessness certificate
+(engine/certify.py: at temperature 0 one teacher-forced target forward re-checks it against the
+target's greedy decoding), stored as the prompt's `certificate`, outside the timed generation;
+`engine.certify.trial_certificate(per_prompt)` pools them.
 
 Model pairs are cached per process, keyed by (target, draft, device, dtype), at most
 `PAIR_CACHE_SIZE` at a time (a GPU holds one pair comfortably; executors group trials by
@@ -87,13 +91,17 @@ def run_trial(
     config: TrialConfig, pair: Any = None, prompts: list | None = None, warmup: int = 0
 ) -> TrialResult:
     """Run every prompt of `config`; raises on any error (the executor records it)."""
+    from engine.certify import certificate
     from engine.datasets import encode_prompt
     from engine.decode import generate
     from engine.methods import resolve_method
     from engine.metrics import pooled_metrics
 
     started = time.time()
-    method = resolve_method(config.method, dict(config.params), config.temperature)
+    method = resolve_method(
+        config.method, dict(config.params), config.temperature, config.draft_temperature
+    )
+    drafting = {"draft_temperature": config.draft_temperature, "draft_top_p": config.draft_top_p}
     load_s = 0.0
     if pair is None:
         pair, load_s = get_pair(config.pair_key)
@@ -115,6 +123,7 @@ def run_trial(
                 top_p=config.top_p,
                 seed=config.seed,
                 engine=config.engine,
+                **drafting,
             )
         warmup_s = time.perf_counter() - t0
     _WARM.add(config.pair_key)
@@ -129,6 +138,7 @@ def run_trial(
             top_p=config.top_p,
             seed=(config.seed * 1_000_003 + i) % 2**64,  # any 64-bit seed (unchanged below 2^44)
             engine=config.engine,
+            **drafting,
         )
         stats.append(g.stats)
         d = g.stats.to_dict()
@@ -142,6 +152,15 @@ def run_trial(
                 **{k: _round(v) for k, v in d.items()},
             }
         )
+        if config.certify:
+            per_prompt[-1]["certificate"] = certificate(
+                pair.target.model,
+                method,
+                prompt_ids,
+                g.tokens,
+                config.temperature,
+                config.draft_temperature,
+            )
     return TrialResult(
         config_hash=config.config_hash,
         metrics=pooled_metrics(stats, [len(x) for x in ids]),

@@ -3,6 +3,11 @@
 `build(draft: TreeBuilder, state: DecodeState, cfg, gen: torch.Generator) -> Tree`; configs
 are frozen dataclasses with the papers' parameter names and defaults. Adding a method: one
 module with its config, `SAMPLING` and `build`, and one entry below.
+
+Every drafter draws from and scores with the draft's warp, `state.draft_warp` (the rows
+`TreeBuilder.expand` returns come from it too), never the target's `state.warp`: "temperature"
+in the drafters' docstrings is the draft's, which a trial may set apart from the target's
+(engine/sampling.py draft_warp). The tree's sampling mode follows the draft's temperature.
 """
 
 from __future__ import annotations

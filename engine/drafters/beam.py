@@ -68,7 +68,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: BeamConfig, gen: torch.Ge
         if i not in node_of:
             node_of[i] = draft.add(all_parent[i], all_token[i])
         keep.append(node_of[i])
-    return draft.tree(SAMPLING.at(state.warp.greedy), keep=keep)
+    return draft.tree(SAMPLING.at(state.draft_warp.greedy), keep=keep)
 
 
 def _top(v: torch.Tensor, k: int) -> torch.Tensor:

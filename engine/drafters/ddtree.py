@@ -129,4 +129,4 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DDTreeConfig, gen: torch.
         )
         node_of.append(chain[d + 1] if chained else draft.add(parent_node, tokens[d][rank]))
         on_chain.append(chained)
-    return draft.tree(SAMPLING.at(state.warp.greedy), keep=[0] + node_of)
+    return draft.tree(SAMPLING.at(state.draft_warp.greedy), keep=[0] + node_of)

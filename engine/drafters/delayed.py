@@ -37,7 +37,7 @@ class DelayedConfig:
 def build(draft: TreeBuilder, state: DecodeState, cfg: DelayedConfig, gen: torch.Generator) -> Tree:
     trunk = min(cfg.L1, state.remaining)
     mult = [1]
-    grow_rollouts(draft, 0, 1, trunk, state.warp.greedy, gen, mult)  # the single path
+    grow_rollouts(draft, 0, 1, trunk, state.draft_warp.greedy, gen, mult)  # the single path
     branch = min(cfg.L2, state.remaining - trunk)
-    grow_rollouts(draft, draft.size - 1, cfg.K, branch, state.warp.greedy, gen, mult)
-    return draft.tree(SAMPLING.at(state.warp.greedy), multiplicity=mult)
+    grow_rollouts(draft, draft.size - 1, cfg.K, branch, state.draft_warp.greedy, gen, mult)
+    return draft.tree(SAMPLING.at(state.draft_warp.greedy), multiplicity=mult)

@@ -194,7 +194,7 @@ def build(
     level = [0]
     if paper:  # l. 10: the root u0 is the draft's top-1 token after the prefix
         if draft.size - 1 >= cfg.N_max or state.remaining < 1:
-            return draft.tree(SAMPLING.at(state.warp.greedy))
+            return draft.tree(SAMPLING.at(state.draft_warp.greedy))
         probs = draft.expand([0])[0]  # [V]
         top = int(probs.argmax())
         level = [draft.add(0, top)]
@@ -230,4 +230,4 @@ def build(
                     break
                 level.append(draft.add(chunk[row], tokens[row][col]))
                 logp.append(lps[row][col])
-    return draft.tree(SAMPLING.at(state.warp.greedy))
+    return draft.tree(SAMPLING.at(state.draft_warp.greedy))

@@ -75,7 +75,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DySpecConfig, gen: torch.
         _grow_threshold(draft, state, cfg, gen)
     else:
         grow_greedy(draft, state, cfg.budget, gen)
-    sampling = SAMPLING.at(state.warp.greedy)
+    sampling = SAMPLING.at(state.draft_warp.greedy)
     if not cfg.reorder or draft.size <= 2:
         return draft.tree(sampling)
     order = dfs_order(torch.tensor(draft.parents), heavy_first=False)  # [N] perm[new] = old
@@ -93,7 +93,9 @@ def grow_greedy(
     while heap and draft.size - 1 < budget:
         neg_value, _, u, k = heapq.heappop(heap)
         if u not in draws:
-            t, q = draws_without_replacement(draft.expand([u]), budget, state.warp.greedy, gen)
+            t, q = draws_without_replacement(
+                draft.expand([u]), budget, state.draft_warp.greedy, gen
+            )
             draws[u] = (t[0].tolist(), q[0].tolist())
         tokens, probs = draws[u]
         if k >= len(tokens) or probs[k] <= 0:
@@ -118,7 +120,7 @@ def _grow_threshold(
     while level and draft.size - 1 < cfg.budget and draft.depth[level[0]] < state.remaining:
         probs = draft.expand(level)  # [n, V]
         room = cfg.budget - (draft.size - 1)
-        tokens, q = draws_without_replacement(probs, room, state.warp.greedy, gen)  # [n, k]
+        tokens, q = draws_without_replacement(probs, room, state.draft_warp.greedy, gen)  # [n, k]
         q = q.double()
         value = torch.tensor(level_p, dtype=torch.float64, device=q.device)[:, None] * (
             1.0 - (q.cumsum(-1) - q)

@@ -53,4 +53,4 @@ def build(
             logp[node] = float(cand[row, col])
             nxt.append(node)
         level = nxt
-    return draft.tree(SAMPLING.at(state.warp.greedy))
+    return draft.tree(SAMPLING.at(state.draft_warp.greedy))

@@ -67,5 +67,5 @@ def grow_rollouts(
 
 def build(draft: TreeBuilder, state: DecodeState, cfg: IIDConfig, gen: torch.Generator) -> Tree:
     mult = [1]  # the root
-    grow_rollouts(draft, 0, cfg.K, min(cfg.L, state.remaining), state.warp.greedy, gen, mult)
-    return draft.tree(SAMPLING.at(state.warp.greedy), multiplicity=mult)
+    grow_rollouts(draft, 0, cfg.K, min(cfg.L, state.remaining), state.draft_warp.greedy, gen, mult)
+    return draft.tree(SAMPLING.at(state.draft_warp.greedy), multiplicity=mult)

@@ -45,8 +45,8 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: LinearConfig, gen: torch.
     node = 0
     for _ in range(min(cfg.k, state.remaining)):
         probs = draft.expand([node])[0]  # [V]
-        token = int(probs.argmax()) if state.warp.greedy else int(sample(probs, gen))
+        token = int(probs.argmax()) if state.draft_warp.greedy else int(sample(probs, gen))
         node = draft.add(node, token)
         if cfg.stop_below > 0 and float(probs[token]) < cfg.stop_below:
             break
-    return draft.tree(SAMPLING.at(state.warp.greedy))
+    return draft.tree(SAMPLING.at(state.draft_warp.greedy))

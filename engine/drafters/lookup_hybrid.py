@@ -89,4 +89,4 @@ def build(
     first_new = draft.size
     add_paths(draft, paths, shared)
     keep = kept + list(range(first_new, draft.size))
-    return draft.tree(SAMPLING.at(state.warp.greedy), keep=keep)
+    return draft.tree(SAMPLING.at(state.draft_warp.greedy), keep=keep)

@@ -208,4 +208,4 @@ def build(
     gen: torch.Generator,
 ) -> Tree:
     add_paths(draft, lookup_paths(state, cfg))
-    return draft.tree(SAMPLING.at(state.warp.greedy))
+    return draft.tree(SAMPLING.at(state.draft_warp.greedy))

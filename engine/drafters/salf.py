@@ -47,7 +47,7 @@ class SALFConfig:
 
 def build(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig, gen: torch.Generator) -> Tree:
     keep = grow(draft, state, cfg)
-    return draft.tree(SAMPLING.at(state.warp.greedy), keep=keep)
+    return draft.tree(SAMPLING.at(state.draft_warp.greedy), keep=keep)
 
 
 def grow(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig) -> list[int]:

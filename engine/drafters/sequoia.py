@@ -130,7 +130,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: SequoiaConfig, gen: torch
             break
         probs = draft.expand([u for _, u in parents])  # [n, V]
         tokens, q = draws_without_replacement(
-            probs, max(shape[s] for s, _ in parents), state.warp.greedy, gen
+            probs, max(shape[s] for s, _ in parents), state.draft_warp.greedy, gen
         )  # [n, k]
         tokens, q = tokens.tolist(), q.tolist()
         level = {}
@@ -138,7 +138,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: SequoiaConfig, gen: torch
             for k in range(min(shape[s], len(q[row]))):  # a missing draw (support
                 if q[row][k] > 0:  # exhausted) drops its subtree
                     level[first_child[s] + k] = draft.add(u, tokens[row][k])
-    return draft.tree(SAMPLING.at(state.warp.greedy))
+    return draft.tree(SAMPLING.at(state.draft_warp.greedy))
 
 
 @torch.inference_mode()

@@ -53,7 +53,7 @@ def build(
     level, mult = [0], [1]  # mult: per builder node, the parent's draws that produced it
     for width in cfg.widths[: state.remaining]:
         probs = draft.expand(level)  # [n, V]
-        if state.warp.greedy:
+        if state.draft_warp.greedy:
             children = probs.topk(min(width, probs.shape[-1]), dim=-1).indices.tolist()
             level = [draft.add(u, t) for u, row in zip(level, children) for t in row]
             continue
@@ -70,6 +70,6 @@ def build(
                 nxt.append(draft.add(u, t))
                 mult.append(c)
         level = nxt
-    if state.warp.greedy:
+    if state.draft_warp.greedy:
         return draft.tree(SAMPLING.greedy)
     return draft.tree(SAMPLING.sampled, multiplicity=mult + [1] * (draft.size - len(mult)))

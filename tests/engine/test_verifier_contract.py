@@ -342,3 +342,11 @@ def test_greedy_rows_reproduce_target_greedy(name):
             want.append(int(greedy.p[ctx].argmax()))
             ctx = ctx * greedy.V + 1 + want[-1]
         assert emitted == want
+
+
+def test_certificates_name_only_verifiers_tested_here():
+    """engine/certify.py tells a trial at temperature > 0 whether its verifier's output law is
+    tested: by this file, among others."""
+    from engine.certify import DISTRIBUTION_TESTED
+
+    assert set(DISTRIBUTION_TESTED) <= set(STOCHASTIC)

@@ -5,6 +5,9 @@
 - Temperature 1.0, top-p 0.9: the first two tokens of generate() with each stochastic verifier
   (method iid, K = 2, L = 2, one seed per sample) against autoregressive sampling and against the
   exact target law (test_sampling_matches_autoregressive states the tests and their power).
+- The same with the draft at its own temperature 0.6 and top-p 1 (DySpec Sec. 5.1 drafts at 0.6
+  whatever the target's temperature): q is only the proposal, so the output law must not move
+  (test_sampling_with_a_draft_at_another_temperature).
 
 The raw tiny models are nearly uniform over 260 tokens and their draft is within 0.05 of the
 target in total variation, so frequency tests on them see almost nothing. The sampling tests
@@ -38,6 +41,7 @@ ENGINES = ["eager", "fast"]  # engine/config.py ENGINES (compiled: tests/engine/
 # 2 chi-square tests per verifier and engine path, Bonferroni
 ALPHA = FAMILY_ALPHA / (2 * len(STOCHASTIC) * len(ENGINES))
 WARP = Warp(temperature=1.0, top_p=0.9)
+DRAFT_WARP = Warp(temperature=0.6, top_p=1.0)  # the draft's own settings, apart from WARP
 MIN_POWER = 0.99  # required power of both tests against the draft law (checked below)
 
 
@@ -59,17 +63,20 @@ def small_pair(pair: Pair) -> Pair:
 
 
 @torch.inference_mode()
-def two_token_law(model) -> torch.Tensor:
-    """P(y1, y2) of autoregressive sampling with WARP: [V * V] float64 (y1 major)."""
-    p1 = warp(model(input_ids=torch.tensor([PROMPT])).logits[0, -1], WARP).double()  # [V]
+def two_token_law(model, w: Warp = WARP) -> torch.Tensor:
+    """P(y1, y2) of autoregressive sampling with warp w: [V * V] float64 (y1 major)."""
+    p1 = warp(model(input_ids=torch.tensor([PROMPT])).logits[0, -1], w).double()  # [V]
     ctx = torch.tensor([PROMPT + [y] for y in range(V_SMALL)])
-    p2 = warp(model(input_ids=ctx).logits[:, -1], WARP).double()  # [V, V] row y1
+    p2 = warp(model(input_ids=ctx).logits[:, -1], w).double()  # [V, V] row y1
     return (p1[:, None] * p2).reshape(-1)
 
 
 @functools.lru_cache(maxsize=None)
-def _samples(pair: Pair, name: str, engine: str = "eager") -> torch.Tensor:
-    """[n] first two generated tokens as y1 * V + y2, one generate() per seed."""
+def _samples(
+    pair: Pair, name: str, engine: str = "eager", draft: Warp | None = None
+) -> torch.Tensor:
+    """[n] first two generated tokens as y1 * V + y2, one generate() per seed; `draft`: the
+    draft's own temperature and top-p (None: WARP's)."""
     if name == "autoregressive":
         seeds, method, params = range(10_000, 10_000 + AR_SEEDS), "autoregressive", {}
     else:
@@ -85,6 +92,8 @@ def _samples(pair: Pair, name: str, engine: str = "eager") -> torch.Tensor:
             seed=s,
             params=params,
             engine=engine,
+            draft_temperature=None if draft is None else draft.temperature,
+            draft_top_p=None if draft is None else draft.top_p,
         ).tokens
         for s in seeds
     ]
@@ -169,6 +178,28 @@ def test_sampling_matches_autoregressive(llama_pair, name, engine):
     assert one > ALPHA, f"{name}: differs from the exact target law (p = {one:.2e})"
 
 
+@pytest.mark.parametrize("name", STOCHASTIC)
+def test_sampling_with_a_draft_at_another_temperature(llama_pair, name):
+    """As test_sampling_matches_autoregressive (eager engine), with the draft drawing its tree at
+    DRAFT_WARP (T 0.6, top-p 1) while the target samples at WARP (T 1, top-p 0.9): the verifier
+    sees q from the draft's warp and p from the target's, and the output must still follow the
+    target's law. Power is computed against the draft's own two-token law at DRAFT_WARP (what a
+    verifier accepting every draft token would emit). Family: 2 tests x 8 verifiers at
+    FAMILY_ALPHA, Bonferroni."""
+    alpha = FAMILY_ALPHA / (2 * len(STOCHASTIC))
+    pair = small_pair(llama_pair)
+    law = two_token_law(pair.target.model)
+    draft_law = two_token_law(pair.draft.model, DRAFT_WARP)
+    got = _samples(pair, name, "eager", DRAFT_WARP)
+    ref = _samples(pair, "autoregressive")
+    assert bool((law[got] > 0).all()), "a token pair outside the target's top-p support"
+    two, power2 = two_sample(got, ref, law, draft_law)
+    one, power1 = one_sample(got, law, draft_law)
+    assert min(power1, power2) >= MIN_POWER
+    assert two > alpha, f"{name}: differs from autoregressive sampling (p = {two:.2e})"
+    assert one > alpha, f"{name}: differs from the exact target law (p = {one:.2e})"
+
+
 def test_e2e_checks_have_power(llama_pair, monkeypatch):
     """A verifier that emits draft samples (always accepts the first child) fails every check:
     pairs outside the target's top-p set, and both chi-square tests."""
@@ -187,3 +218,11 @@ def test_e2e_checks_have_power(llama_pair, monkeypatch):
     got, ref = _samples(pair, "wrong"), _samples(pair, "autoregressive")
     assert not bool((law[got] > 0).all())
     assert two_sample(got, ref, law)[0] < ALPHA and one_sample(got, law)[0] < ALPHA
+
+
+def test_certificates_name_only_verifiers_tested_here():
+    """engine/certify.py tells a trial at temperature > 0 whether its verifier's output law is
+    tested: by this file, among others."""
+    from engine.certify import DISTRIBUTION_TESTED
+
+    assert set(DISTRIBUTION_TESTED) <= set(STOCHASTIC)

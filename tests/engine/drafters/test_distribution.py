@@ -80,7 +80,7 @@ def test_a_broken_builder_is_caught(monkeypatch):
     pair, law, _ = world()
 
     def broken(draft, state, cfg, gen):
-        dyspec.grow_greedy(draft, dataclasses.replace(state, warp=Warp(0.0)), cfg.budget, gen)
+        dyspec.grow_greedy(draft, dataclasses.replace(state, draft_warp=Warp(0.0)), cfg.budget, gen)
         return draft.tree("without_replacement")
 
     monkeypatch.setitem(
