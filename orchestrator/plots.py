@@ -15,9 +15,11 @@ An axis whose values are all integers gets integer ticks; every axis label carri
 
 from __future__ import annotations
 
+import numbers
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from orchestrator.report import BASELINE, CONFIG_KEY, QueryError, compare
@@ -107,11 +109,9 @@ def _axes(g: pd.DataFrame) -> dict[str, list[str]]:
     cols = [c for c in g.columns if c.startswith("param.")] + ["max_new_tokens", "temperature"]
     kept: dict[str, list[str]] = {}
     for c in cols:
-        if not (
-            g[c].notna().any()
-            and g[c].nunique(dropna=True) > 1
-            and pd.to_numeric(g[c], errors="coerce").notna().all()
-        ):
+        values = g[c].dropna()
+        # numbers only: a list-valued parameter or an on/off switch (an ablation) is no axis
+        if values.empty or not values.map(_is_number).all() or values.nunique() < 2:
             continue
         same = next((k for k in kept if _lockstep(g, c, k)), None)
         if same is None:
@@ -119,6 +119,10 @@ def _axes(g: pd.DataFrame) -> dict[str, list[str]]:
         else:
             kept[same].append(c)
     return kept
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, numbers.Number) and not isinstance(v, (bool, np.bool_))
 
 
 def _lockstep(g: pd.DataFrame, a: str, b: str) -> bool:

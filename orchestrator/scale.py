@@ -51,11 +51,12 @@ def apply_scale(data: Any, source: str, scaled: bool) -> Any:
 
 
 def describe(data: Any, scaled: bool) -> str:
-    """One line for `orch submit`: which scale runs."""
+    """One line for `orch submit`: which scale runs ("" for a file without a scale: block)."""
     block = data.get("scale") if isinstance(data, dict) else None
+    if not isinstance(block, dict):
+        return ""
     if not scaled:
-        hint = "; --scale runs its scale: block" if isinstance(block, dict) else ""
-        return f"scale: full (the file's own sizes{hint})"
+        return "scale: full (the file's own sizes; --scale runs its scale: block)"
     shown = ", ".join(f"{k} {_shown(block[k])}" for k in KEYS if k in block)
     name = f"{data.get('name')}{SUFFIX}"
     return f"scale: reduced by the file's scale: block ({shown}); the same grid, as sweep {name!r}"
@@ -162,9 +163,11 @@ def announce(log: Callable[[str], None], path: str, scaled: bool) -> Callable[[s
         if not said:
             said.append(True)
             try:
-                log(describe(read_yaml(Path(path)), scaled))
+                scale_line = describe(read_yaml(Path(path)), scaled)
             except ConfigError:
-                pass
+                scale_line = ""
+            if scale_line:
+                log(scale_line)
         log(line)
 
     return out
