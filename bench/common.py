@@ -24,3 +24,38 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(fmt(r.get(c, "")) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def forward_costs(model, sizes, context: int, repeats: int, engine: str, settings=None) -> dict:
+    """{setting: {n: median seconds}} of one engine forward of n new tokens under a chain mask
+    after `context` cached tokens (as engine/profile.py measures), with every size and setting
+    interleaved within each repeat so that load drift hits them alike; the first round warms
+    up. settings: {name: callable run before each of its forwards (e.g. switching the
+    attention)}; default one setting, "", that changes nothing."""
+    import statistics
+    import time
+
+    import torch
+
+    from engine.profile import cached_factory
+
+    settings = settings or {"": lambda: None}
+    gen = torch.Generator().manual_seed(0)
+    vocab = model.config.vocab_size
+    lm = cached_factory(engine)(model, context + max(sizes) + 1)
+    lm.extend(torch.randint(vocab, (context,), generator=gen).tolist())
+    times = {s: {n: [] for n in sizes} for s in settings}
+    for r in range(repeats + 1):
+        for n in sizes:
+            tokens = torch.randint(vocab, (n,), generator=gen)  # [n]
+            positions = torch.arange(context, context + n)  # [n]
+            visible = torch.ones(n, context + n, dtype=torch.bool)  # [n, C + n]
+            visible[:, context:] = torch.ones(n, n, dtype=torch.bool).tril()
+            for s in list(settings) if r % 2 else list(settings)[::-1]:
+                settings[s]()
+                start = time.perf_counter()
+                lm.forward(tokens, positions, visible if n > 1 else None)
+                if r:
+                    times[s][n].append(time.perf_counter() - start)
+                lm.commit([])
+    return {s: {n: statistics.median(v) for n, v in t.items()} for s, t in times.items()}

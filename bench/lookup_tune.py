@@ -27,15 +27,13 @@ import argparse
 import itertools
 import json
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from bench.common import markdown_table  # noqa: E402
+from bench.common import forward_costs, markdown_table  # noqa: E402
 from engine.datasets import encode_prompt, load_prompts  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.drafters.prompt_lookup import (  # noqa: E402
@@ -44,7 +42,6 @@ from engine.drafters.prompt_lookup import (  # noqa: E402
     linear_proposal,
     trie_paths,
 )
-from engine.profile import cached_factory  # noqa: E402
 
 
 def accepted_on_paths(paths: list[tuple[int, ...]], truth: list[int]) -> int:
@@ -89,30 +86,6 @@ def tree(max_ngram: int, min_ngram: int, k: int, branches: int, budget: int):
     return propose
 
 
-def forward_costs(model, sizes: list[int], context: int, repeats: int, engine: str) -> dict:
-    """Median seconds of one forward of n new tokens after `context` cached ones, the sizes
-    interleaved within each repeat so that load drift hits them alike."""
-    lm = cached_factory(engine)(model, context + max(sizes) + 1)
-    gen = torch.Generator().manual_seed(0)
-    vocab = model.config.vocab_size
-    lm.extend(torch.randint(vocab, (context,), generator=gen).tolist())
-    times: dict[int, list[float]] = {n: [] for n in sizes}
-    for r in range(repeats + 1):
-        for n in sizes:
-            tokens = torch.randint(vocab, (n,), generator=gen)  # [n]
-            positions = torch.arange(context, context + n)  # [n]
-            visible = None
-            if n > 1:
-                visible = torch.ones(n, context + n, dtype=torch.bool)  # [n, C + n]
-                visible[:, context:] = torch.ones(n, n, dtype=torch.bool).tril()
-            start = time.perf_counter()
-            lm.forward(tokens, positions, visible)
-            if r:  # the first round warms up
-                times[n].append(time.perf_counter() - start)
-            lm.commit([])
-    return {n: statistics.median(v) for n, v in times.items()}
-
-
 CONFIGS = {
     **{
         f"lookup k={k} ngram={lo}..{hi}": linear(LookupConfig(max_ngram=hi, min_ngram=lo, k=k))
@@ -151,7 +124,7 @@ def main() -> None:
     with torch.inference_mode():
         costs = forward_costs(
             pair.target.model, sizes, args.prompt_tokens, args.repeats, args.engine
-        )
+        )[""]
     print(
         "forward cost c(N)/c(1): " + ", ".join(f"{n}: {c / costs[1]:.2f}" for n, c in costs.items())
     )

@@ -16,46 +16,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from bench.common import markdown_table  # noqa: E402
+from bench.common import forward_costs, markdown_table  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
 from engine.datasets import encode_prompt, load_prompts  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.models import load_pair  # noqa: E402
-from engine.profile import cached_factory  # noqa: E402
 from kernels.sdpa_gqa import NAME  # noqa: E402
 
 ATTENTIONS = ("sdpa", NAME)
-
-
-def forward_costs(model, sizes, context, repeats, engine) -> dict:
-    """{attention: {n: median seconds}} for one forward of n new tokens (chain mask)."""
-    gen = torch.Generator().manual_seed(0)
-    vocab = model.config.vocab_size
-    lm = cached_factory(engine)(model, context + max(sizes) + 1)
-    lm.extend(torch.randint(vocab, (context,), generator=gen).tolist())
-    times = {a: {n: [] for n in sizes} for a in ATTENTIONS}
-    for r in range(repeats + 1):
-        for n in sizes:
-            tokens = torch.randint(vocab, (n,), generator=gen)  # [n]
-            positions = torch.arange(context, context + n)  # [n]
-            visible = torch.ones(n, context + n, dtype=torch.bool)  # [n, C + n]
-            visible[:, context:] = torch.ones(n, n, dtype=torch.bool).tril()
-            for a in ATTENTIONS if r % 2 else ATTENTIONS[::-1]:
-                model.set_attn_implementation(a)
-                start = time.perf_counter()
-                lm.forward(tokens, positions, visible)
-                if r:  # the first round warms up
-                    times[a][n].append(time.perf_counter() - start)
-                lm.commit([])
-    return {a: {n: statistics.median(v) for n, v in t.items()} for a, t in times.items()}
 
 
 def main() -> None:
@@ -79,7 +53,10 @@ def main() -> None:
     model = pair.target.model
     sizes = [int(s) for s in args.sizes.split(",")]
     with torch.inference_mode():
-        costs = forward_costs(model, sizes, args.prompt_tokens, args.repeats, args.engine)
+        switch = {a: (lambda a=a: model.set_attn_implementation(a)) for a in ATTENTIONS}
+        costs = forward_costs(
+            model, sizes, args.prompt_tokens, args.repeats, args.engine, settings=switch
+        )
     cost_rows = [
         {
             "n": n,
