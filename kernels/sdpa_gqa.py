@@ -7,8 +7,9 @@ the fast path carry an explicit mask. With a mask and more than one query, trans
 `torch.nn.functional.scaled_dot_product_attention`: it copies the cached keys and values to
 every query head first (`repeat_kv`), a [H, P + N, D] copy per layer and forward. For
 Qwen2.5-1.5B (12 query heads, 2 key/value heads) at 560 cached tokens that copy made one
-layer's attention ~1.1 ms instead of ~0.15 ms on this project's CPU (one thread, 4 queries),
-~28 ms per 28-layer forward of a ~250 ms one. torch's SDPA takes the mask and the grouped heads
+layer's attention ~1.1 ms instead of ~0.15 ms on this project's CPU (one thread, 4 queries);
+whole forwards of 2-4 new tokens ran 1.05-1.11x faster without it (bench/sdpa_gqa.py,
+bench/records/sdpa_gqa_real_pair.json). torch's SDPA takes the mask and the grouped heads
 together (`enable_gqa=True`, torch >= 2.5), so this function does exactly that and otherwise
 defers to transformers' sdpa: same inputs, same outputs up to floating-point summation order.
 """
