@@ -82,3 +82,25 @@ where_option = click.option(
     help="filter, repeatable: --where method=dynatree --where 'depth>=4' --where "
     "'target!=NAME' (quote comparisons: unquoted, the shell reads > as a redirection)",
 )
+
+
+def sweep_name(required: bool = False):
+    """The sweep a run/status command acts on, as SWEEP or `--sweep NAME` (the reports' name
+    for it); the command receives `sweep` (None: the most recent, where `required` is off)."""
+
+    def decorate(f):
+        @functools.wraps(f)
+        def command(*args, sweep=None, sweep_option=None, **kwargs):
+            if sweep and sweep_option and sweep != sweep_option:
+                raise click.UsageError(f"two sweeps named: {sweep!r} and --sweep {sweep_option!r}")
+            name = sweep or sweep_option
+            if required and not name:
+                raise click.UsageError("name the sweep: SWEEP or --sweep NAME")
+            return f(*args, sweep=name, **kwargs)
+
+        command = click.option(
+            "--sweep", "sweep_option", default=None, metavar="NAME", help="same as SWEEP"
+        )(command)
+        return click.argument("sweep", required=False)(command)
+
+    return decorate

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from orchestrator.cli_options import db_option, format_option
+from orchestrator.cli_options import db_option, format_option, sweep_name
 
 
 def _run_options(f):
@@ -180,7 +180,7 @@ def submit(sweep_file, db_url, replace, rerun, scale, **kw) -> None:
 
 
 @click.command()
-@click.argument("sweep", required=False)
+@sweep_name()
 @db_option
 @_run_options
 def resume(sweep, db_url, **kw) -> None:
@@ -193,7 +193,7 @@ def resume(sweep, db_url, **kw) -> None:
 
 
 @click.command()
-@click.argument("sweep")
+@sweep_name(required=True)
 @db_option
 def cancel(sweep, db_url) -> None:
     """Cancel SWEEP: its pending trials are cancelled (those another sweep still needs stay
@@ -214,7 +214,7 @@ def cancel(sweep, db_url) -> None:
 
 
 @click.command()
-@click.argument("sweep", required=False)
+@sweep_name()
 @db_option
 @format_option
 def status(sweep, db_url, fmt) -> None:
