@@ -97,9 +97,10 @@ def test_dynatree_450_is_the_papers_grid():
 
 def test_delayed_verifiers_runs_every_verifier_at_the_papers_8_settings():
     sweep, trials = _load("delayed_verifiers.yaml", False)
-    assert sweep.settings == tuple((t, 1.0) for t in (0.2, 0.4, 0.6, 0.8, 1.0, 1.2)) + (
-        (1.0, 0.9),
-        (1.0, 0.99),
+    # (temperature, top_p); the draft samples with the target's settings (None, None)
+    assert sweep.settings == tuple((t, 1.0, None, None) for t in (0.2, 0.4, 0.6, 0.8, 1.0, 1.2)) + (
+        (1.0, 0.9, None, None),
+        (1.0, 0.99, None, None),
     )
     for method in ("iid", "delayed"):
         verifiers = {t.params["verifier"] for t in trials if t.method == method}

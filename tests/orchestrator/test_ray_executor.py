@@ -171,6 +171,8 @@ def test_orch_submit_on_ray(ray_session, pg_url, tmp_path):
         .read_text()
         .replace("grid: {k: [1, 2, 3, 4, 5]}", "grid: {k: [2]}")
         .replace("grid: {depth: [2, 3, 4], branch: [1, 2]}", "grid: {depth: [2], branch: [2]}")
+        # the fake GPUs of ray_session have no CUDA behind them: `auto` would resolve to cuda
+        + "device: cpu\n"
     )
     r = CliRunner().invoke(main, ["submit", str(spec), "--db", pg_url])  # ray is the default
     assert r.exit_code == 0, r.output
