@@ -25,8 +25,8 @@ demo: setup
 	$(ORCH) submit examples/quickstart_real.yaml --db sqlite:///orch.db --executor ray --actors 1
 	$(ORCH) compare --db sqlite:///orch.db
 	@echo "note: below 1.0x is this CPU, not a bug: an fp32 forward over N tree nodes costs several"
-	@echo "one-token forwards (../shared/MODELS.md); lookup drafts for free but pays that cost"
-	@echo "whenever it finds a match, so it gains only where the output copies the prompt."
+	@echo "one-token forwards (../shared/MODELS.md); lookup drafts for free and proposes one token,"
+	@echo "which a forward verifies at about one token's cost, so it gains where output copies the prompt."
 
 # The whole suite: ruff, the fast tests on two workers (one torch thread each), then the tests
 # marked slow (the real-pair golden test) alone with every core; those skip themselves where
