@@ -262,8 +262,10 @@ def check(args: argparse.Namespace) -> tuple[dict, dict, list, list[dict]]:
     of = {"autoregressive": "autoregressive"}  # label -> method
     for item in args.methods.split(",") if args.methods else DRAFTERS:
         label, _, method = item.partition("=")
-        if label in of and label != "autoregressive":
-            raise ConfigError(f"--methods names {label!r} twice")
+        if label == "autoregressive" and method in ("", label):
+            continue  # the baseline always runs, first
+        if label in of:
+            raise ConfigError(f"--methods names {label!r} twice (autoregressive is the baseline)")
         of[label] = method or label
     names = list(of)
     if args.engine not in ENGINES:

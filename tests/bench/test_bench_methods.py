@@ -108,6 +108,7 @@ def test_bench_methods_labels_engine_and_hf_lookup_sizes(tmp_path):
     "argv, message",
     [
         (["--methods", "a=linear,a=lookup"], "names 'a' twice"),
+        (["--methods", "autoregressive=linear"], "names 'autoregressive' twice"),
         (["--engine", "turbo"], "--engine 'turbo'"),
         (["--hf-lookup", "2,x"], "--hf-lookup takes integers"),
         (["--hf-lookup", "0"], "must be >= 1"),
