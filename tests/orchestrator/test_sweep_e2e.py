@@ -109,7 +109,16 @@ def _start_driver(url, *args, pause=None):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_as_from_a_terminal,
     )
+
+
+def _as_from_a_terminal() -> None:
+    """In the driver's child process before exec: Ctrl-C reaches it even where this test
+    process ignores or blocks SIGINT (an earlier test's library may have; a child keeps both
+    across exec, and Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _wait_results(proc, url, sweep, n, timeout=180):
