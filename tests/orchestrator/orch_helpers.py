@@ -115,3 +115,16 @@ def fake_result(cfg, throughput: float = 100.0, **metrics):
             }
         ],
     )
+
+
+def record_sweep(store, name: str, trials: list) -> int:
+    """Submit sweep `name` with the configs of `trials` [(config, result)], record every result
+    as one driver would, finish the run; returns the sweep id."""
+    sid = store.submit(name, {"name": name}, [c for c, _ in trials], "v").sweep_id
+    store.begin_run(sid)
+    ids = {c.config_hash: i for i, c, _ in store.runnable(sid)}
+    for cfg, res in trials:
+        store.mark_running(ids[cfg.config_hash], "h", None)
+        store.record_result(ids[cfg.config_hash], res)
+    store.finish_run(sid)
+    return sid

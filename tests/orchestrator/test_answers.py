@@ -110,20 +110,14 @@ def _result(cfg, tp, acc, seconds):
 
 
 def _submit(store, name, rows):
-    from orch_helpers import fake_config
+    from orch_helpers import fake_config, record_sweep
 
     trials = []
     for pair, method, params, tp, acc, secs in rows:
         cfg = fake_config(method=method, target=pair[0], draft=pair[1], **params)
         cfg = TrialConfig(**{**cfg.to_dict(), "category": "all"})
         trials.append((cfg, _result(cfg, tp, acc, secs)))
-    sid = store.submit(name, {"name": name}, [c for c, _ in trials], "v").sweep_id
-    store.begin_run(sid)
-    ids = {c.config_hash: i for i, c, _ in store.runnable(sid)}
-    for cfg, res in trials:
-        store.mark_running(ids[cfg.config_hash], "h", None)
-        store.record_result(ids[cfg.config_hash], res)
-    store.finish_run(sid)
+    record_sweep(store, name, trials)
 
 
 @pytest.fixture

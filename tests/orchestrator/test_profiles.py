@@ -7,7 +7,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from orch_helpers import fake_config, fake_result
+from orch_helpers import fake_config, fake_result, record_sweep
 from sqlalchemy import func, select
 
 from db.models import Profile
@@ -94,13 +94,7 @@ def measured(sqlite_url):
             }
         )
         trials.append((cfg, res))
-    sid = store.submit("s", {"name": "s"}, [c for c, _ in trials], "v").sweep_id
-    store.begin_run(sid)
-    ids = {c.config_hash: i for i, c, _ in store.runnable(sid)}
-    for cfg, res in trials:
-        store.mark_running(ids[cfg.config_hash], "h", None)
-        store.record_result(ids[cfg.config_hash], res)
-    store.finish_run(sid)
+    record_sweep(store, "s", trials)
     for dev, dt in ((CPU, "float32"), (GPU, "bfloat16")):  # dtype auto resolves per device
         t = _linear("tiny-llama", dev, 1.0, 0.1, dt)
         d = _linear("tiny-llama-draft", dev, 0.2, 0.05, dt)
