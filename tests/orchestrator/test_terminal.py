@@ -140,8 +140,12 @@ def test_library_warnings_go_to_the_run_log_not_the_terminal(
 
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     db = f"sqlite:///{tmp_path / 'o.db'}"
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.get_logger("transformers")  # transformers configures its logger on first use
     hf_logger = logging.getLogger("transformers")
     handlers_before = list(hf_logger.handlers)  # what this process had (pytest adds its own)
+    propagate_before = hf_logger.propagate  # other tests in this worker may have changed it
     r = CliRunner().invoke(
         main, ["submit", str(_tiny(tmp_path)), "--db", db, "--executor", "local", "--progress"]
     )
@@ -155,15 +159,13 @@ def test_library_warnings_go_to_the_run_log_not_the_terminal(
     # and the process is as it was: warnings print again, the transformers logger too
     import warnings
 
-    from transformers.utils import logging as hf_logging
-
     default = hf_logging._default_handler  # installed by transformers on first use
 
     def others(handlers):
         return [h for h in handlers if h is not default]
 
     assert default in hf_logger.handlers and others(hf_logger.handlers) == others(handlers_before)
-    assert not hf_logger.propagate
+    assert hf_logger.propagate == propagate_before
     assert warnings.showwarning is warnings._showwarning_orig or "pytest" in repr(
         warnings.showwarning
     )
