@@ -252,6 +252,7 @@ def _register() -> None:
     from orchestrator.cli_profile import profile
     from orchestrator.cli_report import compare, export, plot, query
     from orchestrator.cli_sweep import cancel, db, resume, status, submit
+    from orchestrator.cli_train import train
 
     for cmd in (
         submit,
@@ -267,6 +268,7 @@ def _register() -> None:
         models,
         datasets,
         profile,
+        train,
     ):
         main.add_command(cmd)
 
