@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from engine import chain_step
 from engine.cache import CachedModel, sync
 from engine.config import ConfigError
 from engine.draft import DecodeState, DraftModel
@@ -75,6 +76,8 @@ def decode_step(
     On the fast path the greedy verifier reads the target's logits directly (their argmax is
     the one-hot warp's) and the tree carries no q, which it never reads: two [N, V] tensors
     fewer per iteration."""
+    if chain_step.applies(target, draft, method, state):  # greedy linear, kept on the device
+        return chain_step.chain_step(target, draft, method.cfg.k, committed, state)
     device = target.device
     lean = target.fast and method.verifier == "greedy"
     draft_fwd0, target_fwd0 = draft.lm.forward_seconds, target.forward_seconds
@@ -199,7 +202,7 @@ def generate(
             target.commit([state.prefix_len + i for i in [0] + path])
             draft.commit(path)
         history.append(len(path))
-        history_depth.append(int(step.tree.depth.max()))
+        history_depth.append(step.tree.max_depth())
         history_size.append(step.tree.size - 1)
         counts.append(step.counts)
         t4 = time.perf_counter()

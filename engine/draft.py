@@ -149,15 +149,17 @@ class TreeBuilder:
         self.numbering = old_of
         dev = self.device
         parents = [-1] + new_of[[self.parents[i] for i in old_of[1:]]].tolist()
+        depth = [self.depth[i] for i in old_of]
         return Tree(
             tokens=torch.tensor([self.tokens[i] for i in old_of], device=dev),
             parents=torch.tensor(parents, device=dev),
-            depth=torch.tensor([self.depth[i] for i in old_of], device=dev),
+            depth=torch.tensor(depth, device=dev),
             q=gather_q(self._batches, new_of, len(old_of), dev) if self.keep_q else None,
             sampling=sampling,
             multiplicity=None
             if multiplicity is None
             else torch.tensor([multiplicity[i] for i in old_of], dtype=torch.long, device=dev),
+            height=max(depth),
         )
 
 

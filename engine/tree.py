@@ -62,6 +62,8 @@ class Tree:
     # [N] long, optional: how many of its parent's draws produced node i (i.i.d. rollouts with
     # identical prefixes merged, Def. 3.1 of the delayed-tree paper); None means 1 for every node
     multiplicity: torch.Tensor | None = None
+    # max depth when the builder knows it on the host (no read); None: read from `depth`
+    height: int | None = None
 
     def __post_init__(self) -> None:
         n = self.tokens.shape[0]
@@ -82,6 +84,10 @@ class Tree:
     @property
     def size(self) -> int:
         return int(self.tokens.shape[0])
+
+    def max_depth(self) -> int:
+        """The depth of the deepest node (a host read only when `height` was not given)."""
+        return self.height if self.height is not None else int(self.depth.max())
 
     def children(self, i: int) -> list[int]:
         """Indices of the children of node i, in index order."""
@@ -144,13 +150,15 @@ def make_tree(
         raise ValueError("tokens and parents must be non-empty lists of equal length")
     if parents[0] != -1 or any(not 0 <= p < i for i, p in enumerate(parents) if i > 0):
         raise ValueError("parents must satisfy parents[0] == -1 and 0 <= parents[i] < i")
+    depth = depth_from_parents(parents)
     return Tree(
         tokens=torch.tensor(tokens, dtype=torch.long, device=device),
         parents=torch.tensor(parents, dtype=torch.long, device=device),
-        depth=torch.tensor(depth_from_parents(parents), dtype=torch.long, device=device),
+        depth=torch.tensor(depth, dtype=torch.long, device=device),
         q=q,
         sampling=sampling,
         multiplicity=None
         if multiplicity is None
         else torch.tensor(multiplicity, dtype=torch.long, device=device),
+        height=max(depth),
     )

@@ -1,0 +1,100 @@
+"""One greedy linear iteration kept on the device: the fast path's `linear` at temperature 0.
+
+The general iteration (engine/decode.py `decode_step`) grows a tree through `TreeBuilder`,
+which reads every drafted token on the host (the builder keeps Python lists) and builds masks
+from them. A greedy chain needs none of that: its ancestor-only mask is the causal mask, its
+k draft tokens are argmaxes that can feed the next draft forward as device tensors, and the
+greedy verifier (engine/verify/greedy.py) reduces to comparing the chain with the target's
+argmax after each node. So one iteration here is
+
+    draft:   d_1 = argmax q(. | committed)           one forward over the tokens the draft has
+             d_j = argmax q(. | committed, d_<j)     not seen yet (the root last), then one per
+                                                     token, each fed the previous argmax tensor
+    target:  b = argmax p(. | committed, d_<=j), j = 0..k     one causal forward over k + 1
+    accept:  a = number of leading j with d_j = b_(j-1)    (Leviathan et al. 2023, Alg. 1 at
+             emit d_1..d_a, then b_a                         temperature 0)
+
+with a single host read per iteration (the chain, the target's argmaxes and a, in one
+`tolist`), made after the target forward, where the accept decision needs it anyway. The
+accepted slots of both caches are already in place (a chain is fed in order), so committing
+them moves nothing. Output is token for token the general path's (tests/engine/test_chain_step.py).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from engine.cache import CachedModel, sync
+from engine.draft import DecodeState, DraftModel
+from engine.tree import Tree
+from engine.verify import Accept
+
+
+def applies(target: CachedModel, draft, method, state: DecodeState) -> bool:
+    """Whether `method`'s iteration can run here: linear without early stopping, greedy draft
+    and greedy verifier, a draft model, on a fast (static-cache) path."""
+    return (
+        target.fast
+        and method.name == "linear"
+        and method.verifier == "greedy"
+        and method.cfg.stop_below == 0
+        and state.draft_warp.greedy
+        and isinstance(draft, DraftModel)
+    )
+
+
+def chain_step(target: CachedModel, draft: DraftModel, k: int, committed: list[int], state):
+    """One iteration (see the module docstring); returns engine.decode.Step."""
+    from engine.decode import Step
+
+    device, lm = target.device, draft.lm
+    k = min(k, state.remaining)
+    draft_fwd0, target_fwd0 = lm.forward_seconds, target.forward_seconds
+    calls0, tokens0 = lm.forward_calls, lm.forward_tokens
+    t0 = time.perf_counter()
+    if lm.length > lm.committed:
+        lm.commit([])
+    root = state.prefix_len  # the root's position, and its slot in both caches
+    positions = torch.arange(lm.committed, root + k + 1, device=device)  # [root + k + 1 - c]
+    pending = torch.tensor(committed[lm.committed :], device=device)  # [n_p + 1], root last
+    n_p = pending.shape[0] - 1
+    tok = lm.forward(pending, positions[: n_p + 1], keep=1).argmax(-1)  # [1]
+    lm.committed += n_p
+    drafts = [tok]
+    for j in range(1, k):  # d_(j+1) below d_j, at position root + j
+        tok = lm.forward(tok, positions[n_p + j : n_p + j + 1], keep=1).argmax(-1)
+        drafts.append(tok)
+    chain = torch.cat([pending[-1:], *drafts])  # [k + 1] root, d_1..d_k
+    sync(device)
+    t1 = time.perf_counter()
+    logits = target.forward(chain, positions[n_p:])  # [k + 1, V], causal: the chain's mask
+    t2 = time.perf_counter()
+    best = logits.argmax(-1)  # [k + 1] the target's token after each node
+    match = best[:k] == chain[1:]  # [k]
+    accepted = match.long().cumprod(0).sum()  # [] a
+    read = torch.cat([accepted.view(1), chain[1:], best]).tolist()  # the one host read
+    a, best_host = read[0], read[k + 1 :]
+    accept = Accept(path=list(range(1, a + 1)), token=best_host[a])
+    # the nodes the draft fed (root..d_(k-1)) and where: DraftModel.commit keeps the accepted
+    draft.builder = None
+    draft.path_slots = {i: [root + i] for i in range(k)}
+    arange = torch.arange(k + 1, device=device)
+    tree = Tree(chain, arange - 1, arange, sampling="deterministic", height=k)
+    counts = torch.stack([match.sum(), (accepted < k).long()])  # see decode.acceptance_counts
+    sync(device)
+    t3 = time.perf_counter()
+    return Step(
+        tree=tree,
+        accept=accept,
+        new=read[1 : a + 1] + [accept.token],
+        draft_s=t1 - t0,
+        target_s=t2 - t1,
+        verify_s=t3 - t2,
+        draft_forward_s=lm.forward_seconds - draft_fwd0,
+        target_forward_s=target.forward_seconds - target_fwd0,
+        draft_forwards=lm.forward_calls - calls0,
+        draft_tokens=lm.forward_tokens - tokens0,
+        counts=counts,
+    )

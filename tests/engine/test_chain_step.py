@@ -1,0 +1,74 @@
+"""The fast path's greedy linear iteration kept on the device (engine/chain_step.py): the same
+tokens and the same per-iteration statistics as the general tree path, one host read per
+iteration, and the tree builder's path wherever it does not apply."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from bench.host_time import HostReads
+from engine import chain_step
+from engine.decode import generate
+from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
+
+
+def counters(stats) -> list[dict]:
+    """Each iteration's statistics without its timings."""
+    return [
+        {k: v for k, v in dataclasses.asdict(s).items() if not k.endswith("_s")}
+        for s in stats.iterations
+    ]
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_chain_equals_the_tree_path_iteration_for_iteration(tiny_pair, k, monkeypatch):
+    for j, prompt in enumerate(PROMPTS):
+        n = 64 if j != 1 else 37  # 37: the last iteration is truncated mid-chain
+        ids = tiny_pair.target.tokenizer.encode(prompt)
+        chain = generate(tiny_pair, ids, "linear", n, params={"k": k}, engine="fast")
+        with monkeypatch.context() as m:
+            m.setattr(chain_step, "applies", lambda *a: False)
+            tree = generate(tiny_pair, ids, "linear", n, params={"k": k}, engine="fast")
+        assert tuple(chain.tokens) == reference(tiny_pair, prompt, n)
+        assert chain.tokens == tree.tokens
+        assert counters(chain.stats) == counters(tree.stats)
+
+
+def test_one_host_read_per_iteration(llama_pair):
+    ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
+    reads = HostReads()
+    with reads:
+        g = generate(llama_pair, ids, "linear", 48, params={"k": 4}, engine="fast")
+    # one per iteration, and one per generation for the acceptance counts
+    assert sum(reads.counts.values()) == len(g.stats.iterations) + 1, reads.counts
+
+
+@pytest.mark.parametrize(
+    "params,engine,temperature,draft_temperature",
+    [
+        ({"k": 4}, "eager", 0.0, None),  # the reference path stays the reference
+        ({"k": 4, "stop_below": 0.4}, "fast", 0.0, None),  # needs each token's probability
+        ({"k": 4}, "fast", 1.0, None),  # speculative sampling
+        ({"k": 4}, "fast", 0.0, 1.0),  # sampled chain, greedy target
+    ],
+)
+def test_the_tree_path_runs_where_the_chain_does_not_apply(
+    llama_pair, monkeypatch, params, engine, temperature, draft_temperature
+):
+    def fail(*a, **kw):
+        raise AssertionError("chain_step ran")
+
+    monkeypatch.setattr(chain_step, "chain_step", fail)
+    ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
+    generate(
+        llama_pair,
+        ids,
+        "linear",
+        16,
+        params=params,
+        engine=engine,
+        temperature=temperature,
+        draft_temperature=draft_temperature,
+    )
