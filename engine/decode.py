@@ -32,7 +32,7 @@ from engine.no_draft import no_draft
 from engine.sampling import Warp, draft_warp, warp
 from engine.static_cache import MIN_CAPACITY, cached_model
 from engine.tree import Tree
-from engine.verify import VERIFIERS, Accept
+from engine.verify import VERIFIERS, Accept, greedy
 
 
 @dataclass(frozen=True)
@@ -73,9 +73,9 @@ def decode_step(
     """Draft a tree rooted at committed[-1], run the target over it with the ancestor-only mask,
     verify (the loop commits the caches: it alone knows whether decoding goes on).
 
-    On the fast path the greedy verifier reads the target's logits directly (their argmax is
-    the one-hot warp's) and the tree carries no q, which it never reads: two [N, V] tensors
-    fewer per iteration."""
+    On the fast path the greedy verifier follows the target's argmax (the one-hot warp's, and
+    the one the acceptance counts need anyway) and the tree carries no q, which it never reads:
+    two [N, V] tensors and an argmax over them fewer per iteration."""
     if chain_step.applies(target, draft, method, state):  # greedy linear, kept on the device
         return chain_step.chain_step(target, draft, method.cfg.k, committed, state)
     device = target.device
@@ -93,8 +93,11 @@ def decode_step(
         tree.parents,
     )  # [N, V]
     t2 = time.perf_counter()
-    p = logits if lean else warp(logits, state.warp)  # [N, V]
-    accept = VERIFIERS[method.verifier].verify(tree, p, gen)
+    best = logits.argmax(-1)  # [N] the target's top token after each node, at any warp
+    if lean:  # the greedy verifier needs only the argmax
+        accept = greedy.follow(tree, best)
+    else:
+        accept = VERIFIERS[method.verifier].verify(tree, warp(logits, state.warp), gen)
     sync(device)
     t3 = time.perf_counter()
     return Step(
@@ -108,17 +111,17 @@ def decode_step(
         target_forward_s=target.forward_seconds - target_fwd0,
         draft_forwards=draft.lm.forward_calls - calls0,
         draft_tokens=draft.lm.forward_tokens - tokens0,
-        counts=acceptance_counts(tree, logits, accept),
+        counts=acceptance_counts(tree, best, accept),
     )
 
 
-def acceptance_counts(tree: Tree, logits: torch.Tensor, accept: Accept) -> torch.Tensor:
+def acceptance_counts(tree: Tree, best: torch.Tensor, accept: Accept) -> torch.Tensor:
     """[2] long on the tree's device, no host read: drafted nodes whose token is the target's
-    top token after their parent (argmax of the raw logits: the top token at any temperature
-    and top-p), and whether the last node the verifier reached has drafted children."""
-    parents = tree.parents.to(logits.device)
-    best = logits.argmax(-1)  # [N]
-    top_match = (tree.tokens[1:].to(logits.device) == best[parents[1:]]).sum()
+    top token after their parent (best [N]: argmax of the raw logits, the top token at any
+    temperature and top-p), and whether the last node the verifier reached has drafted
+    children."""
+    parents = tree.parents.to(best.device)
+    top_match = (tree.tokens[1:].to(best.device) == best[parents[1:]]).sum()
     last = accept.path[-1] if accept.path else 0
     return torch.stack([top_match, (parents == last).any().long()])
 

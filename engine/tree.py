@@ -104,7 +104,7 @@ class Tree:
 
     def ancestors(self) -> torch.Tensor:
         """[N, N] bool: entry (i, j) is True iff j is i or an ancestor of i."""
-        return ancestor_matrix(self.parents)
+        return ancestor_matrix(self.parents, check=False)  # topological by construction
 
     def visibility(self, prefix_len: int) -> torch.Tensor:
         """[N, prefix_len + N] bool: every node sees the committed prefix, its ancestors and

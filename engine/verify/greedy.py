@@ -16,15 +16,22 @@ MODES = SAMPLING_MODES
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:
     """p: [N, V] target distribution after each node (one-hot at temperature 0), or the
     target's logits, which have the same argmax (the fast path passes those)."""
-    best = p.argmax(-1).tolist()  # [N] target's greedy token after each node
-    tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
+    return follow(tree, p.argmax(-1))
+
+
+def follow(tree: Tree, best: torch.Tensor) -> Accept:
+    """best: [N] the target's greedy token after each node. One host read: best, the tree's
+    tokens and its parents together."""
+    n = tree.size
+    read = torch.cat([best, tree.tokens.to(best.device), tree.parents.to(best.device)]).tolist()
+    best_, tokens, parents = read[:n], read[n : 2 * n], read[2 * n :]
     children: dict[int, list[int]] = {}
-    for i in range(1, tree.size):
+    for i in range(1, n):
         children.setdefault(parents[i], []).append(i)
     node, path = 0, []
     while True:
-        match = next((c for c in children.get(node, []) if tokens[c] == best[node]), None)
+        match = next((c for c in children.get(node, []) if tokens[c] == best_[node]), None)
         if match is None:
-            return Accept(path=path, token=best[node])
+            return Accept(path=path, token=best_[node])
         path.append(match)
         node = match

@@ -36,6 +36,13 @@ def test_ancestor_matrix_matches_parent_walk(parents):
     assert not torch.triu(anc, diagonal=1).any()  # topological order: lower triangular
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 64, 65, 300])
+def test_ancestor_matrix_of_a_chain_covers_every_depth(n):
+    """Pointer doubling takes ceil(log2 n) steps: a chain is the deepest tree of n nodes."""
+    anc = ancestor_matrix(torch.arange(-1, n - 1), check=False)
+    assert torch.equal(anc, torch.ones(n, n, dtype=torch.bool).tril())
+
+
 @settings(max_examples=60, deadline=None)
 @given(trees)
 def test_node_depths_is_ancestor_count_minus_one(parents):
