@@ -8,8 +8,11 @@ eager / fast in this one run. Outputs of both engines are checked to be equal.
 
 Host reads are the places where Python reads a tensor's value (`item`, `tolist`, `int()`,
 `bool()`, `float()`, indexing with a tensor, `.cpu()` of a device tensor): on a GPU each is a
-synchronisation. They are counted in a separate, untimed pass (one generation per method and
-engine) with a TorchFunctionMode, model forwards included.
+synchronisation. They are counted in a separate, untimed pass (every generation again) with a
+TorchFunctionMode, model forwards included. The same pass times the vocabulary-sized ops done
+outside model forwards (softmax, top-k, argmax over [n, V]): device work that a GPU runs
+asynchronously but that on a CPU is part of the host time. The table splits the host time into
+those and the rest (Python, small tensor ops, masks, bookkeeping), the part a GPU cannot hide.
 
     python bench/host_time.py                                   # tiny llama pair
     python bench/host_time.py --target qwen2.5-coder-1.5b --draft qwen2.5-coder-0.5b \
@@ -19,6 +22,7 @@ engine) with a TorchFunctionMode, model forwards included.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -32,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import load_prompts, markdown_table  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
+from engine.cache import CachedModel  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
 from engine.model_names import DEFAULT_PAIR  # noqa: E402
@@ -49,11 +54,17 @@ READS = {"item", "tolist", "__int__", "__bool__", "__float__", "__index__", "num
 
 
 class HostReads(TorchFunctionMode):
-    """Counts reads of tensor values by Python (each a host synchronisation on a GPU)."""
+    """Counts reads of tensor values by Python (each a host synchronisation on a GPU).
 
-    def __init__(self) -> None:
+    vocab: also time, outside model forwards, every torch call on a tensor whose last
+    dimension is `vocab` (softmax, top-k, argmax, sampling over the draft's or the target's
+    distributions): work a GPU runs asynchronously, but which on a CPU sits in the host time."""
+
+    def __init__(self, vocab: int = 0) -> None:
         super().__init__()
         self.counts: Counter = Counter()
+        self.vocab = vocab
+        self.vocab_s = 0.0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
@@ -64,7 +75,41 @@ class HostReads(TorchFunctionMode):
             and args[0].device.type != "cpu"
         ):
             self.counts[name] += 1
-        return func(*args, **(kwargs or {}))
+        if not self.vocab or _IN_FORWARD[0] or not any(_vocab_sized(a, self.vocab) for a in args):
+            return func(*args, **(kwargs or {}))
+        start = time.perf_counter()
+        out = func(*args, **(kwargs or {}))
+        self.vocab_s += time.perf_counter() - start
+        return out
+
+
+_IN_FORWARD = [False]  # set inside CachedModel.forward (see vocab_time)
+
+
+def _vocab_sized(a, vocab: int) -> bool:
+    if isinstance(a, (list, tuple)):
+        return any(_vocab_sized(x, vocab) for x in a)
+    return isinstance(a, torch.Tensor) and a.ndim > 0 and a.shape[-1] == vocab
+
+
+@contextlib.contextmanager
+def vocab_time(vocab: int):
+    """Count host reads and time vocabulary-sized ops outside model forwards (HostReads)."""
+    forward = CachedModel.forward  # the static cache's forward calls it too
+
+    def flagged(self, *args, **kwargs):
+        _IN_FORWARD[0] = True
+        try:
+            return forward(self, *args, **kwargs)
+        finally:
+            _IN_FORWARD[0] = False
+
+    CachedModel.forward = flagged
+    try:
+        with HostReads(vocab) as mode:
+            yield mode
+    finally:
+        CachedModel.forward = forward
 
 
 def host_seconds(stats) -> float:
@@ -101,13 +146,18 @@ def run(args: argparse.Namespace) -> dict:
                 out[e] = g.tokens
             mismatches[t] += int(out["eager"] != out["fast"])
         print(f"prompt {i + 1}/{len(ids)} done", file=sys.stderr)
-    reads = {}
+    reads, vocab_ms = {}, {}
+    vocab = pair.target.model.get_output_embeddings().weight.shape[0]
     for t, m in methods.items():
         for e in ENGINES:
-            counter = HostReads()
-            with counter:
-                g = generate(pair, ids[0], m, args.max_new_tokens, engine=e)
-            reads[t, e] = sum(counter.counts.values()) / len(g.stats.iterations)
+            seconds = 0.0
+            for i, x in enumerate(ids):  # the timed pass's generations again (greedy: the same)
+                with vocab_time(vocab) as counter:
+                    g = generate(pair, x, m, args.max_new_tokens, engine=e)
+                seconds += counter.vocab_s
+                if i == 0:
+                    reads[t, e] = sum(counter.counts.values()) / len(g.stats.iterations)
+            vocab_ms[t, e] = 1000 * seconds / acc[t, e]["iterations"]
     rows = []
     for t in methods:
         ms = {e: 1000 * acc[t, e]["host_s"] / acc[t, e]["iterations"] for e in ENGINES}
@@ -117,6 +167,10 @@ def run(args: argparse.Namespace) -> dict:
                 "host_ms_eager": ms["eager"],
                 "host_ms_fast": ms["fast"],
                 "eager_over_fast": ms["eager"] / ms["fast"],
+                "vocab_ops_ms_eager": vocab_ms[t, "eager"],
+                "vocab_ops_ms_fast": vocab_ms[t, "fast"],
+                "other_host_ms_eager": ms["eager"] - vocab_ms[t, "eager"],
+                "other_host_ms_fast": ms["fast"] - vocab_ms[t, "fast"],
                 "host_reads_eager": reads[t, "eager"],
                 "host_reads_fast": reads[t, "fast"],
                 "iterations": acc[t, "fast"]["iterations"],
@@ -158,6 +212,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{result['n_prompts']} prompts x {args.max_new_tokens} tokens, greedy"
     )
     cols = ["method", "host_ms_eager", "host_ms_fast", "eager_over_fast"]
+    cols += ["vocab_ops_ms_fast", "other_host_ms_eager", "other_host_ms_fast"]
     cols += ["host_reads_eager", "host_reads_fast", "outputs_differing"]
     print(markdown_table(result["rows"], cols))
 

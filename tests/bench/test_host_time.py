@@ -15,6 +15,20 @@ def test_host_reads_counts_python_reads_of_tensor_values():
     assert sum(counter.counts.values()) == 6
 
 
+def test_vocab_ops_are_timed_outside_model_forwards_only(llama_pair):
+    from engine.static_cache import cached_model
+
+    vocab = llama_pair.target.model.get_output_embeddings().weight.shape[0]
+    lm = cached_model(llama_pair.target.model, "fast", 64)
+    with host_time.vocab_time(vocab) as mode:
+        logits = lm.extend(list(range(5, 20)))  # the LM head's [1, V] inside the forward
+        assert mode.vocab_s == 0.0
+        torch.randn(3, 7).softmax(-1)  # not vocabulary-sized
+        assert mode.vocab_s == 0.0
+        logits.softmax(-1).topk(4)
+    assert mode.vocab_s > 0.0
+
+
 def test_host_time_smoke(tmp_path, capsys):
     out = tmp_path / "h.json"
     host_time.main(
@@ -27,4 +41,6 @@ def test_host_time_smoke(tmp_path, capsys):
         assert r["outputs_differing"] == 0
         assert r["host_ms_eager"] > 0 and r["host_ms_fast"] > 0
         assert r["host_reads_fast"] >= 1  # at least the accept decision
+        assert 0 <= r["vocab_ops_ms_fast"] < r["host_ms_fast"]
+        assert r["other_host_ms_fast"] == r["host_ms_fast"] - r["vocab_ops_ms_fast"]
     assert "| linear:k=2 |" in capsys.readouterr().out
