@@ -29,7 +29,7 @@ from engine.methods import Method, resolve_method
 from engine.metrics import GenerationStats, IterationStats, peak_memory, reset_peak_memory
 from engine.models import Pair
 from engine.no_draft import no_draft
-from engine.sampling import Warp, draft_warp, warp
+from engine.sampling import Warp, draft_warp, top_token, warp
 from engine.static_cache import MIN_CAPACITY, cached_model
 from engine.tree import Tree
 from engine.verify import VERIFIERS, Accept, greedy
@@ -93,7 +93,7 @@ def decode_step(
         tree.parents,
     )  # [N, V]
     t2 = time.perf_counter()
-    best = logits.argmax(-1)  # [N] the target's top token after each node, at any warp
+    best = top_token(logits)  # [N] the target's top token after each node, at any warp
     if lean:  # the greedy verifier needs only the argmax
         accept = greedy.follow(tree, best)
     else:

@@ -22,7 +22,7 @@ from typing import Callable, NamedTuple
 import torch
 
 from engine.cache import CachedModel
-from engine.sampling import Warp, warp
+from engine.sampling import Warp, top_token, warp
 from engine.tree import Tree
 
 
@@ -262,7 +262,7 @@ class DraftModel:
         lm.committed += n_p
         if self.warp.greedy:
             return Batch(
-                torch.tensor(new), torch.softmax(logits.float(), dim=-1), None, logits.argmax(-1)
+                torch.tensor(new), torch.softmax(logits.float(), dim=-1), None, top_token(logits)
             )
         q = warp(logits, self.warp)  # [len(new), V]
         return Batch(torch.tensor(new), q, q, None)

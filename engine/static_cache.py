@@ -104,6 +104,8 @@ class StaticCachedModel(CachedModel):
             layers, 2, 1, kv_heads, capacity, head_dim, dtype=self.dtype, device=self.device
         )
         self._slot_ids = torch.arange(capacity, device=self.device)  # [capacity]
+        # [capacity] the additive mask row of a one-token forward, read-only (a view per forward)
+        self._open = torch.zeros(capacity, dtype=self.dtype, device=self.device)
         if self.compiled:
             torch._dynamo.mark_static_address(kv)
         return kv
@@ -164,6 +166,14 @@ class StaticCachedModel(CachedModel):
         dev = self.device
         cols = self._slot_ids[:width]  # [width]
         slots = self._slot_ids[start : start + rows]  # [rows]
+        if visible is None and n == 1 and not self._graph:  # one token sees every slot
+            self.cache.width = width
+            return dict(
+                input_ids=tokens.view(1, 1),
+                position_ids=positions.view(1, 1),
+                mask=self._open[:width].view(1, 1, 1, width),  # zeros: nothing masked
+                slots=slots,
+            ), contextlib.nullcontext()
         if visible is None:  # causal: node i sees every slot up to its own
             seen = cols[None, :] <= slots[:n, None]  # [n, width]
         else:

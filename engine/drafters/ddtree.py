@@ -32,6 +32,7 @@ from typing import Literal
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
+from engine.sampling import top_token
 from engine.tree import DETERMINISTIC, Tree
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -71,7 +72,7 @@ class ARBlockDrafter:
             probs = self.draft.expand([self.chain[-1]])[0]  # [V]
             rows.append(probs)
             if i + 1 < block_size:
-                self.chain.append(self.draft.add(self.chain[-1], int(probs.argmax())))
+                self.chain.append(self.draft.add(self.chain[-1], int(top_token(probs))))
         return torch.stack(rows)  # [L, V]
 
 

@@ -69,6 +69,7 @@ from typing import Literal, Optional
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
+from engine.sampling import top_token
 from engine.tree import DETERMINISTIC, Tree
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -196,7 +197,7 @@ def build(
         if draft.size - 1 >= cfg.N_max or state.remaining < 1:
             return draft.tree(SAMPLING.at(state.draft_warp.greedy))
         probs = draft.expand([0])[0]  # [V]
-        top = int(probs.argmax())
+        top = int(top_token(probs))
         level = [draft.add(0, top)]
         logp.append(math.log(max(float(probs[top]), 1e-30)))
     while level and draft.size - 1 < cfg.N_max:  # l. 12

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
+from engine.sampling import top_token
 from engine.tree import Tree, TreeSampling
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -51,7 +52,7 @@ def grow_rollouts(
         probs = draft.expand(level)  # [len(level), V] drafting distributions
         rows = probs[[level.index(a) for a in at]]  # [K, V] each rollout's distribution
         tokens = (
-            rows.argmax(-1) if greedy else torch.multinomial(rows, 1, generator=gen)[:, 0]
+            top_token(rows) if greedy else torch.multinomial(rows, 1, generator=gen)[:, 0]
         ).tolist()  # [K]
         children: dict[tuple[int, int], int] = {}
         for r, (node, token) in enumerate(zip(at, tokens)):

@@ -21,7 +21,7 @@ import torch
 
 from engine.config import ADDED_LATER
 from engine.draft import DecodeState, TreeBuilder
-from engine.sampling import sample
+from engine.sampling import sample, top_token
 from engine.tree import Tree, TreeSampling
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -45,7 +45,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: LinearConfig, gen: torch.
     node = 0
     for _ in range(min(cfg.k, state.remaining)):
         probs = draft.expand([node])[0]  # [V]
-        token = int(probs.argmax()) if state.draft_warp.greedy else int(sample(probs, gen))
+        token = int(top_token(probs)) if state.draft_warp.greedy else int(sample(probs, gen))
         node = draft.add(node, token)
         if cfg.stop_below > 0 and float(probs[token]) < cfg.stop_below:
             break

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from engine.sampling import top_token
 from engine.tree import SAMPLING_MODES, Tree
 from engine.verify.common import Accept
 
@@ -16,7 +17,7 @@ MODES = SAMPLING_MODES
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> Accept:
     """p: [N, V] target distribution after each node (one-hot at temperature 0), or the
     target's logits, which have the same argmax (the fast path passes those)."""
-    return follow(tree, p.argmax(-1))
+    return follow(tree, top_token(p))
 
 
 def follow(tree: Tree, best: torch.Tensor) -> Accept:
