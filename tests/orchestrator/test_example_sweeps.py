@@ -107,6 +107,16 @@ def test_delayed_verifiers_runs_every_verifier_at_the_papers_8_settings():
         assert len(verifiers) == 8 and "greedy" not in verifiers
 
 
+def test_dyspec_drafts_at_0_6_for_both_target_temperatures():
+    # DySpec Sec. 5.1: the draft samples at 0.6 whether the target runs at 0 or at 0.6
+    sweep, trials = _load("dyspec.yaml", False)
+    assert sweep.settings == ((0.0, 1.0, 0.6, None), (0.6, 1.0, 0.6, None))
+    drafted = [t for t in trials if t.method != "autoregressive"]
+    assert {t.temperature for t in drafted} == {0.0, 0.6}
+    for t in drafted:  # a draft temperature equal to the target's is stored as None
+        assert (t.draft_temperature or t.temperature) == 0.6
+
+
 # ----------------------------------------------------------------------------- the block
 
 BASE = """name: tiny-scale
