@@ -1,0 +1,483 @@
+"""`orch report SWEEP -o DIR`: one sweep as a paper-style report, built only from the database.
+
+DIR/report.md and DIR/report.html say the same (orchestrator/report_doc.py), figures are PNG
+files under DIR/img/ (orchestrator/report_figures.py). What is in it follows from the data:
+- header: the sweep, its file's leading comment (the paper, section and table it reproduces)
+  and the scale it ran at when stored (sweeps.spec `source`, orchestrator/scale.py
+  provenance), pairs, datasets, sampling settings, trial counts, the devices the trials ran on;
+- each method's best config, then every config (mean over repeats): speedup over the
+  autoregressive trials with the same settings (orchestrator/report.py add_speedup), tokens
+  per iteration (block efficiency), every scalar acceptance definition under its name
+  (engine/metrics.py acceptance_definitions, pooled over the config's prompts and repeats),
+  tokens/s, the losslessness certificate (engine/certify.py trial_certificate) and the device;
+- figures and per-verifier tables where the sweep varies what they are about (see
+  report_figures.py), and the cost model's prediction on every profiled GPU (the
+  `orch compare --predict-on` code path).
+Deterministic: the same database content gives byte-identical Markdown and HTML on SQLite and
+on Postgres (rows sorted on values, fixed number formats, no database URL, ids or clock times).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from db.models import TrialStatus
+from engine.certify import GREEDY_CHECK, trial_certificate
+from engine.metrics import ACCEPTANCE_DEFINITIONS, acceptance_definitions
+from orchestrator.report import BASELINE, QueryError, load_frame, resolve_sweep
+from orchestrator.report_doc import Block, table, to_html, to_markdown
+from orchestrator.store import Store
+
+# config fields that set where and how a trial measured (column name, short label)
+SETTINGS = (
+    ("pair", "pair"),
+    ("dataset", "dataset"),
+    ("category", "category"),
+    ("prompts", "prompts"),
+    ("prompt_tokens", "prompt tokens"),
+    ("chat", "chat"),
+    ("temperature", "T"),
+    ("top_p", "top-p"),
+    ("draft_temperature", "draft T"),
+    ("draft_top_p", "draft top-p"),
+    ("max_new_tokens", "new tokens"),
+    ("device", "device"),
+    ("dtype", "dtype"),
+    ("draft_dtype", "draft dtype"),
+    ("engine", "engine"),
+)
+SETTING_COLS = [c for c, _ in SETTINGS]
+LABELS = dict(SETTINGS)
+# the scalar acceptance definitions (the histogram and the depth-wise rates are figures)
+ACCEPTANCE = tuple(
+    k
+    for k in ACCEPTANCE_DEFINITIONS
+    if k not in ("ddtree_acceptance_length_histogram", "delayed_acceptance_by_depth")
+)
+
+
+def write_report(store: Store, sweep: str | None, out_dir: str | Path) -> list[Path]:
+    """Read sweep `sweep` (None: the most recent), then write report.md, report.html and the
+    figures into `out_dir`; everything is computed before the first file is written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from orchestrator.report_figures import figure_sections
+
+    name = resolve_sweep(store, sweep)
+    info = store.sweep(name)
+    df = load_frame(store, name, details=True)
+    df = df.sort_values(["config_hash"], kind="stable").reset_index(drop=True)
+    order = method_order(info["spec"] or {}, df)
+    cf = configs(df, order)
+    blocks = header(store, info, df)
+    blocks += main_tables(cf)
+    more, figs = figure_sections(cf)
+    blocks += more + predictions(store, df, cf, order) + failures(store, info)
+    out = Path(out_dir)
+    written = []
+    try:
+        (out / "img").mkdir(parents=True, exist_ok=True)
+        for file, fig in figs:
+            fig.savefig(out / "img" / file, dpi=100, metadata={"Software": None})
+            plt.close(fig)
+            written.append(out / "img" / file)
+        title = f"orch report: sweep {name}"
+        for file, text in (
+            ("report.md", to_markdown(blocks)),
+            ("report.html", to_html(blocks, title)),
+        ):
+            (out / file).write_text(text, encoding="utf-8")
+            written.append(out / file)
+    except OSError as e:  # check_output_dir passed; the disk said no (full, gone, ...)
+        raise QueryError(f"cannot write the report to {out_dir}: {e.strerror or e}") from None
+    finally:
+        plt.close("all")
+    return written
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+def method_order(spec: dict[str, Any], df: pd.DataFrame) -> dict[str, int]:
+    """Methods in the sweep file's order, the baseline first, others after by name."""
+    names = [BASELINE] + [m.get("name") for m in spec.get("methods", [])]
+    names += sorted(set(df["method"]) - set(names))
+    return {m: i for i, m in enumerate(dict.fromkeys(names))}
+
+
+def configs(df: pd.DataFrame, order: dict[str, int]) -> pd.DataFrame:
+    """One row per config (its trials' repeats pooled), sorted on values: method order, then
+    settings, then parameters. Columns: the settings, method, `params` (a dict), n, the mean
+    metrics, every acceptance definition (pooled), `hist`, `by_depth`, certificate, devices."""
+    params = sorted(c for c in df.columns if c.startswith("param."))
+    key = df[SETTING_COLS + ["method", "params"]].apply(
+        lambda r: json.dumps([plain(v) for v in r], default=str), axis=1
+    )
+    rows = []
+    for _, g in df.groupby(key, sort=False):
+        first = g.iloc[0]
+        p = {c[6:]: plain(first[c]) for c in params if plain(first[c]) is not None}
+        its = [it for lists in g["per_iteration"] for it in (lists or [])]
+        acc = acceptance_definitions(its)
+        rows.append(
+            {
+                **{c: plain(first[c]) for c in SETTING_COLS},
+                "method": first["method"],
+                "params": p,
+                "params_text": first["params"],
+                "n": len(g),
+                "speedup": g["speedup"].mean(),
+                "speedup_std": g["speedup"].std() if len(g) > 1 else math.nan,
+                "tokens_per_iteration": g["tokens_per_iteration"].mean(),
+                "throughput": g["throughput"].mean(),
+                **{k: acc[k] for k in ACCEPTANCE},
+                "hist": acc["ddtree_acceptance_length_histogram"],
+                "by_depth": acc["delayed_acceptance_by_depth"],
+                "certificate": certificate_cell(
+                    [trial_certificate(pp or []) for pp in g["per_prompt"]]
+                ),
+                "device_name": devices_cell(g),
+            }
+        )
+    cf = pd.DataFrame(rows)
+    sort = cf.apply(
+        lambda r: (
+            order.get(r["method"], len(order)),
+            tuple(vkey(r[c]) for c in SETTING_COLS),
+            tuple((k, vkey(v)) for k, v in sorted(r["params"].items())),
+        ),
+        axis=1,
+    )
+    return cf.assign(_sort=sort).sort_values("_sort", kind="stable").reset_index(drop=True)
+
+
+def plain(v: Any) -> Any:
+    """A frame value as plain Python: NaN -> None, numpy scalars -> Python, tuples -> lists."""
+    if hasattr(v, "item") and not isinstance(v, (list, dict, str)):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return list(v) if isinstance(v, tuple) else v
+
+
+def vkey(v: Any) -> tuple:
+    """A sort key over mixed values: numbers by value, then text, then None."""
+    v = plain(v)
+    if v is None:
+        return (2, 0.0, "")
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return (0, float(v), "")
+    return (1, 0.0, json.dumps(v, sort_keys=True, default=str))
+
+
+def val(v: Any) -> str:
+    """A setting or parameter value as text."""
+    v = plain(v)
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, list):
+        return "[" + ",".join(val(x) for x in v) + "]"
+    return str(v)
+
+
+def num(v: Any, digits: int = 3) -> str:
+    v = plain(v)
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def certificate_cell(certs: list[dict[str, Any] | None]) -> str:
+    """A config's losslessness certificate over its trials (engine/certify.py)."""
+    if not certs or any(c is None for c in certs):
+        return "not certified"
+    if certs[0]["check"] == GREEDY_CHECK:
+        prompts = sum(c["prompts"] for c in certs)
+        failed = [c for c in certs if not c["lossless"]]
+        if not failed:
+            return f"lossless: greedy check, {prompts}/{prompts} prompts"
+        c = failed[0]
+        bad = sum(x["failed_prompts"] for x in failed)
+        return (
+            f"MISMATCH: {bad}/{prompts} prompts (first: prompt {c['first_failed_prompt']}, "
+            f"position {c['first_mismatch']}, logit margin {c['max_margin']:.3g})"
+        )
+    c = certs[0]
+    on = (
+        f"{c['verifier']} on {c['tree_sampling']} trees"
+        if c.get("tree_sampling")
+        else c["verifier"]
+    )
+    if not c.get("verifier_declares_lossless"):
+        return f"NOT lossless: {on}"
+    tested = "distribution-tested" if c.get("verifier_distribution_tested") else "untested"
+    return f"claimed: {on}, {tested}"
+
+
+def devices_cell(g: pd.DataFrame) -> str:
+    names = set()
+    for name, gpu in zip(g["device_name"], g["gpu_id"]):
+        name = plain(name) or "unrecorded"
+        names.add(name + (f" (GPU {gpu})" if plain(gpu) is not None else ""))
+    return "; ".join(sorted(names))
+
+
+def varying(cf: pd.DataFrame) -> list[str]:
+    """The settings that take more than one value in the sweep."""
+    return [c for c in SETTING_COLS if cf[c].map(val).nunique() > 1]
+
+
+def varied_params(cf: pd.DataFrame, method: str) -> list[str]:
+    """The parameters of `method` that take more than one value among its configs."""
+    rows = cf[cf["method"] == method]["params"]
+    names = sorted({k for p in rows for k in p})
+    return [k for k in names if rows.map(lambda p: val(p.get(k))).nunique() > 1]
+
+
+def params_cell(params: dict[str, Any], names: list[str]) -> str:
+    return ", ".join(f"{k}={val(params.get(k))}" for k in names) or "-"
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+def header(store: Store, info: dict[str, Any], df: pd.DataFrame) -> list[Block]:
+    spec, name = info["spec"] or {}, info["name"]
+    source = spec.get("source") or {}
+    out: list[Block] = [("h1", f"Sweep {name}")]
+    if info.get("description"):
+        out.append(("p", info["description"]))
+    if source.get("comment"):
+        out += [("p", f"From the sweep file {source.get('file')}:"), ("pre", source["comment"])]
+    out.append(("p", "Scale: " + scale_line(name, source)))
+    rows = [
+        ("pairs", "; ".join(sorted(set(df["pair"])))),
+        ("datasets", "; ".join(sorted({dataset_text(r) for _, r in df.iterrows()}))),
+        ("sampling (T, top-p, draft T, draft top-p)", "; ".join(sampling_points(df))),
+        ("new tokens", ", ".join(str(v) for v in sorted(set(df["max_new_tokens"])))),
+        ("repeats", str(spec.get("repeats", "-"))),
+        ("sweep status", str(info["status"])),
+        ("code versions", ", ".join(sorted({str(v) for v in df["code_version"]}))),
+    ]
+    out += [("h2", "Setup"), table(("", "value"), rows)]
+    counts = (store.counts(name) or [{}])[0]
+    statuses = [s.value for s in TrialStatus]
+    out += [
+        ("h2", "Trials"),
+        table(
+            ("trials", *statuses),
+            [(str(counts.get("trials", 0)), *(str(counts.get(s, 0)) for s in statuses))],
+        ),
+        ("p", "Every number below is over the finished (done) trials only."),
+    ]
+    dev = pd.DataFrame(
+        {
+            "name": df["device_name"].map(lambda v: plain(v) or "unrecorded"),
+            "device": df["device"].map(val),
+            "gpu": df["gpu_id"].map(lambda v: "-" if plain(v) is None else str(v)),
+            "host": df["worker_host"].map(lambda v: plain(v) or "-"),
+        }
+    )
+    per = dev.groupby(["name", "device", "gpu", "host"]).size().reset_index(name="n")
+    out += [
+        ("h2", "Devices"),
+        ("p", "Where the finished trials ran (trials.device_name, gpu_id, worker_host)."),
+        table(
+            ("device", "placement", "GPU", "worker", "trials"),
+            [(r.name, r.device, r.gpu, r.host, str(r.n)) for r in per.itertuples()],
+        ),
+    ]
+    return out
+
+
+def scale_line(name: str, source: dict[str, Any]) -> str:
+    block = source.get("scale")
+    if block:
+        shown = ", ".join(f"{k} {json.dumps(block[k], sort_keys=True)}" for k in sorted(block))
+        return f"reduced by the file's scale: block ({shown}); the same grid as the full run"
+    if name.endswith("-scaled"):
+        return "reduced (run with orch submit --scale; the block is not stored with this sweep)"
+    if source:
+        return "full (the file's own sizes)"
+    return "not recorded (sweep stored before the file's provenance was kept)"
+
+
+def dataset_text(r: pd.Series) -> str:
+    text = f"{r['dataset']}: {r['prompts']} prompts"
+    if plain(r["category"]) is not None:
+        text += f", category {r['category']}"
+    if plain(r["prompt_tokens"]) is not None:
+        text += f", <= {r['prompt_tokens']} prompt tokens"
+    return text
+
+
+def sampling_points(df: pd.DataFrame) -> list[str]:
+    cols = ["temperature", "top_p", "draft_temperature", "draft_top_p"]
+    pts = {tuple(plain(v) for v in r) for r in df[cols].itertuples(index=False)}
+    return [
+        "(" + ", ".join(val(v) if v is not None else "target's" for v in p) + ")"
+        for p in sorted(pts, key=lambda p: tuple(vkey(v) for v in p))
+    ]
+
+
+def main_tables(cf: pd.DataFrame) -> list[Block]:
+    vary = varying(cf)
+    shown = [c for c in vary if c != "device"] + (["device"] if "device" in vary else [])
+    methods = list(dict.fromkeys(cf["method"]))
+    fixed = []
+    for m in methods:
+        names = varied_params(cf, m)
+        p = cf[cf["method"] == m]["params"].iloc[0]
+        fixed.append((m, params_cell(p, [k for k in sorted(p) if k not in names])))
+    out: list[Block] = [
+        ("h2", "Methods"),
+        (
+            "p",
+            "Each method's parameters that are the same in all its configs; the tables "
+            "below show the ones that vary.",
+        ),
+        table(("method", "fixed parameters"), fixed),
+    ]
+    notes = [
+        "speedup: tokens/s over the mean tokens/s of the autoregressive trials with the same "
+        "pair, dataset slice, sampling, new tokens, device and dtype (mean over repeats; "
+        "below 1 is slower than autoregressive decoding).",
+        "tokens/iter: tokens per target forward, the block efficiency (Spec-Bench's tau).",
+    ] + [f"{k}: {ACCEPTANCE_DEFINITIONS[k]}." for k in ACCEPTANCE]
+    cols = ["method", "params", *[LABELS[c] for c in shown], "n", "speedup", "tokens/iter"]
+    cols += [*ACCEPTANCE, "tokens/s", "certificate", "measured on"]
+
+    def row(r) -> tuple[str, ...]:
+        base = r["method"] == BASELINE
+        acc = ["-" if base else num(r[k]) for k in ACCEPTANCE]
+        return (
+            r["method"],
+            params_cell(r["params"], varied_params(cf, r["method"])),
+            *[val(r[c]) for c in shown],
+            str(r["n"]),
+            num(r["speedup"]),
+            num(r["tokens_per_iteration"]),
+            *acc,
+            num(r["throughput"], 2),
+            r["certificate"],
+            r["device_name"],
+        )
+
+    best = cf[cf["speedup"].notna()]
+    if not best.empty:
+        skey = best[shown].apply(lambda r: json.dumps([val(v) for v in r]), axis=1)
+        pick = best.assign(_k=skey).groupby(["_k", "method"], sort=False)["speedup"].idxmax()
+        best = cf.loc[sorted(pick.values)]
+        out += [
+            ("h2", "Best config per method"),
+            ("p", "Each method's config with the highest mean speedup, per setting."),
+            table(cols, [row(r) for _, r in best.iterrows()]),
+        ]
+    else:
+        out.append(
+            (
+                "p",
+                "No trial has an autoregressive baseline with the same settings: "
+                "speedups are not defined (add `- name: autoregressive`).",
+            )
+        )
+    out += [
+        ("h2", "All configs"),
+        *[("p", n) for n in notes],
+        table(cols, [row(r) for _, r in cf.iterrows()]),
+    ]
+    return out
+
+
+def predictions(
+    store: Store, df: pd.DataFrame, cf: pd.DataFrame, order: dict[str, int]
+) -> list[Block]:
+    """The cost model's predicted speedup on each profiled GPU (`orch compare --predict-on`)."""
+    from orchestrator.profiles import compare_predicted, is_gpu_name, load_profiles
+
+    gpus = sorted({p["device_name"] for p in load_profiles(store) if is_gpu_name(p["device_name"])})
+    out: list[Block] = []
+    for gpu in gpus:
+        try:
+            best = compare_predicted(store, df, (), gpu)
+        except QueryError as e:
+            out += [("h2", f"Predicted on {gpu}"), ("p", f"No prediction: {e}")]
+            continue
+        shown = {
+            (r["method"], r["params_text"]): params_cell(
+                r["params"], varied_params(cf, r["method"])
+            )
+            for _, r in cf.iterrows()
+        }
+        best = best.assign(
+            _s=best.apply(
+                lambda r: (
+                    order.get(r["method"], len(order)),
+                    r["method"],
+                    tuple(
+                        vkey(r[c])
+                        for c in (
+                            "pair",
+                            "dataset",
+                            "category",
+                            "temperature",
+                            "max_new_tokens",
+                            "device",
+                        )
+                    ),
+                ),
+                axis=1,
+            )
+        ).sort_values("_s", kind="stable")
+        rows = [
+            (
+                r["method"],
+                r["pair"],
+                r["dataset"],
+                val(r["temperature"]),
+                str(r["max_new_tokens"]),
+                shown.get((r["method"], r["params"]), r["params"]),
+                num(r["speedup"]),
+                num(r["predicted_speedup"]),
+            )
+            for _, r in best.iterrows()
+        ]
+        out += [
+            ("h2", f"Predicted on {gpu}"),
+            (
+                "p",
+                "engine/cost_model.py from each best config's stored iterations and the "
+                f"profiled forward costs of {gpu} (orch profile): measured speedup where the "
+                "trials ran on that kind of device, else the prediction alone.",
+            ),
+            table(
+                (
+                    "method",
+                    "pair",
+                    "dataset",
+                    "T",
+                    "new tokens",
+                    "config",
+                    "measured speedup",
+                    "predicted speedup",
+                ),
+                rows,
+            ),
+        ]
+    return out
+
+
+def failures(store: Store, info: dict[str, Any]) -> list[Block]:
+    rows = store.trials(info["id"], (TrialStatus.FAILED,))
+    if not rows:
+        return []
+    shown = sorted({(r["config"], r["error"] or "-") for r in rows})
+    return [("h2", "Failed trials"), table(("config", "error (last line)"), shown)]
