@@ -29,6 +29,7 @@ from orchestrator.paper_report import (
     SETTING_COLS,
     num,
     params_cell,
+    setting_val,
     val,
     varied_params,
     vkey,
@@ -67,7 +68,9 @@ def groups(cf: pd.DataFrame, inside: list[str]) -> list[tuple[str, pd.DataFrame]
         g = cf[keys == k]
         out.append(g)
     differ = [c for c in by if len(out) > 1 and cf.loc[:, c].map(val).nunique() > 1]
-    return [(", ".join(f"{LABELS[c]} {val(g.iloc[0][c])}" for c in differ), g) for g in out]
+    return [
+        (", ".join(f"{LABELS[c]} {setting_val(c, g.iloc[0][c])}" for c in differ), g) for g in out
+    ]
 
 
 def _title(what: str, label: str) -> str:
@@ -78,24 +81,27 @@ def _verifier(r: pd.Series) -> str:
     return val(r["params"].get("verifier"))
 
 
-def _many_verifiers(cf: pd.DataFrame) -> bool:
+def verifier_methods(cf: pd.DataFrame) -> list[str]:
+    """The methods that run with more than one verifier at one setting (a verifier axis)."""
     drafted = cf[cf["method"] != BASELINE]
     if drafted.empty:
-        return False
+        return []
     per = drafted.assign(_v=drafted.apply(_verifier, axis=1))
-    key = per[SETTING_COLS].apply(lambda r: json.dumps([val(v) for v in r]), axis=1)
-    return bool((per.groupby(key)["_v"].nunique() > 1).any())
+    key = per[SETTING_COLS + ["method"]].apply(lambda r: json.dumps([val(v) for v in r]), axis=1)
+    many = per.groupby(key)["_v"].nunique() > 1
+    return sorted(set(per.loc[key.map(many), "method"]))
 
 
 # ----------------------------------------------------------------------------- verifiers
 
 
 def verifiers(cf: pd.DataFrame) -> tuple[list[Block], list]:
-    if not _many_verifiers(cf):
+    methods = verifier_methods(cf)
+    if not methods:
         return [], []
     import matplotlib.pyplot as plt
 
-    drafted = cf[cf["method"] != BASELINE]
+    drafted = cf[cf["method"].isin(methods)]
     drafted = drafted.assign(_row=drafted["method"] + " · " + drafted.apply(_verifier, axis=1))
     within = ["dataset", "category", *SAMPLING, "max_new_tokens"]
     out: list[Block] = [
@@ -110,7 +116,7 @@ def verifiers(cf: pd.DataFrame) -> tuple[list[Block], list]:
     for label, g in groups(drafted, within):
         cols = [c for c in within if g[c].map(val).nunique() > 1]
         setting = g[cols].apply(
-            lambda r: " ".join(f"{LABELS[c]}={val(r[c])}" for c in cols), axis=1
+            lambda r: " ".join(f"{LABELS[c]}={setting_val(c, r[c])}" for c in cols), axis=1
         )
         g = g.assign(_set=setting if cols else "all")
         order = sorted(
@@ -260,10 +266,12 @@ def temperature(cf: pd.DataFrame) -> tuple[list[Block], list]:
             "(accepted_per_drafted) of that config.",
         ),
     ]
-    many = _many_verifiers(cf)
+    many = verifier_methods(cf)
     figs = []
     for i, (label, g) in enumerate(groups(drafted, SAMPLING)):
-        lines = g["method"] + (" · " + g.apply(_verifier, axis=1) if many else "")
+        lines = g.apply(
+            lambda r: r["method"] + (f" · {_verifier(r)}" if r["method"] in many else ""), axis=1
+        )
         g = g.assign(_line=lines)
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
         for line in sorted(set(g["_line"])):
