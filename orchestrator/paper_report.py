@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -118,45 +119,52 @@ def configs(df: pd.DataFrame, order: dict[str, int]) -> pd.DataFrame:
     settings, then parameters. Columns: the settings, method, `params` (a dict), n, the mean
     metrics, every acceptance definition (pooled), `hist`, `by_depth`, certificate, devices."""
     params = sorted(c for c in df.columns if c.startswith("param."))
-    key = df[SETTING_COLS + ["method", "params"]].apply(
-        lambda r: json.dumps([plain(v) for v in r], default=str), axis=1
-    )
+    by_config: dict[str, list[dict[str, Any]]] = {}
+    for t in df.to_dict("records"):  # plain Python: a grid of thousands of configs stays fast
+        key = json.dumps([plain(t[c]) for c in SETTING_COLS] + [t["method"], t["params"]])
+        by_config.setdefault(key, []).append(t)
     rows = []
-    for _, g in df.groupby(key, sort=False):
-        first = g.iloc[0]
-        p = {c[6:]: plain(first[c]) for c in params if plain(first[c]) is not None}
-        its = [it for lists in g["per_iteration"] for it in (lists or [])]
+    for trials in by_config.values():
+        first = trials[0]
+        its = [it for t in trials for it in (t["per_iteration"] or [])]
         acc = acceptance_definitions(its)
+        speedups = [plain(t["speedup"]) for t in trials]
         rows.append(
             {
                 **{c: plain(first[c]) for c in SETTING_COLS},
                 "method": first["method"],
-                "params": p,
+                "params": {c[6:]: plain(first[c]) for c in params if plain(first[c]) is not None},
                 "params_text": first["params"],
-                "n": len(g),
-                "speedup": g["speedup"].mean(),
-                "speedup_std": g["speedup"].std() if len(g) > 1 else math.nan,
-                "tokens_per_iteration": g["tokens_per_iteration"].mean(),
-                "throughput": g["throughput"].mean(),
+                "n": len(trials),
+                "speedup": _mean(speedups),
+                "speedup_std": statistics.stdev(speedups)
+                if len(trials) > 1 and None not in speedups
+                else None,
+                "tokens_per_iteration": _mean([t["tokens_per_iteration"] for t in trials]),
+                "throughput": _mean([t["throughput"] for t in trials]),
                 **{k: acc[k] for k in ACCEPTANCE},
                 "hist": acc["ddtree_acceptance_length_histogram"],
                 "by_depth": acc["delayed_acceptance_by_depth"],
                 "certificate": certificate_cell(
-                    [trial_certificate(pp or []) for pp in g["per_prompt"]]
+                    [trial_certificate(t["per_prompt"] or []) for t in trials]
                 ),
-                "device_name": devices_cell(g),
+                "device_name": devices_cell(trials),
             }
         )
-    cf = pd.DataFrame(rows)
-    sort = cf.apply(
-        lambda r: (
+    rows.sort(
+        key=lambda r: (
             order.get(r["method"], len(order)),
             tuple(vkey(r[c]) for c in SETTING_COLS),
             tuple((k, vkey(v)) for k, v in sorted(r["params"].items())),
-        ),
-        axis=1,
+        )
     )
-    return cf.assign(_sort=sort).sort_values("_sort", kind="stable").reset_index(drop=True)
+    return pd.DataFrame(rows)
+
+
+def _mean(values: list) -> float | None:
+    """The mean in list order (None when a value is missing: no baseline)."""
+    values = [plain(v) for v in values]
+    return None if None in values else sum(values) / len(values)
 
 
 def plain(v: Any) -> Any:
@@ -229,11 +237,11 @@ def certificate_cell(certs: list[dict[str, Any] | None]) -> str:
     return f"claimed: {on}, {tested}"
 
 
-def devices_cell(g: pd.DataFrame) -> str:
+def devices_cell(trials: list[dict[str, Any]]) -> str:
     names = set()
-    for name, gpu in zip(g["device_name"], g["gpu_id"]):
-        name = plain(name) or "unrecorded"
-        names.add(name + (f" (GPU {gpu})" if plain(gpu) is not None else ""))
+    for t in trials:
+        gpu = plain(t["gpu_id"])
+        names.add((plain(t["device_name"]) or "unrecorded") + (f" (GPU {gpu})" if gpu else ""))
     return "; ".join(sorted(names))
 
 
@@ -249,6 +257,11 @@ def varied_params(cf: pd.DataFrame, method: str) -> list[str]:
     return [k for k in names if rows.map(lambda p: val(p.get(k))).nunique() > 1]
 
 
+def varied_by_method(cf: pd.DataFrame) -> dict[str, list[str]]:
+    """varied_params of every method of `cf`."""
+    return {m: varied_params(cf, m) for m in dict.fromkeys(cf["method"])}
+
+
 def params_cell(params: dict[str, Any], names: list[str]) -> str:
     return ", ".join(f"{k}={val(params.get(k))}" for k in names) or "-"
 
@@ -259,10 +272,9 @@ def params_cell(params: dict[str, Any], names: list[str]) -> str:
 def main_tables(cf: pd.DataFrame) -> list[Block]:
     vary = varying(cf)
     shown = [c for c in vary if c != "device"] + (["device"] if "device" in vary else [])
-    methods = list(dict.fromkeys(cf["method"]))
+    varied = varied_by_method(cf)
     fixed = []
-    for m in methods:
-        names = varied_params(cf, m)
+    for m, names in varied.items():
         p = cf[cf["method"] == m]["params"].iloc[0]
         fixed.append((m, params_cell(p, [k for k in sorted(p) if k not in names])))
     out: list[Block] = [
@@ -288,7 +300,7 @@ def main_tables(cf: pd.DataFrame) -> list[Block]:
         acc = ["-" if base else num(r[k]) for k in ACCEPTANCE]
         return (
             r["method"],
-            params_cell(r["params"], varied_params(cf, r["method"])),
+            params_cell(r["params"], varied[r["method"]]),
             *[setting_val(c, r[c]) for c in shown],
             str(r["n"]),
             num(r["speedup"]),

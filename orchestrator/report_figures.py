@@ -10,6 +10,7 @@ only when the sweep varies what it is about, and returns its blocks and its PNG 
 - more than one target temperature: tokens per iteration and acceptance against temperature,
   the best config per method at each;
 - a node budget varying within a method: speedup and tokens per iteration against it;
+- every other numeric parameter a method varies (orchestrator/report_axes.py);
 - DDTree: the acceptance-length histogram per config (DDTree Sec. 5.4, Fig. 4).
 Figures are one per setting group (the settings other than the figure's own axes).
 """
@@ -31,6 +32,7 @@ from orchestrator.paper_report import (
     params_cell,
     setting_val,
     val,
+    varied_by_method,
     varied_params,
     vkey,
 )
@@ -51,7 +53,9 @@ DYNATREE_AXES = (("depth", "D0"), ("branch", "B_mid"), ("threshold", "tau"))
 def figure_sections(cf: pd.DataFrame) -> tuple[list[Block], list[tuple[str, Any]]]:
     blocks: list[Block] = []
     figs: list[tuple[str, Any]] = []
-    for section in (verifiers, dynatree, temperature, budget, histogram):
+    from orchestrator.report_axes import axes
+
+    for section in (verifiers, dynatree, temperature, budget, axes, histogram):
         b, f = section(cf)
         blocks += b
         figs += f
@@ -62,11 +66,11 @@ def groups(cf: pd.DataFrame, inside: list[str]) -> list[tuple[str, pd.DataFrame]
     """The rows of `cf` split by every setting but `inside`, in value order, each with a label
     naming the settings that tell the groups apart."""
     by = [c for c in SETTING_COLS if c not in inside]
-    keys = cf[by].apply(lambda r: tuple(vkey(v) for v in r), axis=1)
-    out = []
-    for k in sorted(set(keys)):
-        g = cf[keys == k]
-        out.append(g)
+    keys = [tuple(vkey(r[c]) for c in by) for r in cf[by].to_dict("records")]
+    rows: dict[tuple, list[int]] = {}
+    for i, k in enumerate(keys):
+        rows.setdefault(k, []).append(i)
+    out = [cf.iloc[rows[k]] for k in sorted(rows)]
     differ = [c for c in by if len(out) > 1 and cf.loc[:, c].map(val).nunique() > 1]
     return [
         (", ".join(f"{LABELS[c]} {setting_val(c, g.iloc[0][c])}" for c in differ), g) for g in out
@@ -342,11 +346,12 @@ def budget(cf: pd.DataFrame) -> tuple[list[Block], list]:
     ]
     figs = []
     for i, (label, g) in enumerate(groups(c, [])):
+        varied = varied_by_method(g)
 
         def line(r) -> str:
             names = [
                 k
-                for k in varied_params(g, r["method"])
+                for k in varied[r["method"]]
                 if k != BUDGET.get(r["method"], "budget") and k != "expansion"
             ]
             return r["method"] + (f" {params_cell(r['params'], names)}" if names else "")

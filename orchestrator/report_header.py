@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from db.models import TrialStatus
-from orchestrator.paper_report import num, params_cell, plain, val, varied_params, vkey
+from orchestrator.paper_report import num, params_cell, plain, val, varied_by_method, vkey
 from orchestrator.report import QueryError
 from orchestrator.report_doc import Block, table
 from orchestrator.store import Store
@@ -110,10 +110,9 @@ def predictions(
         except QueryError as e:
             out += [("h2", f"Predicted on {gpu}"), ("p", f"No prediction: {e}")]
             continue
+        varied = varied_by_method(cf)
         shown = {
-            (r["method"], r["params_text"]): params_cell(
-                r["params"], varied_params(cf, r["method"])
-            )
+            (r["method"], r["params_text"]): params_cell(r["params"], varied[r["method"]])
             for _, r in cf.iterrows()
         }
         best = best.assign(
