@@ -250,7 +250,7 @@ def _register() -> None:
     from orchestrator.cli_data import datasets, models
     from orchestrator.cli_delete import delete
     from orchestrator.cli_profile import profile
-    from orchestrator.cli_report import compare, export, plot, query
+    from orchestrator.cli_report import compare, export, plot, query, report
     from orchestrator.cli_sweep import cancel, db, resume, status, submit
     from orchestrator.cli_train import train
 
@@ -261,6 +261,7 @@ def _register() -> None:
         compare,
         export,
         plot,
+        report,
         cancel,
         resume,
         delete,

@@ -1,4 +1,5 @@
-"""`orch query | compare | export | plot`: thin commands over orchestrator.report and plots.
+"""`orch query | compare | export | plot | report`: thin commands over orchestrator.report,
+plots and paper_report.
 
 Each reads one sweep: `--sweep NAME`, else the most recently updated one (`--all-sweeps`:
 every trial in the database), and says which on its first line (stderr where stdout is data:
@@ -11,7 +12,13 @@ import sys
 
 import click
 
-from orchestrator.cli_options import db_option, format_option, sweep_options, where_option
+from orchestrator.cli_options import (
+    db_option,
+    format_option,
+    sweep_name,
+    sweep_options,
+    where_option,
+)
 
 
 def _frame(db_url, sweep, all_sweeps, note, details=False, per_prompt=False):
@@ -197,3 +204,38 @@ def plot(out_dir, where, sweep, all_sweeps, db_url) -> None:
     df = _frame(db_url, sweep, all_sweeps, functools.partial(click.echo, err=True))
     for path in make_plots(apply_where(df, where), out_dir):
         click.echo(str(path))
+
+
+@click.command()
+@sweep_name()
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    default=None,
+    metavar="DIR",
+    help="folder for report.md, report.html and img/*.png (default: report-<sweep>/)",
+)
+@db_option
+def report(sweep, out_dir, db_url) -> None:
+    """A paper-style report of one sweep (default: the most recent) from the database alone:
+    Markdown and HTML with PNG figures: the sweep file's paper reference and scale, every
+    config's speedup, tokens per iteration, the papers' acceptance definitions, certificate and
+    device, and the tables and figures the sweep's grid calls for (docs/report.md)."""
+    from orchestrator.extras import require
+
+    require("matplotlib", "orch report")  # before anything is read or written
+    from orchestrator.paper_report import write_report
+    from orchestrator.report import check_output_dir, resolve_sweep
+    from orchestrator.store import Store
+
+    store = Store(db_url, mode="read")
+    try:
+        name = resolve_sweep(store, sweep)
+        out_dir = out_dir or f"report-{name}"
+        check_output_dir(out_dir, "the report")  # before the results are read
+        written = write_report(store, name, out_dir)
+    finally:
+        store.close()
+    click.echo(f"sweep {name!r}: wrote {len(written) - 2} figures and report.md, report.html")
+    click.echo(f"to {out_dir}/")

@@ -447,22 +447,22 @@ def check_output_file(path: str) -> None:
         raise QueryError(f"cannot write {path}: folder {folder} is not writable")
 
 
-def check_output_dir(path: str | Path) -> None:
-    """QueryError (one line) unless files can be written into folder `path`, made if needed."""
+def check_output_dir(path: str | Path, what: str = "plots") -> None:
+    """QueryError (one line) unless `what` can be written into folder `path`, made if needed."""
     p = Path(path)
     if p.exists():
         if not p.is_dir():
-            raise QueryError(f"cannot write plots to {path}: it is not a folder")
+            raise QueryError(f"cannot write {what} to {path}: it is not a folder")
         if not os.access(p, os.W_OK):
-            raise QueryError(f"cannot write plots to {path}: folder {p} is not writable")
+            raise QueryError(f"cannot write {what} to {path}: folder {p} is not writable")
         return
     parent = p.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise QueryError(f"cannot write plots to {path}: {parent} is not a folder")
+        raise QueryError(f"cannot write {what} to {path}: {parent} is not a folder")
     if not os.access(parent, os.W_OK):
-        raise QueryError(f"cannot write plots to {path}: folder {parent} is not writable")
+        raise QueryError(f"cannot write {what} to {path}: folder {parent} is not writable")
 
 
 def write_export(df: pd.DataFrame, fmt: str, out: str | None, stdout) -> None:

@@ -32,6 +32,7 @@ from orchestrator.executors import Job, Worker, make_executor
 from orchestrator.preflight import check_run, place_trials
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.runlog import run_log
+from orchestrator.scale import provenance
 from orchestrator.spec import load_sweep
 from orchestrator.store import DB_RETRY_S, LEASE_S, OPEN, Store, StoreError
 from orchestrator.trial import code_version
@@ -169,9 +170,8 @@ def submit(
     trials = place_trials(trials, opts)  # device and dtype `auto` resolved: part of the hash
     store = open_store(url, opts, log)
     try:
-        info = store.submit(
-            sweep.name, sweep.to_dict(), trials, code_version(), replace=replace, rerun=rerun
-        )
+        spec = {**sweep.to_dict(), "source": provenance(path, scaled)}
+        info = store.submit(sweep.name, spec, trials, code_version(), replace=replace, rerun=rerun)
         if info.added or info.removed or info.rerun:
             log(f"sweep {sweep.name!r}: {submit_changes(info)}")
         for d in {d.name for d in sweep.datasets}:

@@ -171,3 +171,23 @@ def announce(log: Callable[[str], None], path: str, scaled: bool) -> Callable[[s
         log(line)
 
     return out
+
+
+def provenance(path: str | Path, scaled: bool) -> dict[str, Any]:
+    """What a stored sweep keeps of its file beside the normalised spec (`source` in
+    sweeps.spec, for `orch report`): the file's name, its leading comment (the paper, section
+    and table it reproduces, as examples/*.yaml state them) and, with --scale, the scale:
+    block that ran (None: the file's own sizes)."""
+    p = Path(path)
+    try:
+        data = read_yaml(p)
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (ConfigError, OSError):  # load_sweep read it a moment ago; nothing to add then
+        data, lines = None, []
+    comment = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        comment.append(line[1:].removeprefix(" ").rstrip())
+    block = data.get("scale") if scaled and isinstance(data, dict) else None
+    return {"file": p.name, "comment": "\n".join(comment), "scale": block}

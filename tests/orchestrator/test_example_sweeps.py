@@ -15,6 +15,7 @@ from orch_helpers import REPO
 
 from orchestrator.cli import main
 from orchestrator.spec import SpecError, load_sweep
+from orchestrator.store import Store
 
 EXAMPLES = REPO / "examples"
 # (full, scaled) trial counts, computed from each file's grid as its header spells them out
@@ -107,6 +108,16 @@ def test_delayed_verifiers_runs_every_verifier_at_the_papers_8_settings():
         assert len(verifiers) == 8 and "greedy" not in verifiers
 
 
+def test_dyspec_drafts_at_0_6_for_both_target_temperatures():
+    # DySpec Sec. 5.1: the draft samples at 0.6 whether the target runs at 0 or at 0.6
+    sweep, trials = _load("dyspec.yaml", False)
+    assert sweep.settings == ((0.0, 1.0, 0.6, None), (0.6, 1.0, 0.6, None))
+    drafted = [t for t in trials if t.method != "autoregressive"]
+    assert {t.temperature for t in drafted} == {0.0, 0.6}
+    for t in drafted:  # a draft temperature equal to the target's is stored as None
+        assert (t.draft_temperature or t.temperature) == 0.6
+
+
 # ----------------------------------------------------------------------------- the block
 
 BASE = """name: tiny-scale
@@ -185,7 +196,8 @@ def test_bad_scale_blocks_are_one_error_line(tmp_path, scale, message):
 def test_submit_scaled_on_the_tiny_pair_says_which_scale_ran(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(
-        BASE.replace("grid: {k: [2, 3]}", "grid: {k: [2]}")
+        "# The paper, Sec. 1, Table 1.\n"
+        + BASE.replace("grid: {k: [2, 3]}", "grid: {k: [2]}")
         + "scale: {prompts: 1, prompt_tokens: 8, max_new_tokens: 2, repeats: 1}\n"
     )
     url = f"sqlite:///{tmp_path / 'o.db'}"
@@ -195,3 +207,17 @@ def test_submit_scaled_on_the_tiny_pair_says_which_scale_ran(tmp_path):
     assert r.exit_code == 0, r.output
     assert "scale: reduced by the file's scale: block (prompts 1, prompt_tokens 8" in r.output
     assert "sweep 'tiny-scale-scaled'" in r.output and "2 trials; ran 2 (2 done" in r.output
+    # the stored sweep keeps the file's comment and the block that ran (`orch report` header)
+    store = Store(url, mode="read")
+    assert store.sweep("tiny-scale-scaled")["spec"]["source"] == {
+        "file": "s.yaml",
+        "comment": "The paper, Sec. 1, Table 1.",
+        "scale": {"prompts": 1, "prompt_tokens": 8, "max_new_tokens": 2, "repeats": 1},
+    }
+    store.close()
+    out = tmp_path / "report"
+    r = CliRunner().invoke(main, ["report", "--db", url, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    md = (out / "report.md").read_text()
+    assert "The paper, Sec. 1, Table 1." in md and "Scale: reduced by the file's scale: block" in md
+    assert "lossless: greedy check, 1/1 prompts" in md  # certified at temperature 0

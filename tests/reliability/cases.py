@@ -198,6 +198,7 @@ READ_MISSING = {
     "compare": ("compare",),
     "export": ("export",),
     "plot": ("plot", "-o", "{work}/plots"),
+    "report": ("report", "-o", "{work}/report"),
     "cancel": ("cancel", "existing"),
     "resume": ("resume", "--executor", "local"),
     "db-current": ("db", "current"),
@@ -495,6 +496,24 @@ CASES: list[Case] = [
         "cannot write plots to {work}/ro/plots: folder {work}/ro is not writable",
         runner="unprivileged",
         prepare=_read_only_folder("ro"),
+    ),
+    Case(
+        "report-under-a-file",
+        ("report", "--db", "{db}", "-o", "{work}/afile/report"),
+        "cannot write the report to {work}/afile/report: {work}/afile is not a folder",
+        prepare=_file("afile"),
+    ),
+    Case(
+        "report-unwritable-folder",
+        ("report", "--db", "{db}", "-o", "{work}/ro/report"),
+        "cannot write the report to {work}/ro/report: folder {work}/ro is not writable",
+        runner="unprivileged",
+        prepare=_read_only_folder("ro"),
+    ),
+    Case(
+        "report-unknown-sweep",
+        ("report", "nope", "--db", "{db}", "-o", "{work}/report"),
+        "no sweep named 'nope'",
     ),
     # -- databases
     Case(

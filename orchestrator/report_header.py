@@ -1,0 +1,181 @@
+"""The parts of `orch report` (orchestrator/paper_report.py) that read more of the database
+than the results frame: the header (the sweep's stored spec and file provenance, trial counts
+by status, devices), the cost model's predictions on profiled GPUs (the `orch compare
+--predict-on` code path, orchestrator/profiles.py) and the failed trials."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from db.models import TrialStatus
+from orchestrator.paper_report import num, params_cell, plain, val, varied_by_method, vkey
+from orchestrator.report import QueryError
+from orchestrator.report_doc import Block, table
+from orchestrator.store import Store
+
+
+def header(store: Store, info: dict[str, Any], df: pd.DataFrame) -> list[Block]:
+    spec, name = info["spec"] or {}, info["name"]
+    source = spec.get("source") or {}
+    out: list[Block] = [("h1", f"Sweep {name}")]
+    if info.get("description"):
+        out.append(("p", info["description"]))
+    if source.get("comment"):
+        out += [("p", f"From the sweep file {source.get('file')}:"), ("pre", source["comment"])]
+    out.append(("p", "Scale: " + scale_line(name, source)))
+    rows = [
+        ("pairs", "; ".join(sorted(set(df["pair"])))),
+        ("datasets", "; ".join(sorted({dataset_text(r) for _, r in df.iterrows()}))),
+        ("sampling (T, top-p, draft T, draft top-p)", "; ".join(sampling_points(df))),
+        ("new tokens", ", ".join(str(v) for v in sorted(set(df["max_new_tokens"])))),
+        ("repeats", str(spec.get("repeats", "-"))),
+        ("sweep status", str(info["status"])),
+        ("code versions", ", ".join(sorted({str(v) for v in df["code_version"]}))),
+    ]
+    out += [("h2", "Setup"), table(("", "value"), rows)]
+    counts = (store.counts(name) or [{}])[0]
+    statuses = [s.value for s in TrialStatus]
+    out += [
+        ("h2", "Trials"),
+        table(
+            ("trials", *statuses),
+            [(str(counts.get("trials", 0)), *(str(counts.get(s, 0)) for s in statuses))],
+        ),
+        ("p", "Every number below is over the finished (done) trials only."),
+    ]
+    dev = pd.DataFrame(
+        {
+            "name": df["device_name"].map(lambda v: plain(v) or "unrecorded"),
+            "device": df["device"].map(val),
+            "gpu": df["gpu_id"].map(lambda v: "-" if plain(v) is None else str(v)),
+            "host": df["worker_host"].map(lambda v: plain(v) or "-"),
+        }
+    )
+    per = dev.groupby(["name", "device", "gpu", "host"]).size().reset_index(name="n")
+    out += [
+        ("h2", "Devices"),
+        ("p", "Where the finished trials ran (trials.device_name, gpu_id, worker_host)."),
+        table(
+            ("device", "placement", "GPU", "worker", "trials"),
+            [(r.name, r.device, r.gpu, r.host, str(r.n)) for r in per.itertuples()],
+        ),
+    ]
+    return out
+
+
+def scale_line(name: str, source: dict[str, Any]) -> str:
+    block = source.get("scale")
+    if block:
+        shown = ", ".join(f"{k} {json.dumps(block[k], sort_keys=True)}" for k in sorted(block))
+        return f"reduced by the file's scale: block ({shown}); the same grid as the full run"
+    if name.endswith("-scaled"):
+        return "reduced (run with orch submit --scale; the block is not stored with this sweep)"
+    if source:
+        return "full (the file's own sizes)"
+    return "not recorded (sweep stored before the file's provenance was kept)"
+
+
+def dataset_text(r: pd.Series) -> str:
+    text = f"{r['dataset']}: {r['prompts']} prompts"
+    if plain(r["category"]) is not None:
+        text += f", category {r['category']}"
+    if plain(r["prompt_tokens"]) is not None:
+        text += f", <= {r['prompt_tokens']} prompt tokens"
+    return text
+
+
+def sampling_points(df: pd.DataFrame) -> list[str]:
+    cols = ["temperature", "top_p", "draft_temperature", "draft_top_p"]
+    pts = {tuple(plain(v) for v in r) for r in df[cols].itertuples(index=False)}
+    return [
+        "(" + ", ".join(val(v) if v is not None else "target's" for v in p) + ")"
+        for p in sorted(pts, key=lambda p: tuple(vkey(v) for v in p))
+    ]
+
+
+def predictions(
+    store: Store, df: pd.DataFrame, cf: pd.DataFrame, order: dict[str, int]
+) -> list[Block]:
+    """The cost model's predicted speedup on each profiled GPU (`orch compare --predict-on`)."""
+    from orchestrator.profiles import compare_predicted, is_gpu_name, load_profiles
+
+    gpus = sorted({p["device_name"] for p in load_profiles(store) if is_gpu_name(p["device_name"])})
+    out: list[Block] = []
+    for gpu in gpus:
+        try:
+            best = compare_predicted(store, df, (), gpu)
+        except QueryError as e:
+            out += [("h2", f"Predicted on {gpu}"), ("p", f"No prediction: {e}")]
+            continue
+        varied = varied_by_method(cf)
+        shown = {
+            (r["method"], r["params_text"]): params_cell(r["params"], varied[r["method"]])
+            for _, r in cf.iterrows()
+        }
+        best = best.assign(
+            _s=best.apply(
+                lambda r: (
+                    order.get(r["method"], len(order)),
+                    r["method"],
+                    tuple(
+                        vkey(r[c])
+                        for c in (
+                            "pair",
+                            "dataset",
+                            "category",
+                            "temperature",
+                            "max_new_tokens",
+                            "device",
+                        )
+                    ),
+                ),
+                axis=1,
+            )
+        ).sort_values("_s", kind="stable")
+        rows = [
+            (
+                r["method"],
+                r["pair"],
+                r["dataset"],
+                val(r["temperature"]),
+                str(r["max_new_tokens"]),
+                shown.get((r["method"], r["params"]), r["params"]),
+                num(r["speedup"]),
+                num(r["predicted_speedup"]),
+            )
+            for _, r in best.iterrows()
+        ]
+        out += [
+            ("h2", f"Predicted on {gpu}"),
+            (
+                "p",
+                "engine/cost_model.py from each best config's stored iterations and the "
+                f"profiled forward costs of {gpu} (orch profile): measured speedup where the "
+                "trials ran on that kind of device, else the prediction alone.",
+            ),
+            table(
+                (
+                    "method",
+                    "pair",
+                    "dataset",
+                    "T",
+                    "new tokens",
+                    "config",
+                    "measured speedup",
+                    "predicted speedup",
+                ),
+                rows,
+            ),
+        ]
+    return out
+
+
+def failures(store: Store, info: dict[str, Any]) -> list[Block]:
+    rows = store.trials(info["id"], (TrialStatus.FAILED,))
+    if not rows:
+        return []
+    shown = sorted({(r["config"], r["error"] or "-") for r in rows})
+    return [("h2", "Failed trials"), table(("config", "error (last line)"), shown)]
