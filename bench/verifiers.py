@@ -5,8 +5,8 @@ we draw one set of K_max i.i.d. draft rollouts of L_max tokens, run the target o
 merged tree, and for every (K, L) <= (K_max, L_max) take the tree of the first K rollouts cut at
 depth L (so all verifiers and all sizes see the same draws). For each verifier we record the
 exact conditional block efficiency E[tau + 1 | T] (engine/verify/formulas.py: Eq. 2-3 with the
-branching probabilities of Alg. 11-15 for the OT-based methods, exact recursions for naive, bv
-and traversal), which removes verification noise as in the paper's offline estimator (Eq. 1).
+branching probabilities of Alg. 11-15 for the OT-based methods, exact recursions for naive, tv,
+bv and traversal), which removes verification noise as in the paper's offline estimator (Eq. 1).
 Roots follow a trajectory sampled from the target at the same temperature, starting from each
 prompt. Reported per temperature: the best (K, L) per verifier (as the paper's tables) and the
 paired difference between Traversal and the best other verifier on the same trees.

@@ -43,6 +43,8 @@ DISTRIBUTION_TESTED = (
     "spectr",
     "specinfer",
     "khisti",
+    "khisti_tournament",
+    "tv",
     "bv",
     "traversal",
 )

@@ -8,7 +8,9 @@ ValueError otherwise), names as in the delayed-tree paper (Table 1, Appendix B):
     naive_tree  i.i.d. / without-replacement trees, top-down        Alg. 2
     spectr      i.i.d. trees, K-SEQ with rho*                       Alg. 3
     specinfer   i.i.d. / without-replacement trees                  Alg. 4
-    khisti      i.i.d. trees, importance sampling + tournament      Alg. 5
+    khisti      i.i.d. trees, truncated-LP importance sampling      Alg. 5 (Khisti et al. Sec. 4)
+    khisti_tournament  i.i.d. trees, Alg. 5 with our exact tournament (a variant, not the paper's)
+    tv          one draft-sampled path, tree verification (ASpS)    Sec. 3.1 (Hu & Huang 2024)
     bv          one draft-sampled path, block verification          Sec. 3.1
     traversal   i.i.d. / without-replacement trees, bottom-up       Sec. 3.2
 """
@@ -21,7 +23,19 @@ from dataclasses import dataclass
 import torch
 
 from engine.tree import Tree
-from engine.verify import bv, greedy, khisti, naive, naive_tree, nss, specinfer, spectr, traversal
+from engine.verify import (
+    bv,
+    greedy,
+    khisti,
+    khisti_tournament,
+    naive,
+    naive_tree,
+    nss,
+    specinfer,
+    spectr,
+    traversal,
+    tv,
+)
 from engine.verify.common import Accept
 
 
@@ -47,6 +61,8 @@ VERIFIERS: dict[str, Verifier] = {
     "spectr": Verifier(spectr.verify, spectr.MODES),
     "specinfer": Verifier(specinfer.verify, specinfer.MODES),
     "khisti": Verifier(khisti.verify, khisti.MODES),
+    "khisti_tournament": Verifier(khisti_tournament.verify, khisti_tournament.MODES),
+    "tv": Verifier(tv.verify, tv.MODES),
     "bv": Verifier(bv.verify, bv.MODES),
     "traversal": Verifier(traversal.verify, traversal.MODES),
 }

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 import torch
@@ -168,3 +169,51 @@ def top_down(
             return Accept(path=path, token=token)
         path.append(nxt)
         node = nxt
+
+
+# A pairwise tournament over the draws X_1..X_k (Khisti's KHISTI_TOURNAMENT_SELECT, both
+# variants): X_1 is the incumbent; in round j = 1..k-1 it meets X_{j+1} and stays with
+# probability keep(j, incumbent token, challenger token), else the challenger takes its place.
+Duel = Callable[[int, int, int], float]
+
+
+def tournament(tokens: list[int], keep: Duel, us: Iterator[float]) -> int:
+    """Index of the winning draw; tokens[i] is the token of draw X_{i+1}."""
+    winner = 0
+    for j in range(1, len(tokens)):
+        if next(us) >= keep(j, tokens[winner], tokens[j]):
+            winner = j
+    return winner
+
+
+def tournament_law(counts: dict[int, int], keep: Duel) -> dict[int, float]:
+    """P(the tournament selects token t | the multiset of draws), averaged over the uniformly
+    random order of the draws (the verifiers shuffle them): the exact selection law behind
+    Algorithm 15. counts: token -> multiplicity."""
+    tokens = sorted(counts)
+    k = sum(counts.values())
+
+    @lru_cache(maxsize=None)
+    def final(inc: int, left: tuple[int, ...]) -> tuple[float, ...]:
+        n = sum(left)
+        out = [0.0] * len(tokens)
+        if n == 0:
+            out[inc] = 1.0
+            return tuple(out)
+        for j, m in enumerate(left):
+            if m == 0:
+                continue
+            rest = left[:j] + (m - 1,) + left[j + 1 :]
+            stay = keep(k - n, tokens[inc], tokens[j])
+            kept, lost = final(inc, rest), final(j, rest)
+            for t in range(len(tokens)):
+                out[t] += m / n * (stay * kept[t] + (1 - stay) * lost[t])
+        return tuple(out)
+
+    start = tuple(counts[t] for t in tokens)
+    total = [0.0] * len(tokens)
+    for j, m in enumerate(start):
+        rest = start[:j] + (m - 1,) + start[j + 1 :]
+        for t, v in enumerate(final(j, rest)):
+            total[t] += m / k * v
+    return dict(zip(tokens, total))

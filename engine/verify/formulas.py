@@ -12,7 +12,8 @@
   branching probabilities along the path (`block_efficiency`, Eq. 2-3), and the paper's
   estimator of E_T[.] as a mean over s sampled trees (`expected_block_efficiency`, Eq. 1, s = 4).
   The single-path and bottom-up verifiers are not OT-based; for them E[tau + 1 | T] is exact too:
-  naive (product of min(1, p/q) along the path), bv (Sun et al. 2024c) and traversal (the
+  naive (product of min(1, p/q) along the path), tv (the stop probabilities of Hu & Huang's
+  neighbour distribution, engine/verify/tv.py), bv (Sun et al. 2024c) and traversal (the
   recursion of engine/verify/traversal.py), averaged over the rollout they verify.
 """
 
@@ -25,10 +26,11 @@ import torch
 
 from engine.sampling import residual
 from engine.tree import Tree
-from engine.verify import bv, khisti, specinfer, spectr, traversal
+from engine.verify import bv, khisti, khisti_tournament, specinfer, spectr, traversal, tv
 from engine.verify.common import layout, positive_part
 
-OT_BASED = ("nss", "naive_tree", "spectr", "specinfer", "khisti")
+OT_BASED = ("nss", "naive_tree", "spectr", "specinfer", "khisti", "khisti_tournament")
+KHISTI = {"khisti": khisti, "khisti_tournament": khisti_tournament}  # Algorithm 5, two ways
 
 
 # ---- acceptance rates (Appendix C) -----------------------------------------------------------
@@ -60,8 +62,8 @@ def acceptance(name: str, p: torch.Tensor, q: torch.Tensor, k: int) -> float:
                 m = m * (1 - positive_part(q - p) / (1 - r))
             p = residual(p, q)
         return float((1 - p_rej) + p_rej * (p * (1 - m)).sum())
-    if name == "khisti":  # Algorithm 10 (a lower bound)
-        return float(torch.minimum(p, khisti.importance_sample(p, q, k).r).sum())
+    if name in KHISTI:  # Algorithm 10 (a lower bound)
+        return float(torch.minimum(p, KHISTI[name].importance_sample(p, q, k).r).sum())
     raise ValueError(f"no acceptance formula for verifier {name!r} (OT-based: {OT_BASED})")
 
 
@@ -151,10 +153,10 @@ def branching(
         col = {t: j for j, t in enumerate(tokens)}
         final = dict(zip(tokens, ps[k, tokens].tolist()))
         return _random_order_average(counts, lambda i, t: a[i][col[t]], final)
-    if name == "khisti":  # Algorithm 15
-        sel = khisti.importance_sample(p, q, k)
+    if name in KHISTI:  # Algorithm 15
+        sel = KHISTI[name].importance_sample(p, q, k)
         out = dict.fromkeys(tokens, 0.0)
-        for x, pi in khisti.selection_probs(sel, counts).items():
+        for x, pi in KHISTI[name].selection_probs(sel, counts).items():
             for t, b in _naive_branching(p, sel.r, x, tokens).items():
                 out[t] += pi * b
         return out
@@ -196,7 +198,7 @@ def block_efficiency(tree: Tree, p: torch.Tensor, name: str) -> float:
         return 1.0 + tau
     if name == "traversal":
         return 1.0 + traversal.expected_accepted(tree, p)
-    if name in ("naive", "bv"):
+    if name in ("naive", "bv", "tv"):
         out = 0.0
         for prob, chain in _chains(tree):
             if not chain:
@@ -204,6 +206,8 @@ def block_efficiency(tree: Tree, p: torch.Tensor, name: str) -> float:
             nodes, tokens = [0] + chain, tree.tokens[chain]
             if name == "bv":
                 out += prob * bv.expected_accepted(p, tree.q, nodes, tokens)
+            elif name == "tv":
+                out += prob * tv.expected_accepted(p, tree.q, nodes, tokens)
             else:
                 ratio = p[nodes[:-1], tokens].double() / tree.q[nodes[:-1], tokens].double()
                 out += prob * float(ratio.clamp(max=1.0).cumprod(0).sum())

@@ -150,8 +150,8 @@ def two_sample(
 @pytest.mark.parametrize("name", STOCHASTIC)
 def test_sampling_matches_autoregressive(llama_pair, name, engine):
     """Tokens 1 and 2 of generate() (iid tree K = 2, L = 2) at temperature 1, top-p 0.9, on the
-    8-token view of the tiny llama pair. Checks, at level FAMILY_ALPHA / 16 each (Bonferroni over
-    8 verifiers x 2 chi-square tests):
+    8-token view of the tiny llama pair. Checks, at level ALPHA each (Bonferroni over the
+    stochastic verifiers x 2 chi-square tests x the engines):
     - support: every token pair has positive target probability (top-p leaves 32 of the 64
       pairs; an outside pair has probability 0 under autoregressive sampling);
     - two-sample chi-square (homogeneity), verifier (400 seeds) vs autoregressive sampling
@@ -184,8 +184,8 @@ def test_sampling_with_a_draft_at_another_temperature(llama_pair, name):
     DRAFT_WARP (T 0.6, top-p 1) while the target samples at WARP (T 1, top-p 0.9): the verifier
     sees q from the draft's warp and p from the target's, and the output must still follow the
     target's law. Power is computed against the draft's own two-token law at DRAFT_WARP (what a
-    verifier accepting every draft token would emit). Family: 2 tests x 8 verifiers at
-    FAMILY_ALPHA, Bonferroni."""
+    verifier accepting every draft token would emit). Family: 2 tests x the stochastic
+    verifiers at FAMILY_ALPHA, Bonferroni."""
     alpha = FAMILY_ALPHA / (2 * len(STOCHASTIC))
     pair = small_pair(llama_pair)
     law = two_token_law(pair.target.model)

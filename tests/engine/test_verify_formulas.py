@@ -3,8 +3,9 @@ the verifiers themselves are checked against these formulas in test_verifier_con
 
 Enumerating every tuple of k i.i.d. draws (V = 4 or 5, k <= 3) gives the acceptance rate as
 E[sum of the branching probabilities of the draws' distinct tokens]; Algorithms 6-9 must equal
-it and Algorithm 10 must bound it for Khisti. The Khisti selection law r (closed form per
-tournament round) must equal the enumerated law of the tournament winner.
+it and Algorithm 10 must bound it for Khisti (both selection steps). The Khisti selection law r
+(per tournament round: the truncated LP's, or our tournament's closed form) must equal the
+enumerated law of the tournament winner.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import pytest
 import torch
 
 from engine.tree import make_tree
-from engine.verify import bv, formulas, khisti, spectr, traversal
+from engine.verify import bv, formulas, khisti, khisti_tournament, spectr, traversal
 
-OT = ["nss", "naive_tree", "spectr", "specinfer", "khisti"]
+OT = ["nss", "naive_tree", "spectr", "specinfer", "khisti", "khisti_tournament"]
 
 
 def _pairs(V: int, n: int, seed: int):
@@ -51,7 +52,7 @@ def test_acceptance_equals_enumerated_branching(name):
         for k in (1, 2, 3):
             enum = _enumerate(lambda c: sum(formulas.branching(name, p, q, dict(c)).values()), q, k)
             alpha = formulas.acceptance(name, p, q, k)
-            if name == "khisti":  # Algorithm 10 is a lower bound
+            if name in formulas.KHISTI:  # Algorithm 10 is a lower bound
                 assert alpha <= enum + 1e-12
             else:
                 assert alpha == pytest.approx(enum, abs=1e-10), (name, k)
@@ -60,7 +61,7 @@ def test_acceptance_equals_enumerated_branching(name):
 def test_acceptance_k1_is_naive_and_grows_with_k():
     for p, q in _pairs(5, 6, seed=2):
         naive = float(torch.minimum(p, q).sum())
-        for name in ["naive_tree", "spectr", "specinfer", "khisti"]:
+        for name in ["naive_tree", "spectr", "specinfer", "khisti", "khisti_tournament"]:
             assert formulas.acceptance(name, p, q, 1) == pytest.approx(naive, abs=1e-12)
             a = [formulas.acceptance(name, p, q, k) for k in (1, 2, 3, 4)]
             assert all(x <= y + 1e-12 for x, y in zip(a, a[1:])), (name, a)
@@ -97,16 +98,18 @@ def test_rho_star_solves_the_kseq_equation():
     assert spectr.rho_star(*_pairs(4, 1, 0)[0], 1) == 1.0
 
 
-def test_khisti_selection_law_matches_the_tournament():
-    """r from the per-round closed form = enumerated law of the tournament winner."""
+@pytest.mark.parametrize("module", [khisti, khisti_tournament])
+def test_khisti_selection_law_matches_the_tournament(module):
+    """r from the per-round LPs (khisti) or closed form (khisti_tournament) = enumerated law of
+    the tournament winner."""
     for p, q in _pairs(4, 6, seed=5):
-        for k in (1, 2, 3):
-            sel = khisti.importance_sample(p, q, k)
+        for k in (1, 2, 3, 4):
+            sel = module.importance_sample(p, q, k)
             law = torch.zeros(4, dtype=torch.float64)
             for tup in itertools.product(range(4), repeat=k):
                 prob = float(torch.prod(q[list(tup)]))
                 if prob > 0:
-                    for t, v in khisti.selection_probs(sel, dict(Counter(tup))).items():
+                    for t, v in module.selection_probs(sel, dict(Counter(tup))).items():
                         law[t] += prob * v
             assert torch.allclose(law, sel.r, atol=1e-12)
             assert float(sel.r.sum()) == pytest.approx(1.0)
@@ -123,7 +126,7 @@ def test_khisti_mixing_weight_is_optimal():
         d = d / d.sum() - r
         f = lambda lam: float(torch.minimum(p, r + lam * d).sum())  # noqa: E731
         grid = max(f(i / 2000) for i in range(2001))
-        assert f(khisti.best_mix(p, r, d)) >= grid - 1e-12
+        assert f(khisti_tournament.best_mix(p, r, d)) >= grid - 1e-12
 
 
 def test_bv_and_traversal_agree_on_a_path():

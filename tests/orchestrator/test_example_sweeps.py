@@ -24,7 +24,7 @@ COUNTS = {
         (6 * 3 * 5 * 5 + 3 * 6 + 8) * 2,  # grid x lengths + 3 baselines x 6 lengths + ablation
         6 * 3 * 5 + 3 + 8 - 1,  # one length, one repeat: ablation all-off = grid point
     ),
-    "delayed_verifiers.yaml": (8 * (8 * (4 * 3 + 3 * 3 * 2) + 1),) * 2,
+    "delayed_verifiers.yaml": (8 * (9 * (4 * 3 + 3 * 3 * 2) + 1),) * 2,
     "dyspec.yaml": (2 * (2 * 5 + 5 + 5 + 1),) * 2,
     "salf.yaml": (3 * 2 * (5 + 1 + 1),) * 2,
     "ddtree.yaml": (3 * 2 * (7 + 1 + 1),) * 2,
@@ -105,7 +105,7 @@ def test_delayed_verifiers_runs_every_verifier_at_the_papers_8_settings():
     )
     for method in ("iid", "delayed"):
         verifiers = {t.params["verifier"] for t in trials if t.method == method}
-        assert len(verifiers) == 8 and "greedy" not in verifiers
+        assert len(verifiers) == 9 and "greedy" not in verifiers
 
 
 def test_dyspec_drafts_at_0_6_for_both_target_temperatures():
