@@ -120,13 +120,13 @@ def _check_profile(value: Any, sweep: Sweep, where: str) -> None:
     _mapping(value, where, optional=PROFILE_KEYS)
     full = sweep.profile
     small = _profile({**full.to_dict(), **value}, where)
-    for key, mine, file_s in (
-        ("sizes", max(small.sizes), max(full.sizes)),
-        ("contexts", max(small.contexts), max(full.contexts)),
-        ("repeats", small.repeats, full.repeats),
+    for key, what, mine, file_s in (
+        ("sizes", "largest size", max(small.sizes), max(full.sizes)),
+        ("contexts", "largest context", max(small.contexts), max(full.contexts)),
+        ("repeats", "repeats", small.repeats, full.repeats),
     ):
         if mine > file_s:
-            raise ScaleError(f"{where}.{key}: {mine} is more than the file's {key} ({file_s})")
+            raise ScaleError(f"{where}.{key}: {mine} is more than the file's {what} ({file_s})")
 
 
 def _scaled(full: dict[str, Any], sweep: Sweep, block: dict[str, Any]) -> dict[str, Any]:
