@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 DEFAULT_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_CONTEXTS: tuple[int, ...] = (128, 512, 1024)
+DEFAULT_REPEATS = 3  # timed forwards per point (their median is stored)
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,18 @@ def cached_factory(engine: str) -> Callable[[torch.nn.Module, int], CachedModel]
     return lambda model, capacity: StaticCachedModel(model, capacity, compile=engine == "compiled")
 
 
+def parse_ints(text: str, option: str) -> list[int]:
+    """A comma-separated list of integers (`--sizes 1,2,4`, or `sizes: "1,2,4"` in a sweep
+    file); ConfigError naming `option` when it is not one."""
+    try:
+        out = [int(t) for t in text.replace(" ", "").split(",") if t]
+    except ValueError:
+        raise ConfigError(f"{option} expects comma-separated integers, got {text!r}") from None
+    if not out:
+        raise ConfigError(f"{option} is empty")
+    return out
+
+
 def check_grid(sizes: Sequence[int], contexts: Sequence[int], repeats: int) -> None:
     """Bad sizes or contexts fail here, before any model loads."""
     if not sizes or any(n < 1 for n in sizes):
@@ -208,7 +221,7 @@ def measure_curve(
     sizes: Sequence[int] = DEFAULT_SIZES,
     contexts: Sequence[int] = DEFAULT_CONTEXTS,
     engine: str = "eager",
-    repeats: int = 3,
+    repeats: int = DEFAULT_REPEATS,
     warmup: int = 1,
     seed: int = 0,
     log: Callable[[str], None] | None = None,

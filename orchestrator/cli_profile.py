@@ -4,18 +4,9 @@ from __future__ import annotations
 
 import click
 
-from engine.config import ENGINES, ConfigError
+from engine.config import ENGINES
+from engine.profile import DEFAULT_CONTEXTS, DEFAULT_REPEATS, DEFAULT_SIZES, parse_ints
 from orchestrator.cli_options import db_option
-
-
-def parse_ints(text: str, option: str) -> list[int]:
-    try:
-        out = [int(t) for t in text.replace(" ", "").split(",") if t]
-    except ValueError:
-        raise ConfigError(f"{option} expects comma-separated integers, got {text!r}") from None
-    if not out:
-        raise ConfigError(f"{option} is empty")
-    return out
 
 
 @click.command()
@@ -26,19 +17,19 @@ def parse_ints(text: str, option: str) -> list[int]:
 @click.option("--draft-dtype", default=None, help="the draft's dtype (default: --dtype)")
 @click.option(
     "--sizes",
-    default="1,2,4,8,16,32,64,128,256",
+    default=",".join(map(str, DEFAULT_SIZES)),
     show_default=True,
     help="new tokens per forward, comma-separated",
 )
 @click.option(
     "--contexts",
-    default="128,512,1024",
+    default=",".join(map(str, DEFAULT_CONTEXTS)),
     show_default=True,
     help="cached context lengths, comma-separated",
 )
 @click.option("--engine", type=click.Choice(ENGINES), default="eager", show_default=True)
 @click.option("--device", default="auto", show_default=True)
-@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--repeats", type=click.IntRange(min=1), default=DEFAULT_REPEATS, show_default=True)
 @db_option
 def profile(
     target,

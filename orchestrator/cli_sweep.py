@@ -219,7 +219,8 @@ def cancel(sweep, db_url) -> None:
 @format_option
 def status(sweep, db_url, fmt) -> None:
     """Progress per sweep, with the time a running sweep has left (eta: its latest trials'
-    rate, workers included); with SWEEP also its running and failed trials."""
+    rate, workers included); with SWEEP also its running and failed trials and its profile
+    trials (a sweep's `profile:` block) with the device each one measured."""
     from db.models import SweepStatus, TrialStatus
     from orchestrator.eta import eta_s, format_eta
     from orchestrator.report import render, status_frame
@@ -241,10 +242,15 @@ def status(sweep, db_url, fmt) -> None:
     if sweep and fmt == "table":
         import pandas as pd
 
-        rows = store.trials(store.sweep(sweep)["id"], (TrialStatus.RUNNING, TrialStatus.FAILED))
+        sweep_id = store.sweep(sweep)["id"]
+        rows = store.trials(sweep_id, (TrialStatus.RUNNING, TrialStatus.FAILED))
         if rows:
             click.echo("")
             click.echo(render(pd.DataFrame(rows), fmt))
+        profiles = store.profile_trials(sweep_id)
+        if profiles:
+            click.echo("")
+            click.echo(render(pd.DataFrame(profiles), fmt))
 
 
 @click.group()

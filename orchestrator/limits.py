@@ -54,7 +54,8 @@ def grid_size(sweep: Any) -> int:
         points = math.prod(len(v) for v in m.grid.values())
         own = "max_new_tokens" in m.params or "max_new_tokens" in m.grid
         per_setting += points * (1 if own else len(sweep.max_new_tokens))
-    return math.prod(
+    profiles = len(sweep.pairs) * len(sweep.engines) if sweep.profile is not None else 0
+    return profiles + math.prod(
         (
             len(sweep.pairs),
             len(sweep.datasets),

@@ -12,13 +12,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import delete, select
+from sqlalchemy import select
 
 from db.models import Profile
 from engine import cost_model
 from engine.config import ConfigError
 from engine.profile import ForwardCurve
-from orchestrator.store import Store
+from orchestrator.store import Store, put_profiles
 
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -34,30 +34,8 @@ def normalise_dtype(dtype: str, device_type: str = "cpu") -> str:
 def save_curves(store: Store, measured: Sequence[tuple[ForwardCurve, dict[str, Any]]]) -> None:
     """Store (or replace) each curve's profile, all in one transaction; the dict beside each
     curve is engine.profile.device_info of the device that measured it."""
-
-    def tx(s) -> None:
-        for curve, info in measured:
-            key = dict(
-                device_name=curve.device_name,
-                model=curve.model,
-                dtype=curve.dtype,
-                engine=curve.engine,
-            )
-            s.execute(delete(Profile).filter_by(**key))
-            s.add(
-                Profile(
-                    **key,
-                    points=curve.to_dict()["points"],
-                    driver=str(info.get("driver", "")),
-                    versions={k: str(info.get(k, "")) for k in ("torch", "transformers", "triton")},
-                    cores=int(info.get("cores", 0)),
-                    host=str(info.get("host", "")),
-                )
-            )
-            s.flush()  # the delete and the insert of one key in order
-
     names = ", ".join(sorted({c.model for c, _ in measured}))
-    store.transact(f"storing the profiles of {names}", tx)
+    store.transact(f"storing the profiles of {names}", lambda s: put_profiles(s, measured))
 
 
 def load_profiles(store: Store, device_name: str | None = None) -> list[dict[str, Any]]:

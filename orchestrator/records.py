@@ -33,6 +33,13 @@ HASH_DEFAULTS = {
 }
 
 
+# The method name of a profile trial (a sweep's `profile:` block, orchestrator/spec.py): it
+# measures the forward-cost curves (engine/profile.py) of its pair on the worker that runs it;
+# `params` holds its grid {sizes, contexts, repeats}; it has no dataset (prompts 0, length 0)
+# and leaves no `results` row, only its curves in `profiles` (Store.record_result).
+PROFILE = "profile"
+
+
 @dataclass(frozen=True)
 class TrialConfig:
     target: str
@@ -91,7 +98,18 @@ class TrialConfig:
         """Trials with one pair key share one loaded model pair."""
         return (self.target, self.draft, self.device, self.dtype, self.draft_dtype)
 
+    @property
+    def is_profile(self) -> bool:
+        return self.method == PROFILE
+
     def label(self) -> str:
+        if self.is_profile:
+            dtypes = self.dtype + (f"/{self.draft_dtype}" if self.draft_dtype else "")
+            grid = " ".join(
+                f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
+                for k, v in sorted(self.params.items())
+            )
+            return f"profile {self.target}/{self.draft} {dtypes} {self.engine} {grid}"
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
         engine = f" {self.engine}" if self.engine != "eager" else ""
         drafted = "".join(
@@ -125,6 +143,9 @@ class TrialResult:
     models: list[dict[str, Any]] = field(default_factory=list)
     node: str | None = None  # the Ray node id of the worker (None outside Ray)
     device_name: str = ""  # the GPU's or CPU's model name (engine.profile.device_info)
+    # a profile trial's measurements: {"curve": ForwardCurve.to_dict(), "info": device_info}
+    # per model (its metrics, per_prompt and per_iteration are empty)
+    profiles: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def wall_s(self) -> float:

@@ -362,6 +362,8 @@ def _attach_prompts(jobs: list[Job], cache: dict[tuple, list]) -> None:
 
     for job in jobs:
         c = job.config
+        if c.is_profile:  # no dataset
+            continue
         key = (c.dataset, c.prompts, c.category)
         if key not in cache:
             cache[key] = load_prompts(c.dataset, n=c.prompts, category=c.category)

@@ -8,6 +8,7 @@ scale:                       # applied only by `orch submit FILE --scale`; every
   repeats: 1                 # at most the file's own
   warmup: 1                  # at most the file's own
   pairs: [{target: T, draft: D}, ...]   # replaces the pairs
+  profile: {sizes: [1, 2, 4], contexts: [128], repeats: 1}   # each key optional, see below
 ```
 
 Without `--scale` the block is checked and left out: the file runs at its own (the paper's)
@@ -16,6 +17,13 @@ and its trials are the file's grid at the block's sizes: every method parameter 
 full run, no other. A scaled trial measures something else than a full-scale one, so the
 block must change what a trial records (its prompts, prompt length, lengths or pairs): a
 block whose trials could be the full run's own is an error. Errors are one `SpecError` line.
+
+A file with a `profile:` block (orchestrator/spec.py) profiles at one repeat when scaled (the
+median of one timed forward per point, after the usual warmup forward), its sizes and contexts
+unchanged, unless the scale block has its own `profile:`: its keys replace the file's, each at
+most the file's (repeats, and the largest size and context). A profile trial is not a scaled
+measurement: one whose grid is the full run's (a file with `repeats: 1`) is the full run's own
+trial, shared, and a resubmission of either sweep does not profile again.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from orchestrator.spec import SpecError, Sweep, parse_sweep
 from orchestrator.yaml_file import read_yaml
 
 SUFFIX = "-scaled"
-KEYS = ("prompts", "prompt_tokens", "max_new_tokens", "repeats", "warmup", "pairs")
+KEYS = ("prompts", "prompt_tokens", "max_new_tokens", "repeats", "warmup", "pairs", "profile")
 
 
 class ScaleError(SpecError):
@@ -97,7 +105,28 @@ def _block(value: Any, sweep: Sweep, where: str) -> dict[str, Any]:
                 raise ScaleError(f"{path}: {n} is more than the file's longest length ({most})")
     if "pairs" in block:
         _list(block["pairs"], at("pairs"))  # entries are checked by the scaled parse
+    if "profile" in block:
+        _check_profile(block["profile"], sweep, at("profile"))
     return block
+
+
+def _check_profile(value: Any, sweep: Sweep, where: str) -> None:
+    """The scale block's `profile:`: a mapping of the file's profile keys, each at most the
+    file's (a smaller grid, never a larger one)."""
+    from orchestrator.spec import PROFILE_KEYS, _mapping, _profile
+
+    if sweep.profile is None:
+        raise ScaleError(f"{where}: the file has no profile: block to scale")
+    _mapping(value, where, optional=PROFILE_KEYS)
+    full = sweep.profile
+    small = _profile({**full.to_dict(), **value}, where)
+    for key, what, mine, file_s in (
+        ("sizes", "largest size", max(small.sizes), max(full.sizes)),
+        ("contexts", "largest context", max(small.contexts), max(full.contexts)),
+        ("repeats", "repeats", small.repeats, full.repeats),
+    ):
+        if mine > file_s:
+            raise ScaleError(f"{where}.{key}: {mine} is more than the file's {what} ({file_s})")
 
 
 def _scaled(full: dict[str, Any], sweep: Sweep, block: dict[str, Any]) -> dict[str, Any]:
@@ -111,6 +140,8 @@ def _scaled(full: dict[str, Any], sweep: Sweep, block: dict[str, Any]) -> dict[s
     for key in ("repeats", "warmup", "pairs"):
         if key in block:
             small[key] = block[key]
+    if sweep.profile is not None:  # one repeat unless the block says otherwise
+        small["profile"] = {**sweep.profile.to_dict(), "repeats": 1, **block.get("profile", {})}
     if "max_new_tokens" in block:
         small["max_new_tokens"] = block["max_new_tokens"]
         small["methods"] = [_without_lengths(m) for m in full["methods"]]

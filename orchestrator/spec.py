@@ -26,11 +26,23 @@ engine: eager                       # eager | fast | compiled, or a list (a grid
 certify: true                       # per-trial losslessness certificate (engine/certify.py)
 limits: {max_trials: 100000}        # caps (orchestrator/limits.py), each optional
 scale: {prompts: 4, max_new_tokens: 32}  # sizes for `orch submit --scale` (orchestrator/scale.py)
+profile: {sizes: [1, 2, 4], contexts: [128, 512], repeats: 3}  # or `true` for `orch profile`'s
+                                    # defaults: one profile trial per pair and engine
 methods:                            # required, non-empty
   - name: dynatree                  # a key of engine.drafters.DRAFTERS
     params: {verifier: greedy}      # fixed values
     grid: {depth: [3, 4], branch: [2, 3]}   # cartesian product, lists only, never empty
 ```
+
+A `profile:` block adds, per pair and engine (and so per placement and dtypes, which are the
+sweep's), one trial of kind `profile` (records.PROFILE): the worker that runs it measures the
+forward-cost curves (engine/profile.py) of the pair's target and draft on its own device and
+the driver stores them in `profiles` with the trial's status (Store.record_result), replacing
+an earlier profile of the same device, model, dtype and engine, as `orch profile` does. Its
+keys default to `orch profile`'s options: sizes 1..256, contexts 128, 512, 1024, repeats 3;
+sizes and contexts are lists of integers or comma-separated strings ("1,2,4"), sizes at most
+limits.max_tree_nodes + 1 (a verification forward's tokens). Profile trials have no dataset,
+no result row and no speedup: query, compare, plot and export never see them.
 
 Precedence of `max_new_tokens`: a method's own `params`/`grid` value wins for that method's
 trials; otherwise the top-level `max_new_tokens` applies (a list there is a grid axis for every
@@ -61,6 +73,8 @@ from typing import Any, Literal
 
 from engine.config import ENGINES, ConfigError
 from engine.model_names import canonical_name
+from engine.profile import DEFAULT_CONTEXTS, DEFAULT_REPEATS, DEFAULT_SIZES, parse_ints
+from engine.profile import check_grid as check_profile_grid
 from orchestrator.limits import (
     DEFAULT,
     MODEL_MAX,
@@ -71,7 +85,7 @@ from orchestrator.limits import (
     check_tree,
     text_problem,
 )
-from orchestrator.records import TrialConfig
+from orchestrator.records import PROFILE, TrialConfig
 from orchestrator.yaml_file import read_yaml
 
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -104,6 +118,20 @@ class MethodSpec:
 
 
 @dataclass(frozen=True)
+class ProfileSpec:
+    """A sweep's `profile:` block: the grid every profile trial measures (engine/profile.py
+    measure_curve), sorted and without repeats so that equal grids hash alike."""
+
+    sizes: tuple[int, ...] = DEFAULT_SIZES
+    contexts: tuple[int, ...] = DEFAULT_CONTEXTS
+    repeats: int = DEFAULT_REPEATS
+
+    def to_dict(self) -> dict[str, Any]:
+        """The grid as a profile trial's params (and the stored spec's `profile`)."""
+        return {"sizes": list(self.sizes), "contexts": list(self.contexts), "repeats": self.repeats}
+
+
+@dataclass(frozen=True)
 class Sweep:
     name: str
     pairs: tuple[tuple[str, str], ...]
@@ -127,6 +155,7 @@ class Sweep:
     draft_temperatures: tuple[float | None, ...] = (None,)  # grid axes; None: the target's
     draft_top_ps: tuple[float | None, ...] = (None,)
     certify: bool = True
+    profile: ProfileSpec | None = None  # None: no profile trials
 
     @property
     def settings(self) -> tuple[tuple[float, float, float | None, float | None], ...]:
@@ -165,6 +194,7 @@ class Sweep:
             ),
             "engine": list(self.engines),
             **({} if self.certify else {"certify": False}),
+            **({} if self.profile is None else {"profile": self.profile.to_dict()}),
             "limits": vars(self.limits),
             "methods": [
                 {
@@ -224,6 +254,7 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
             "engine",
             "certify",
             "limits",
+            "profile",
         ),
         root=True,
     )
@@ -295,7 +326,45 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
         engines=engines,
         description=_str(top.get("description", ""), at("description")),
         limits=limits,
+        profile=_profile(top.get("profile", False), at("profile"), limits),
     )
+
+
+PROFILE_KEYS = ("sizes", "contexts", "repeats")
+
+
+def _profile(value: Any, where: str, limits: Limits = DEFAULT) -> ProfileSpec | None:
+    """`profile: true` (orch profile's defaults), `false` (none, as without the key) or a
+    mapping of sizes, contexts and repeats, checked by engine.profile.check_grid."""
+    if isinstance(value, bool):
+        return ProfileSpec() if value else None
+    if not isinstance(value, dict):
+        raise SpecError(f"{where}: expected true, false or a mapping of {', '.join(PROFILE_KEYS)}")
+    m = _mapping(value, where, optional=PROFILE_KEYS)
+    base = ProfileSpec()
+    sizes = _ints(m.get("sizes", list(base.sizes)), f"{where}.sizes")
+    contexts = _ints(m.get("contexts", list(base.contexts)), f"{where}.contexts")
+    repeats = _int(m.get("repeats", base.repeats), f"{where}.repeats")
+    try:
+        check_profile_grid(sizes, contexts, repeats)
+    except ConfigError as e:
+        raise SpecError(f"{where}: {e}") from None
+    cap = limits.max_tree_nodes + 1  # a verification forward: the tree's nodes and its root
+    if max(sizes) > cap:
+        raise SpecError(
+            f"{where}.sizes: must be <= {cap} (limits.max_tree_nodes + 1), got {max(sizes)}"
+        )
+    return ProfileSpec(tuple(sorted(set(sizes))), tuple(sorted(set(contexts))), repeats)
+
+
+def _ints(value: Any, where: str) -> list[int]:
+    """A list of integers, or the comma-separated string `orch profile --sizes` takes."""
+    if isinstance(value, str):
+        try:
+            return parse_ints(value, where)
+        except ConfigError as e:
+            raise SpecError(str(e)) from None
+    return [_int(v, f"{where}[{j}]") for j, v in enumerate(_list(value, where))]
 
 
 def _dtype(value: Any, where: str) -> str:
@@ -379,8 +448,9 @@ def _method(value: Any, where: str) -> MethodSpec:
 def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> list[TrialConfig]:
     """Check models, dataset and every method combination; return the trials in order.
 
-    Order: pair, dataset, sampling setting (the temperature x top_p grid, then the explicit
-    points), method, grid point, max_new_tokens, engine, repeat.
+    Order: the profile trials (pair, engine), then pair, dataset, sampling setting (the
+    temperature x top_p grid, then the explicit points), method, grid point,
+    max_new_tokens, engine, repeat.
     Configs that resolve identically are kept once.
     """
     from engine.datasets import DatasetError, load_prompts
@@ -416,6 +486,8 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
             )
     _check_vocabularies(sweep, points, source)
     trials: dict[str, TrialConfig] = {}
+    for cfg in profile_trials(sweep):
+        trials.setdefault(cfg.config_hash, cfg)
     for (target, draft), d, (t, p, dt, dp) in itertools.product(
         sweep.pairs, sweep.datasets, sweep.settings
     ):
@@ -447,6 +519,32 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
                     )
                     trials.setdefault(cfg.config_hash, cfg)
     return list(trials.values())
+
+
+def profile_trials(sweep: Sweep) -> list[TrialConfig]:
+    """One profile trial per pair and engine of a sweep with a `profile:` block (the sweep's
+    device and dtypes are its own; orchestrator.spec.place resolves them like any trial's).
+    It has no dataset, prompts or length: its identity is the pair, placement, dtypes,
+    engine and the grid in `params`."""
+    if sweep.profile is None:
+        return []
+    return [
+        TrialConfig(
+            target=target,
+            draft=draft,
+            dataset="",
+            prompts=0,
+            method=PROFILE,
+            params=sweep.profile.to_dict(),
+            max_new_tokens=0,
+            device=sweep.device,
+            dtype=sweep.dtype,
+            draft_dtype=sweep.draft_dtype,
+            engine=e,
+        )
+        for target, draft in sweep.pairs
+        for e in sweep.engines
+    ]
 
 
 def place(trials: list[TrialConfig], device: str) -> list[TrialConfig]:

@@ -20,6 +20,9 @@ whose owner is a dead process on this host, never a trial a live driver holds, w
 it runs. So any number of drivers can run one sweep, or sweeps sharing configs, and split the
 trials; a driver that stops heartbeating loses its trials once their lease runs out.
 
+A profile trial (records.PROFILE) leaves no `results` row: its curves go to `profiles`
+(`put_profiles`, replacing each key's earlier row) in the transaction that marks it done.
+
 A sweep is finished once every trial of it is done or failed, whoever ran them: recording an
 outcome settles every sweep that contains the trial.
 """
@@ -27,7 +30,7 @@ outcome settles every sweep that contains the trial.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
@@ -40,6 +43,7 @@ from db.migrate import ensure_schema
 from db.models import (
     DatasetInfo,
     ModelInfo,
+    Profile,
     Result,
     Sweep,
     SweepStatus,
@@ -56,8 +60,9 @@ from db.session import (
     session_factory,
 )
 from engine.config import ConfigError
+from engine.profile import ForwardCurve
 from orchestrator.leases import HEARTBEAT_S, HOST, LEASE_S, new_driver_id, owner_alive
-from orchestrator.records import METRICS, TrialConfig, TrialFailure, TrialResult
+from orchestrator.records import METRICS, PROFILE, TrialConfig, TrialFailure, TrialResult
 
 OPEN = (TrialStatus.PENDING, TrialStatus.RUNNING)  # trials a sweep still has to run
 # A sweep holding any of these is not finished (cancelled trials wait for a resume).
@@ -559,33 +564,28 @@ class Store:
         """Store the trial's result and mark it done, whoever holds it now; a second result
         for the same trial or config hash is ignored (the first one stands). A trial put back
         to pending to be measured again (rerun, delete_results...) still holding its old
-        result gets the new one in its place, in this one transaction."""
+        result gets the new one in its place, in this one transaction. A profile trial's
+        curves replace the stored profiles of their keys instead (no `results` row)."""
 
         def tx(s: Session) -> None:
-            stored_hash, status = s.execute(
-                select(Trial.config_hash, Trial.status).where(Trial.id == trial_id)
+            stored_hash, status, method = s.execute(
+                select(Trial.config_hash, Trial.status, Trial.method).where(Trial.id == trial_id)
             ).one()
-            if status != TrialStatus.DONE:  # measured again (rerun): the new result replaces
-                s.execute(delete(Result).where(Result.trial_id == trial_id))  # the old one
-            inserted = s.scalar(
-                self._insert(Result)
-                .values(
-                    trial_id=trial_id,
-                    config_hash=stored_hash,
-                    **{m: r.metrics[m] for m in METRICS},
-                    per_prompt=r.per_prompt,
-                    per_iteration=r.per_iteration,
-                )
-                .on_conflict_do_nothing()
-                .returning(Result.id)
-            )
+            if method == PROFILE:
+                inserted = status != TrialStatus.DONE  # done: the first measurement stands
+                if inserted:
+                    put_profiles(
+                        s, [(ForwardCurve.from_dict(p["curve"]), p["info"]) for p in r.profiles]
+                    )
+            else:
+                inserted = self._insert_result(s, trial_id, stored_hash, status, r)
             values: dict[str, Any] = {
                 "status": TrialStatus.DONE,
                 "error": None,
                 "owner": None,
                 "lease_until": None,
             }
-            if inserted is not None:  # a duplicate: the first result and its worker stand
+            if inserted:  # a duplicate: the first result and its worker stand
                 values.update(
                     worker_host=r.host,
                     gpu_id=r.gpu_id,
@@ -598,7 +598,7 @@ class Store:
                     device_name=r.device_name[:200] or None,
                 )
             s.execute(update(Trial).where(Trial.id == trial_id).values(**values))
-            if inserted is not None:
+            if inserted:
                 for m in r.models:
                     if m["name"] not in self._models_seen:
                         s.execute(
@@ -612,6 +612,26 @@ class Store:
 
         self.transact(f"recording the result of trial {trial_id}", tx)
         self._models_seen.update(m["name"] for m in r.models)
+
+    def _insert_result(
+        self, s: Session, trial_id: int, stored_hash: str, status: TrialStatus, r: TrialResult
+    ) -> bool:
+        """Insert the trial's `results` row; False when it has one already (a duplicate)."""
+        if status != TrialStatus.DONE:  # measured again (rerun): the new result replaces
+            s.execute(delete(Result).where(Result.trial_id == trial_id))  # the old one
+        inserted = s.scalar(
+            self._insert(Result)
+            .values(
+                trial_id=trial_id,
+                config_hash=stored_hash,
+                **{m: r.metrics[m] for m in METRICS},
+                per_prompt=r.per_prompt,
+                per_iteration=r.per_iteration,
+            )
+            .on_conflict_do_nothing()
+            .returning(Result.id)
+        )
+        return inserted is not None
 
     def record_failure(self, trial_id: int, f: TrialFailure) -> bool:
         """running -> failed with the error, if this driver still holds the trial (else
@@ -769,6 +789,30 @@ class Store:
 
         return self.transact("listing trials", tx)
 
+    def profile_trials(self, sweep_id: int) -> list[dict[str, Any]]:
+        """The sweep's profile trials (records.PROFILE), whatever their status, with the
+        device that measured each one done."""
+
+        def tx(s: Session) -> list[dict[str, Any]]:
+            rows = s.scalars(
+                select(Trial)
+                .where(Trial.id.in_(_members(sweep_id)), Trial.method == PROFILE)
+                .order_by(Trial.id)
+            ).all()
+            return [
+                {
+                    "trial": t.id,
+                    "status": t.status,
+                    "profile": TrialConfig.from_dict(t.config).label(),
+                    "device": t.device_name or "",
+                    "worker": t.worker_host or "",
+                    "error": _last_line(t.error),
+                }
+                for t in rows
+            ]
+
+        return self.transact("listing profile trials", tx)
+
     def finish_times(self, name: str, last: int = 20) -> list[tuple[float, float]]:
         """(started_at, finished_at) of sweep `name`'s `last` most recently finished trials
         (done or failed), newest first: what `orch status` estimates the time left from."""
@@ -789,6 +833,31 @@ class Store:
             return [(float(a), float(b)) for a, b in rows]
 
         return self.transact("reading trial times", tx)
+
+
+def put_profiles(s: Session, measured: Sequence[tuple[ForwardCurve, dict[str, Any]]]) -> None:
+    """Store (or replace) each curve's profile row inside transaction `s`; the dict beside
+    each curve is engine.profile.device_info of the device that measured it. A key (device,
+    model, dtype, engine) holds its latest measurement."""
+    for curve, info in measured:
+        key = dict(
+            device_name=curve.device_name,
+            model=curve.model,
+            dtype=curve.dtype,
+            engine=curve.engine,
+        )
+        s.execute(delete(Profile).filter_by(**key))
+        s.add(
+            Profile(
+                **key,
+                points=curve.to_dict()["points"],
+                driver=str(info.get("driver", "")),
+                versions={k: str(info.get(k, "")) for k in ("torch", "transformers", "triton")},
+                cores=int(info.get("cores", 0)),
+                host=str(info.get("host", "")),
+            )
+        )
+        s.flush()  # the delete and the insert of one key in order
 
 
 def _transient(e: SQLAlchemyError, dialect: str) -> bool:

@@ -9,6 +9,10 @@ acceptance measures under `acceptance`), and per-iteration lists. Unless the con
 target's greedy decoding), stored as the prompt's `certificate`, outside the timed generation;
 `engine.certify.trial_certificate(per_prompt)` pools them.
 
+A profile trial (records.PROFILE, a sweep's `profile:` block) runs `run_profile` instead: the
+forward-cost curves of its pair's models on this worker's device, returned in the result's
+`profiles` for the driver to store.
+
 Model pairs are cached per process, keyed by (target, draft, device, dtype), at most
 `PAIR_CACHE_SIZE` at a time (a GPU holds one pair comfortably; executors group trials by
 pair). `LOADS` counts loads per key so tests can check that an actor loaded each pair once.
@@ -90,7 +94,10 @@ def load_trial_prompts(config: TrialConfig) -> list:
 def run_trial(
     config: TrialConfig, pair: Any = None, prompts: list | None = None, warmup: int = 0
 ) -> TrialResult:
-    """Run every prompt of `config`; raises on any error (the executor records it)."""
+    """Run every prompt of `config` (a profile trial: run_profile); raises on any error (the
+    executor records it)."""
+    if config.is_profile:
+        return run_profile(config, pair)
     from engine.certify import certificate
     from engine.datasets import encode_prompt
     from engine.decode import generate
@@ -175,6 +182,44 @@ def run_trial(
         code_version=code_version(),
         models=[model_info(m) for m in (pair.target, pair.draft) if m is not None],
         device_name=device_name(str(pair.target.device)),
+    )
+
+
+def run_profile(config: TrialConfig, pair: Any = None) -> TrialResult:
+    """A profile trial: engine/profile.py measure_curve of the target and then the draft
+    (none for a model-free pair) as loaded for the trial's placement, dtypes and engine path,
+    over the grid in config.params (sizes, contexts, repeats). The curves are stored under the
+    trial's model names with the device_info of the device that measured them; the driver
+    writes them with the trial's status (orchestrator.store.Store.record_result)."""
+    from engine.profile import device_info, measure_curve
+
+    started = time.time()
+    load_s = 0.0
+    if pair is None:
+        pair, load_s = get_pair(config.pair_key)
+    grid = config.params
+    profiles = []
+    for name, m in ((config.target, pair.target), (config.draft, pair.draft)):
+        if m is None:
+            continue
+        curve = measure_curve(
+            m.model, name, grid["sizes"], grid["contexts"], config.engine, grid["repeats"]
+        )
+        profiles.append({"curve": curve.to_dict(), "info": device_info(m.device)})
+    return TrialResult(
+        config_hash=config.config_hash,
+        metrics={},
+        per_prompt=[],
+        per_iteration=[],
+        host=socket.gethostname(),
+        gpu_id=os.environ.get("ORCH_GPU_ID") or _cuda_index(pair),
+        started_at=started,
+        finished_at=time.time(),
+        load_s=load_s,
+        code_version=code_version(),
+        models=[model_info(m) for m in (pair.target, pair.draft) if m is not None],
+        device_name=device_name(str(pair.target.device)),
+        profiles=profiles,
     )
 
 

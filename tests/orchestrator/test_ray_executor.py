@@ -163,7 +163,7 @@ def test_killed_actor_trial_is_retried(ray_session, local_results):
 
 def test_orch_submit_on_ray(ray_session, pg_url, tmp_path):
     from orchestrator.cli import main
-    from orchestrator.store import Store, Trial
+    from orchestrator.store import Profile, Store, Trial
 
     spec = tmp_path / "r.yaml"
     spec.write_text(
@@ -173,15 +173,23 @@ def test_orch_submit_on_ray(ray_session, pg_url, tmp_path):
         .replace("grid: {depth: [2, 3, 4], branch: [1, 2]}", "grid: {depth: [2], branch: [2]}")
         # the fake GPUs of ray_session have no CUDA behind them: `auto` would resolve to cuda
         + "device: cpu\n"
+        # and a profile trial per pair: its GPU actor profiles its own device
+        + "profile: {sizes: [1, 2], contexts: [4], repeats: 1}\n"
     )
     r = CliRunner().invoke(main, ["submit", str(spec), "--db", pg_url])  # ray is the default
     assert r.exit_code == 0, r.output
-    assert "6 trials; ran 6 (6 done, 0 failed, 0 retried)" in r.output
+    assert "8 trials; ran 8 (8 done, 0 failed, 0 retried)" in r.output
     store = Store(pg_url)
     with store.Session() as s:
         gpus = {t.gpu_id for t in s.query(Trial)}
+        profiled = {(t.gpu_id, t.device_name) for t in s.query(Trial).filter_by(method="profile")}
+        stored = {(p.model, p.device_name) for p in s.query(Profile)}
     store.close()
     assert gpus <= {"0", "1"} and gpus
+    assert {g for g, _ in profiled} <= {"0", "1"} and len(profiled) >= 1
+    cpu = {d for _, d in profiled}
+    models = {"tiny-llama", "tiny-llama-draft", "tiny-neox", "tiny-neox-draft"}
+    assert len(cpu) == 1 and stored == {(m, *cpu) for m in models}
     assert PG_PASSWORD not in r.output
     session = Path(ray._private.worker._global_node.get_session_dir_path())
     for f in (session / "logs").glob("*"):
