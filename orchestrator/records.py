@@ -125,6 +125,9 @@ class TrialResult:
     models: list[dict[str, Any]] = field(default_factory=list)
     node: str | None = None  # the Ray node id of the worker (None outside Ray)
     device_name: str = ""  # the GPU's or CPU's model name (engine.profile.device_info)
+    # the learned components the method's parameters name (a `checkpoint` or `*_checkpoint`
+    # parameter): engine.train.checkpoint.describe of each, name, kind, sha256 and training config
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def wall_s(self) -> float:
