@@ -147,6 +147,17 @@ def target_parts(model) -> tuple[nn.Module, nn.Module]:
     return model.get_input_embeddings(), model.get_output_embeddings()
 
 
+def target_fingerprint(model) -> str:
+    """Which target a drafter was trained on (its features and head are that model's):
+    architecture, sizes and the first LM-head rows, hashed."""
+    import hashlib
+
+    mc = model.config
+    head = target_parts(model)[1].weight[:4].detach().float().cpu().contiguous()
+    sizes = f"{mc.model_type}/{mc.hidden_size}/{mc.vocab_size}/{mc.num_hidden_layers}"
+    return hashlib.sha256(sizes.encode() + head.numpy().tobytes()).hexdigest()[:16]
+
+
 def default_target_layers(num_layers: int) -> tuple[int, ...]:
     """The middle and the last layer's states (hidden_states[i], 0: embeddings): features from
     across the target's depth, as DFlash fuses several layers (Sec. 2)."""
@@ -160,10 +171,7 @@ def load_drafter(name: str, model) -> BlockDrafter:
 
     ckpt, state = load(name, KIND)
     cfg = BlockDrafterConfig.from_dict(ckpt.config["drafter"])
-    mc = model.config
-    if (cfg.hidden, cfg.vocab) != (mc.hidden_size, mc.vocab_size) or max(
-        cfg.target_layers
-    ) > mc.num_hidden_layers:
+    if ckpt.config.get("target_fingerprint") != target_fingerprint(model):
         raise ConfigError(
             f"checkpoint {name!r} was trained for target {ckpt.config.get('target')!r} "
             f"(hidden {cfg.hidden}, vocabulary {cfg.vocab}), not this one"

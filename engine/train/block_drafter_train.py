@@ -32,6 +32,7 @@ from engine.train.block_drafter import (
     BlockDrafterConfig,
     block_loss,
     default_target_layers,
+    target_fingerprint,
     target_parts,
 )
 
@@ -143,7 +144,11 @@ def train(name: str, cfg: TrainConfig, resume: bool, progress: Progress) -> chec
         heads=cfg.heads,
         intermediate=cfg.intermediate,
     )
-    meta = {**asdict(cfg), "drafter": arch.to_dict()}
+    meta = {
+        **asdict(cfg),
+        "drafter": arch.to_dict(),
+        "target_fingerprint": target_fingerprint(target.model),
+    }
     if previous is not None and _same_run(previous[0].config) != _same_run(meta):
         raise ConfigError(f"--resume {name!r}: flags other than --steps differ from the run")
     tokens = chunks(target.tokenizer, training_text(cfg), cfg)  # [S, T]
