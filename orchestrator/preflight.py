@@ -164,9 +164,13 @@ def checkpoint_names(params: dict[str, Any]) -> list[str]:
 
 
 def check_checkpoints(trials: Iterable[Any]) -> None:
-    """Every checkpoint the trials' method parameters name exists here and is finished; a
-    missing one is one line before any model loads (they live under this ORCH_HOME)."""
+    """Every checkpoint the trials' method parameters name (TrialConfig.params, or a resolved
+    engine Method's cfg) exists here and is finished; a missing one is one line before any
+    model loads (they live under this ORCH_HOME)."""
+    from dataclasses import asdict
+
     from engine.train.checkpoint import find
 
-    for name in sorted({n for t in trials for n in checkpoint_names(t.params)}):
+    params = [t.params if hasattr(t, "params") else asdict(t.cfg) for t in trials]
+    for name in sorted({n for p in params for n in checkpoint_names(p)}):
         find(name)  # ConfigError: missing, unfinished

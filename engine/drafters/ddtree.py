@@ -74,7 +74,7 @@ class ARBlockDrafter:
     rolled-out chain is the rank-(1, .., 1) path of the tree, so its nodes are reused.
     """
 
-    def __init__(self, draft: TreeBuilder, state: DecodeState | None = None) -> None:
+    def __init__(self, draft: TreeBuilder) -> None:
         self.draft = draft
         self.chain = [0]  # builder node of the greedy prefix of each length (0 = root)
 
@@ -88,15 +88,18 @@ class ARBlockDrafter:
         return torch.stack(rows)  # [L, V]
 
 
-def trained_block_drafter(draft: TreeBuilder, state: DecodeState):
-    """The generation's trained block drafter (engine/train/block_drafter.py BlockContext),
-    which the decode loop opened and keeps fed with the target's features."""
+BLOCK_DRAFTERS = {"ar": ARBlockDrafter}  # built per round from the draft model
+
+
+def block_drafter(cfg: DDTreeConfig, draft: TreeBuilder, state: DecodeState):
+    """This round's block drafter: for "block" the generation's trained drafter
+    (engine/train/block_drafter.py BlockContext), which the decode loop opened and keeps fed
+    with the target's features; else BLOCK_DRAFTERS' over the draft model."""
+    if cfg.drafter != "block":
+        return BLOCK_DRAFTERS[cfg.drafter](draft)
     if state.features is None:
         raise RuntimeError("drafter: block needs the decode loop's target features")
     return state.features
-
-
-BLOCK_DRAFTERS = {"ar": ARBlockDrafter, "block": trained_block_drafter}
 
 
 def block_checkpoint(cfg) -> str | None:
@@ -135,7 +138,7 @@ def best_first(logq: list[list[float]], budget: int) -> list[tuple[int, int]]:
 
 def build(draft: TreeBuilder, state: DecodeState, cfg: DDTreeConfig, gen: torch.Generator) -> Tree:
     block_size = min(cfg.L, state.remaining)
-    drafter = BLOCK_DRAFTERS[cfg.drafter](draft, state)
+    drafter = block_drafter(cfg, draft, state)
     marginals = drafter.block_marginals(state, block_size)  # [L, V]
     k = min(cfg.B, marginals.shape[-1])  # K = min(B, |V|), Lemma 1
     top_q, top_t = marginals.topk(k, dim=-1)  # [L, K] sorted descending

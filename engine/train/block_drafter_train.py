@@ -154,6 +154,7 @@ def train(name: str, cfg: TrainConfig, resume: bool, progress: Progress) -> chec
     tokens = chunks(target.tokenizer, training_text(cfg), cfg)  # [S, T]
     feats, labels = target_features(target.model, tokens, arch.target_layers, progress)
     embed, head = target_parts(target.model)
+    del target  # only the embedding and the head are needed from here: free the layers
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)

@@ -64,3 +64,13 @@ def test_missing_checkpoint_fails_submit_in_one_line(home, tmp_path, sqlite_url)
     assert r.exit_code == 2, r.output
     assert r.output.startswith("error: no checkpoint 'nope'") and r.output.count("\n") == 1
     assert not (tmp_path / "orch.db").exists()
+
+
+def test_missing_checkpoint_fails_generate_in_one_line(home):
+    r = CliRunner().invoke(
+        main,
+        ["generate", "--target", "tiny-llama", "--draft", "tiny-llama-draft", "--method"]
+        + ["ddtree", "--param", "drafter=block", "--param", "checkpoint=nope", "--prompt", "x"],
+    )
+    assert r.exit_code == 2 and r.output.startswith("error: no checkpoint 'nope'"), r.output
+    assert r.output.count("\n") == 1
