@@ -147,6 +147,9 @@ class Trial(Base):
     lease_until: Mapped[float | None] = mapped_column(Float)  # the owner's claim ends (unix s)
     worker_node: Mapped[str | None] = mapped_column(String(64))  # Ray node id of its worker
     device_name: Mapped[str | None] = mapped_column(String(200))  # GPU or CPU model it ran on
+    # learned components it used: [{name, kind, sha256, config}] (engine/train/checkpoint.py
+    # describe), one per checkpoint its method parameters name; None when it used none
+    checkpoints: Mapped[list[Any] | None] = mapped_column(nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 

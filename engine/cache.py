@@ -27,6 +27,13 @@ def sync(device: torch.device) -> None:
 
 class CachedModel:
     fast = False  # the eager reference path (engine/static_cache.py: the fast one)
+    # hidden_states indices (0: embeddings) whose rows each forward keeps in `hidden`
+    # [n, H * len(hidden_layers)], concatenated: the target features of a drafter conditioned
+    # on them (DDTree's block drafter, engine/train/block_drafter.py). The model returns them
+    # with its outputs (output_hidden_states: references to tensors the forward computes
+    # anyway), so keeping them costs no extra compute.
+    hidden_layers: tuple[int, ...] = ()
+    hidden: torch.Tensor | None = None
 
     def __init__(self, model) -> None:
         from transformers import DynamicCache
@@ -108,7 +115,19 @@ class CachedModel:
         return tree_parents(parents)
 
     def _run_model(self, kwargs: dict, keep: int) -> torch.Tensor:
-        return self.model(**kwargs, use_cache=True, logits_to_keep=keep).logits[0]
+        out = self.model(
+            **kwargs,
+            use_cache=True,
+            logits_to_keep=keep,
+            output_hidden_states=bool(self.hidden_layers),
+        )
+        self.keep_hidden(out)
+        return out.logits[0]
+
+    def keep_hidden(self, out) -> None:
+        """Keep the rows of `hidden_layers` of a forward's output (when asked for)."""
+        if self.hidden_layers:
+            self.hidden = torch.cat([out.hidden_states[i][0] for i in self.hidden_layers], -1)
 
     def extend(self, tokens: list[int], keep: int = 1) -> torch.Tensor | None:
         """Feed committed tokens causally (prefill / catch-up); returns the logits of the last

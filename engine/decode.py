@@ -25,6 +25,7 @@ from engine.cache import CachedModel, sync
 from engine.config import ConfigError
 from engine.draft import DecodeState, DraftModel
 from engine.drafters import DRAFTERS
+from engine.drafters.ddtree import block_checkpoint
 from engine.methods import Method, resolve_method
 from engine.metrics import GenerationStats, IterationStats, peak_memory, reset_peak_memory
 from engine.models import Pair
@@ -126,6 +127,25 @@ def acceptance_counts(tree: Tree, best: torch.Tensor, accept: Accept) -> torch.T
     return torch.stack([top_match, (parents == last).any().long()])
 
 
+def open_features(method: Method, pair: Pair, target: CachedModel, engine: str):
+    """The trained block drafter of a `ddtree` method with `drafter: block` (its BlockContext,
+    engine/train/block_drafter.py) with the target set to return the features it reads, or
+    None (the target returns none). The drafter conditions on the target's hidden states of
+    the committed context (DDTree Sec. 3): the prefill's, then each iteration's root and
+    accepted nodes' rows of the verification forward, which runs anyway."""
+    name = block_checkpoint(method.cfg) if method.name == "ddtree" else None
+    target.hidden_layers, target.hidden = (), None
+    if name is None:
+        return None
+    if engine == "compiled":
+        raise ConfigError("ddtree with drafter: block runs on engine eager or fast, not compiled")
+    from engine.train.block_drafter import BlockContext, cached_drafter
+
+    features = BlockContext(cached_drafter(name, pair.target.model), pair.target.model)
+    target.hidden_layers = features.layers
+    return features
+
+
 def generate(
     pair: Pair,
     prompt_ids: list[int],
@@ -165,12 +185,15 @@ def generate(
         draft = no_draft(method.name, device)
     else:
         draft = DraftModel(pair.draft.model, dw, cached_model(pair.draft.model, engine, capacity))
+    features = open_features(method, pair, target, engine)
     reset_peak_memory(device)
 
     sync(device)
     start = time.perf_counter()
     committed = list(prompt_ids)
     target.extend(committed[:-1])
+    if features is not None and len(committed) > 1:
+        features.extend(target.hidden)  # [P, F] the prompt's features, the root's excepted
     prefill_s = time.perf_counter() - start
     ttft_s = 0.0
     out: list[int] = []
@@ -191,6 +214,7 @@ def generate(
             history_depth=tuple(history_depth),
             history_size=tuple(history_size),
             context=committed,  # by reference: read-only for the drafter (engine/draft.py)
+            features=features,
         )
         step = decode_step(target, draft, method, committed, state, gen)
         t3 = time.perf_counter()
@@ -204,6 +228,9 @@ def generate(
         if not done:  # keep the root and the accepted nodes' cache; the last token is the root
             target.commit([state.prefix_len + i for i in [0] + path])
             draft.commit(path)
+            if features is not None:  # the root and the accepted nodes are committed now
+                rows = torch.tensor([0] + path, device=target.hidden.device)
+                features.extend(target.hidden[rows])  # [1 + len(path), F]
         history.append(len(path))
         history_depth.append(step.tree.max_depth())
         history_size.append(step.tree.size - 1)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import torch
 
@@ -44,6 +44,10 @@ class DecodeState:
     # the draft's warp, what every drafter draws from and scores with, and whose greediness
     # decides the tree's sampling mode (engine/tree.py TreeSampling); None: the target's
     draft_warp: Warp | None = None
+    # the target's features of the committed context for drafters conditioned on them: the
+    # generation's trained block drafter (engine/train/block_drafter.py BlockContext, DDTree
+    # with drafter: block), fed by the decode loop; None for every other method
+    features: Any = None
 
     def __post_init__(self) -> None:
         if self.draft_warp is None:

@@ -138,14 +138,18 @@ class StaticCachedModel(CachedModel):
 
     def _model_call(self, input_ids, position_ids, mask, slots, keep: int = 0):
         self.cache.slots = slots
-        return self.model(
+        out = self.model(
             input_ids=input_ids,
             position_ids=position_ids,
             attention_mask=mask,
             past_key_values=self.cache,
             use_cache=True,
             logits_to_keep=keep,
-        ).logits[0]
+            output_hidden_states=bool(self.hidden_layers) and not self._graph,
+        )
+        if not self._graph:  # a compiled graph returns logits only (see cached_model)
+            self.keep_hidden(out)
+        return out.logits[0]
 
     @torch.inference_mode()
     def forward(self, tokens, positions, visible=None, parents=None, keep=0) -> torch.Tensor:

@@ -193,9 +193,11 @@ def generate(
     from engine.models import NO_DRAFT, check_attn, load_pair, resolve
     from engine.no_draft import no_draft
     from orchestrator.limits import check_generate
+    from orchestrator.preflight import check_checkpoints
 
     target, draft = canonical_name(target), canonical_name(draft)  # hub ids of the real pair
     m = resolve_method(method, parse_key_values(params), temperature, draft_temperature)
+    check_checkpoints([m])  # a learned component named by the method: trained here
     if (prompt is None) == (prompt_ids is None):
         raise ConfigError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")
     ids = _parse_prompt_ids(prompt_ids) if prompt_ids is not None else None

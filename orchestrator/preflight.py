@@ -151,3 +151,26 @@ def _local_gpus() -> int:
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def checkpoint_names(params: dict[str, Any]) -> list[str]:
+    """The checkpoints a method's parameters name: the values of `checkpoint` and of every
+    parameter ending in `_checkpoint` (engine/train/checkpoint.py), in parameter order."""
+    return [
+        str(v)
+        for k, v in sorted(params.items())
+        if (k == "checkpoint" or k.endswith("_checkpoint")) and v not in (None, "", "none")
+    ]
+
+
+def check_checkpoints(trials: Iterable[Any]) -> None:
+    """Every checkpoint the trials' method parameters name (TrialConfig.params, or a resolved
+    engine Method's cfg) exists here and is finished; a missing one is one line before any
+    model loads (they live under this ORCH_HOME)."""
+    from dataclasses import asdict
+
+    from engine.train.checkpoint import find
+
+    params = [t.params if hasattr(t, "params") else asdict(t.cfg) for t in trials]
+    for name in sorted({n for p in params for n in checkpoint_names(p)}):
+        find(name)  # ConfigError: missing, unfinished

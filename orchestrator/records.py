@@ -146,6 +146,9 @@ class TrialResult:
     # a profile trial's measurements: {"curve": ForwardCurve.to_dict(), "info": device_info}
     # per model (its metrics, per_prompt and per_iteration are empty)
     profiles: list[dict[str, Any]] = field(default_factory=list)
+    # the learned components the method's parameters name (a `checkpoint` or `*_checkpoint`
+    # parameter): engine.train.checkpoint.describe of each, name, kind, sha256 and training config
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def wall_s(self) -> float:

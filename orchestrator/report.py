@@ -104,6 +104,7 @@ def load_frame(
         Trial.worker_host,
         Trial.gpu_id,
         Trial.device_name,
+        Trial.checkpoints,
         Trial.wall_s,
         Trial.load_s,
         Trial.code_version,

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from db.models import SweepStatus
 from engine.config import ConfigError
 from orchestrator.executors import Job, Worker, make_executor
-from orchestrator.preflight import check_run, place_trials
+from orchestrator.preflight import check_checkpoints, check_run, place_trials
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.runlog import run_log
 from orchestrator.scale import provenance
@@ -167,6 +167,8 @@ def submit(
     # model folders are checked where they load, on the workers; scaled: the file's scale: block
     sweep, trials = load_sweep(path, local_models=opts.address is None, scaled=scaled)
     check_run(opts, {t.device for t in trials})  # and how it will run: Ray, GPUs, devices
+    if opts.address is None:  # a remote cluster's workers read their own ORCH_HOME
+        check_checkpoints(trials)  # learned components named by the methods: trained here
     trials = place_trials(trials, opts)  # device and dtype `auto` resolved: part of the hash
     store = open_store(url, opts, log)
     try:

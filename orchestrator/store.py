@@ -596,6 +596,7 @@ class Store:
                     load_s=r.load_s,
                     code_version=r.code_version[:80],
                     device_name=r.device_name[:200] or None,
+                    checkpoints=r.checkpoints or None,
                 )
             s.execute(update(Trial).where(Trial.id == trial_id).values(**values))
             if inserted:

@@ -108,6 +108,7 @@ def run_trial(
     method = resolve_method(
         config.method, dict(config.params), config.temperature, config.draft_temperature
     )
+    checkpoints = used_checkpoints(config.params)
     drafting = {"draft_temperature": config.draft_temperature, "draft_top_p": config.draft_top_p}
     load_s = 0.0
     if pair is None:
@@ -182,6 +183,7 @@ def run_trial(
         code_version=code_version(),
         models=[model_info(m) for m in (pair.target, pair.draft) if m is not None],
         device_name=device_name(str(pair.target.device)),
+        checkpoints=checkpoints,
     )
 
 
@@ -221,6 +223,16 @@ def run_profile(config: TrialConfig, pair: Any = None) -> TrialResult:
         device_name=device_name(str(pair.target.device)),
         profiles=profiles,
     )
+
+
+def used_checkpoints(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the trial records of each checkpoint its method parameters name
+    (orchestrator.preflight.checkpoint_names): engine.train.checkpoint.describe, read before
+    the trial runs (so the record is of the weights the engine then loads by name)."""
+    from engine.train.checkpoint import describe
+    from orchestrator.preflight import checkpoint_names
+
+    return [describe(name) for name in checkpoint_names(params)]
 
 
 @functools.lru_cache(maxsize=8)

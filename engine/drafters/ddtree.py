@@ -18,7 +18,11 @@ at the current node, follow the child holding it; lossless for any deterministic
 
 Block drafters (`block_marginals(state, block_size) -> FloatTensor[L, V]`) are chosen by name
 (`drafter`). "ar" derives marginals from the autoregressive draft model, an approximation
-documented in `ARBlockDrafter`; the trained block-diffusion drafter plugs in here later.
+documented in `ARBlockDrafter`. "block" is the paper's drafter: a trained block-diffusion
+drafter conditioned on the target's hidden states (engine/train/block_drafter.py), loaded from
+the checkpoint named by `checkpoint` (`orch train block-drafter`); one drafter forward per
+round gives all L marginals, and the draft model is not run. The decode loop opens it per
+generation and hands it over as `state.features` (engine/decode.py).
 Nodes are never deeper than `remaining`; B counts drafted nodes (the root is not counted).
 """
 
@@ -26,11 +30,12 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
 
+from engine.config import ADDED_LATER
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import top_token
 from engine.tree import DETERMINISTIC, Tree
@@ -43,11 +48,18 @@ SAMPLING = DETERMINISTIC
 class DDTreeConfig:
     B: int = 256  # node budget (App. B budgets 16..1024; Sec. 5.3: speedup peaks at 256-512)
     L: int = 16  # block size: positions drafted per round (App. B)
-    drafter: Literal["ar"] = "ar"  # block drafter giving the per-position marginals
+    drafter: Literal["ar", "block"] = "ar"  # block drafter giving the per-position marginals
+    # the trained block drafter's checkpoint (drafter: block), by name (engine/train/checkpoint)
+    checkpoint: str | None = field(default=None, metadata=ADDED_LATER)
 
     def __post_init__(self) -> None:
         if self.B < 1 or self.L < 1:
             raise ValueError(f"B and L must be >= 1, got B={self.B}, L={self.L}")
+        if (self.drafter == "block") != (self.checkpoint is not None):
+            raise ValueError(
+                "drafter: block needs checkpoint: NAME (orch train block-drafter), and "
+                "checkpoint is only for drafter: block"
+            )
 
 
 class ARBlockDrafter:
@@ -76,7 +88,23 @@ class ARBlockDrafter:
         return torch.stack(rows)  # [L, V]
 
 
-BLOCK_DRAFTERS = {"ar": ARBlockDrafter}
+BLOCK_DRAFTERS = {"ar": ARBlockDrafter}  # built per round from the draft model
+
+
+def block_drafter(cfg: DDTreeConfig, draft: TreeBuilder, state: DecodeState):
+    """This round's block drafter: for "block" the generation's trained drafter
+    (engine/train/block_drafter.py BlockContext), which the decode loop opened and keeps fed
+    with the target's features; else BLOCK_DRAFTERS' over the draft model."""
+    if cfg.drafter != "block":
+        return BLOCK_DRAFTERS[cfg.drafter](draft)
+    if state.features is None:
+        raise RuntimeError("drafter: block needs the decode loop's target features")
+    return state.features
+
+
+def block_checkpoint(cfg) -> str | None:
+    """The block-drafter checkpoint a method config uses (None: none), for the decode loop."""
+    return cfg.checkpoint if getattr(cfg, "drafter", None) == "block" else None
 
 
 def best_first(logq: list[list[float]], budget: int) -> list[tuple[int, int]]:
@@ -110,7 +138,7 @@ def best_first(logq: list[list[float]], budget: int) -> list[tuple[int, int]]:
 
 def build(draft: TreeBuilder, state: DecodeState, cfg: DDTreeConfig, gen: torch.Generator) -> Tree:
     block_size = min(cfg.L, state.remaining)
-    drafter = BLOCK_DRAFTERS[cfg.drafter](draft)
+    drafter = block_drafter(cfg, draft, state)
     marginals = drafter.block_marginals(state, block_size)  # [L, V]
     k = min(cfg.B, marginals.shape[-1])  # K = min(B, |V|), Lemma 1
     top_q, top_t = marginals.topk(k, dim=-1)  # [L, K] sorted descending
