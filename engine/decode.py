@@ -165,12 +165,39 @@ def generate(
         draft = no_draft(method.name, device)
     else:
         draft = DraftModel(pair.draft.model, dw, cached_model(pair.draft.model, engine, capacity))
+    taps = selector_taps(pair, method, engine, draft)
+    try:
+        return _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos, taps)
+    finally:
+        if taps is not None:
+            taps.close()
+
+
+def selector_taps(pair: Pair, method: Method, engine: str, draft: DraftModel):
+    """The NDE selector's taps (engine/select/taps.py) for `delayed` with `selector: nde`,
+    with the draft set to re-feed the preceding token; None for every other method."""
+    if getattr(method.cfg, "selector", "fixed") != "nde":
+        return None
+    if engine == "compiled":  # padded compiled forwards would hand the taps padded rows
+        raise ConfigError("selector: nde runs with engine eager or fast, not compiled")
+    from engine.select.nde import load
+    from engine.select.taps import RootTaps
+
+    draft.keep_prev = True
+    return RootTaps(pair.target.model, pair.draft.model, load(method.cfg.selector_checkpoint))
+
+
+def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos, taps):
+    """generate()'s loop over its loaded caches; taps: the NDE selector's, or None."""
+    device = target.device
     reset_peak_memory(device)
 
     sync(device)
     start = time.perf_counter()
     committed = list(prompt_ids)
     target.extend(committed[:-1])
+    if taps is not None and len(committed) > 1:
+        taps.keep_target_row(-1)  # the target after the preceding token (the prompt's)
     prefill_s = time.perf_counter() - start
     ttft_s = 0.0
     out: list[int] = []
@@ -191,6 +218,7 @@ def generate(
             history_depth=tuple(history_depth),
             history_size=tuple(history_size),
             context=committed,  # by reference: read-only for the drafter (engine/draft.py)
+            selector=taps,
         )
         step = decode_step(target, draft, method, committed, state, gen)
         t3 = time.perf_counter()
@@ -204,6 +232,8 @@ def generate(
         if not done:  # keep the root and the accepted nodes' cache; the last token is the root
             target.commit([state.prefix_len + i for i in [0] + path])
             draft.commit(path)
+            if taps is not None:  # the last accepted node precedes the next root
+                taps.keep_target_row(path[-1] if path else 0)
         history.append(len(path))
         history_depth.append(step.tree.max_depth())
         history_size.append(step.tree.size - 1)
