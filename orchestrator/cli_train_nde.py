@@ -43,6 +43,13 @@ from engine.config import ConfigError
     show_default=True,
     help="eq11: as printed; eq11_width: per forward width",
 )
+@click.option(
+    "--latency-curves",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="JSON with 'curves': {'target', 'draft'} forward-cost curves of this device "
+    "(e.g. a bench/records file) instead of measuring them",
+)
 @click.option("--profile-sizes", default="1,4,16,64", show_default=True)
 @click.option("--profile-contexts", default="64,256", show_default=True)
 @click.option(
@@ -85,6 +92,7 @@ def train_nde(
     top_p,
     verifier,
     latency,
+    latency_curves,
     profile_sizes,
     profile_contexts,
     data_path,
@@ -155,7 +163,17 @@ def train_nde(
         except DatasetError as e:
             raise ConfigError(str(e)) from None
         resolve(target), resolve(draft)  # a bad model name fails before anything loads
-        data = _collect(target, draft, chosen, prompt_tokens, collect_cfg, sizes, contexts, tqdm)
+        data = _collect(
+            target,
+            draft,
+            chosen,
+            prompt_tokens,
+            collect_cfg,
+            sizes,
+            contexts,
+            tqdm,
+            _read_curves(latency_curves) if latency_curves else None,
+        )
         data["prompts"] = {"dataset": dataset, "offset": prompt_offset, "n": prompts}
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(data, path)
@@ -210,8 +228,25 @@ def _collect_config(
     )
 
 
-def _collect(target, draft, prompts, prompt_tokens, cfg, sizes, contexts, tqdm) -> dict:
-    """Load the pair, measure the latency curves (the paper's warm-up microbenchmark), collect."""
+def _read_curves(path: str):
+    """The Latency of a JSON file's {"curves": {"target": ..., "draft": ...}}."""
+    import json
+
+    from engine.profile import ForwardCurve
+    from engine.select.nde import Latency
+
+    try:
+        curves = json.loads(Path(path).read_text())["curves"]
+        return Latency(
+            ForwardCurve.from_dict(curves["draft"]), ForwardCurve.from_dict(curves["target"])
+        )
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"--latency-curves {path}: no target/draft curves ({e})") from None
+
+
+def _collect(target, draft, prompts, prompt_tokens, cfg, sizes, contexts, tqdm, latency) -> dict:
+    """Load the pair, measure the latency curves (the paper's warm-up microbenchmark) unless
+    given, collect."""
     from engine.datasets import encode_prompt
     from engine.models import load_pair
     from engine.profile import check_grid, measure_curve
@@ -221,10 +256,11 @@ def _collect(target, draft, prompts, prompt_tokens, cfg, sizes, contexts, tqdm) 
     check_grid(sizes, contexts, 1)
     pair = load_pair(target, draft)
     ids = [encode_prompt(pair.target.tokenizer, p, prompt_tokens) for p in prompts]
-    latency = Latency(
-        measure_curve(pair.draft.model, draft, sizes, contexts),
-        measure_curve(pair.target.model, target, sizes, contexts),
-    )
+    if latency is None:
+        latency = Latency(
+            measure_curve(pair.draft.model, draft, sizes, contexts),
+            measure_curve(pair.target.model, target, sizes, contexts),
+        )
     n = len(ids) * len(range(0, cfg.max_new_tokens, cfg.stride))  # roots, about
     with tqdm(total=n, desc="collect nde data") as bar:
         return collect(pair, ids, cfg, latency, bar.update)
