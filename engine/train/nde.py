@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from engine.config import ConfigError
 from engine.select.nde import (
     SCALARS,
     Latency,
@@ -120,7 +121,7 @@ def train(
     if resume:
         found = checkpoint.resumable(name, KIND)
         if found is None:
-            raise checkpoint.ConfigError(f"no unfinished nde checkpoint {name!r} to resume")
+            raise ConfigError(f"no unfinished nde checkpoint {name!r} to resume")
         _, state = found
         net.load_state_dict(state["weights"])
         opt.load_state_dict(state["optimizer"])
