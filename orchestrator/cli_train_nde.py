@@ -191,6 +191,18 @@ def train_nde(
             bar.update(checkpoint.resumable(name, KIND)[0].step)
         ckpt = train(name, data, cfg, meta, resume, stop_after, bar.update)
     state = "finished" if ckpt.done else f"unfinished at step {ckpt.step} (--resume continues)"
+    if ckpt.done:
+        from engine.select.nde import Latency, build_net
+        from engine.train.nde import evaluate
+
+        _, saved = checkpoint.load(ckpt.name, KIND)
+        e = evaluate(build_net(saved), data, Latency.from_dict(saved["latency"]))
+        click.echo(
+            f"training roots: {e['roots']}; best fixed action (K, L1, L2) = "
+            f"{tuple(e['fixed_action'])}; Eq. 9 estimate (tokens/s, Eq. 11 times): "
+            f"NDE {e['nde_tps']:.3f}, best fixed {e['fixed_tps']:.3f}, "
+            f"per-root oracle {e['oracle_tps']:.3f}"
+        )
     click.echo(f"checkpoint {ckpt.name} ({state}): {ckpt.path}")
     click.echo(f"sha256 {ckpt.sha256}")
 

@@ -38,6 +38,7 @@ def test_train_resume_and_round_trip(home):
     r = run("--name", "straight", "--steps", "6", "--data", data)
     assert r.exit_code == 0, r.output
     assert (home / "toy.pt").exists() and "sha256 " in r.output
+    assert "best fixed action (K, L1, L2) = (" in r.output
     ckpt = checkpoint.find("straight", "nde")
     assert ckpt.done and ckpt.step == 6 and f"sha256 {ckpt.sha256}" in r.output
     assert ckpt.config["target"] == "tiny-llama" and ckpt.config["train"]["steps"] == 6
