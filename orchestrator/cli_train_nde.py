@@ -65,6 +65,13 @@ from engine.config import ConfigError
 @click.option("--lr", type=float, default=1e-3, show_default=True)
 @click.option("--lam", type=float, default=1.0, show_default=True, help="lambda of Eq. 12")
 @click.option("--alpha", type=float, default=0.1, show_default=True, help="alpha of Eq. 12")
+@click.option(
+    "--init",
+    type=click.Choice(["uniform", "baseline"]),
+    default="uniform",
+    show_default=True,
+    help="the policy at step 0 (engine/train/nde.py TrainConfig)",
+)
 @click.option("--save-every", type=int, default=100, show_default=True)
 @click.option(
     "--stop-after",
@@ -101,6 +108,7 @@ def train_nde(
     lr,
     lam,
     alpha,
+    init,
     save_every,
     stop_after,
     resume,
@@ -128,6 +136,7 @@ def train_nde(
         latency=latency,
         save_every=save_every,
         seed=seed,
+        init=init,
     )
     if stop_after is not None and stop_after < 1:
         raise ConfigError(f"--stop-after must be >= 1, got {stop_after}")

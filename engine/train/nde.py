@@ -16,6 +16,7 @@ interrupted one would have gone.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -47,12 +48,19 @@ class TrainConfig:
     latency: str = "eq11"  # "eq11": Eq. 11 as printed; "eq11_width": costed per forward width
     save_every: int = 100
     seed: int = 0
+    # the policy at step 0: "uniform" (PyTorch's default initialization; the paper says
+    # nothing) or "baseline", the output bias starting at the baseline action with
+    # pi(a_base) ~ 0.9 (r = 1, loss ~ 0: training moves away from it only where that helps;
+    # a named variant for small data, where a softmax policy can settle on a worse action)
+    init: str = "uniform"
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1 or self.save_every < 1:
             raise ValueError("steps, batch_size and save_every must be >= 1")
         if self.lr <= 0 or self.lam < 0 or not 0 < self.alpha <= 1 or not 0 <= self.dropout < 1:
             raise ValueError("need lr > 0, lambda >= 0, 0 < alpha <= 1, 0 <= dropout < 1")
+        if self.init not in ("uniform", "baseline"):
+            raise ValueError(f"init must be uniform or baseline, got {self.init!r}")
         if self.latency not in ("eq11", "eq11_width"):
             raise ValueError(f"latency must be eq11 or eq11_width, got {self.latency!r}")
 
@@ -115,6 +123,11 @@ def train(
     E, T, latency = tables(data, cfg.latency)
     base = baselines(data, E, T)  # [R]
     net = new_net(data, cfg)
+    if cfg.init == "baseline":
+        with torch.no_grad():  # softmax mass ~0.9 on the most common baseline action
+            bias = net.mlp[-1].bias
+            bias.zero_()
+            bias[int(torch.mode(base).values)] = math.log(9 * (len(data["actions"]) - 1))
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     step = 0
     config = {"train": asdict(cfg), **meta}

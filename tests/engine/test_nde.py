@@ -247,3 +247,17 @@ def test_selector_params():
         resolve_method("delayed", {"selector_checkpoint": "x"})
     with pytest.raises(ConfigError, match="is not one of fixed, nde"):
         resolve_method("delayed", {"selector": "learned"})
+
+
+def test_baseline_init_starts_at_the_best_fixed_action(tiny_data):
+    from engine.train.nde import tables
+
+    train("nde-b", tiny_data, TrainConfig(steps=1, batch_size=2, lr=1e-9, init="baseline"), {})
+    trained = nde.load("nde-b")
+    E, T, _ = tables(tiny_data, "eq11")
+    best = tiny_data["actions"][nde.best_fixed_action(E, T)]
+    _, state = checkpoint.load("nde-b", "nde")
+    assert tuple(state["base_action"]) == best
+    x = (tiny_data[k] for k in ("h_prev_p", "h_prev_q", "h_cur_q", "scalars"))
+    pi = torch.softmax(trained.net(*x), -1)[:, tiny_data["actions"].index(best)]
+    assert (pi > 0.8).all()
