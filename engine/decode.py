@@ -186,6 +186,34 @@ def generate(
     else:
         draft = DraftModel(pair.draft.model, dw, cached_model(pair.draft.model, engine, capacity))
     features = open_features(method, pair, target, engine)
+    taps = selector_taps(pair, method, engine, draft)
+    try:
+        return _generate(
+            target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos, taps, features
+        )
+    finally:
+        if taps is not None:
+            taps.close()
+
+
+def selector_taps(pair: Pair, method: Method, engine: str, draft: DraftModel):
+    """The NDE selector's taps (engine/select/taps.py) for `delayed` with `selector: nde`,
+    with the draft set to re-feed the preceding token; None for every other method."""
+    if getattr(method.cfg, "selector", "fixed") != "nde":
+        return None
+    if engine == "compiled":  # padded compiled forwards would hand the taps padded rows
+        raise ConfigError("selector: nde runs with engine eager or fast, not compiled")
+    from engine.select.nde import load
+    from engine.select.taps import RootTaps
+
+    draft.keep_prev = True
+    return RootTaps(pair.target.model, pair.draft.model, load(method.cfg.selector_checkpoint))
+
+
+def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos, taps, features):
+    """generate()'s loop over its loaded caches; taps: the NDE selector's, features: the block
+    drafter's target features (open_features), each None when the method does not use it."""
+    device = target.device
     reset_peak_memory(device)
 
     sync(device)
@@ -194,6 +222,8 @@ def generate(
     target.extend(committed[:-1])
     if features is not None and len(committed) > 1:
         features.extend(target.hidden)  # [P, F] the prompt's features, the root's excepted
+    if taps is not None and len(committed) > 1:
+        taps.keep_target_row(-1)  # the target after the preceding token (the prompt's)
     prefill_s = time.perf_counter() - start
     ttft_s = 0.0
     out: list[int] = []
@@ -215,6 +245,7 @@ def generate(
             history_size=tuple(history_size),
             context=committed,  # by reference: read-only for the drafter (engine/draft.py)
             features=features,
+            selector=taps,
         )
         step = decode_step(target, draft, method, committed, state, gen)
         t3 = time.perf_counter()
@@ -231,6 +262,8 @@ def generate(
             if features is not None:  # the root and the accepted nodes are committed now
                 rows = torch.tensor([0] + path, device=target.hidden.device)
                 features.extend(target.hidden[rows])  # [1 + len(path), F]
+            if taps is not None:  # the last accepted node precedes the next root
+                taps.keep_target_row(path[-1] if path else 0)
         history.append(len(path))
         history_depth.append(step.tree.max_depth())
         history_size.append(step.tree.size - 1)

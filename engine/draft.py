@@ -48,6 +48,9 @@ class DecodeState:
     # generation's trained block drafter (engine/train/block_drafter.py BlockContext, DDTree
     # with drafter: block), fed by the decode loop; None for every other method
     features: Any = None
+    # the NDE selector's taps and trained network (engine/select/taps.py RootTaps) when the
+    # method is `delayed` with `selector: nde`; None otherwise
+    selector: Any = None
 
     def __post_init__(self) -> None:
         if self.draft_warp is None:
@@ -223,6 +226,10 @@ class DraftModel:
         self.prefix_len = 0  # committed tokens before the root
         self.path_slots: dict[int, list[int]] = {}  # fed node -> cache slots of root..node
         self.builder: TreeBuilder | None = None  # this iteration's tree
+        # NDE features (engine/select/taps.py): keep the last committed token before the root
+        # out of the cache, so the first forward of each iteration re-feeds it and returns
+        # its logits row too (the draft's distribution at the preceding token)
+        self.keep_prev = False
 
     def start(self, committed: list[int], keep_q: bool = True) -> TreeBuilder:
         """Begin a tree rooted at committed[-1]; drops the previous iteration's nodes.
@@ -257,12 +264,13 @@ class DraftModel:
         tokens = pend + [b.tokens[i] for i in new]
         positions = [base + j for j in range(n_p)] + [self.prefix_len + b.depth[i] for i in new]
         dev = lm.device
+        extra = 1 if self.keep_prev and n_p else 0  # the preceding token's row (keep_prev)
         logits = lm.forward(  # the LM head only for the new nodes, not the pending tokens
             torch.tensor(tokens, device=dev),
             torch.tensor(positions, device=dev),
             visible.to(dev),
-            keep=len(new),
-        )  # [len(new), V]
+            keep=len(new) + extra,
+        )[extra:]  # [len(new), V]
         lm.committed += n_p
         if self.warp.greedy:
             return Batch(
@@ -282,5 +290,7 @@ class DraftModel:
             if node not in self.path_slots:
                 break
             kept.append(self.path_slots[node][-1])
+        if self.keep_prev and len(kept) == 1 + len(path):  # re-fed next iteration (keep_prev)
+            kept.pop()
         self.lm.commit(kept)
         self.path_slots = {}

@@ -36,5 +36,7 @@ def train_list(fmt: str) -> None:
 
 
 from orchestrator.cli_train_block import block_drafter  # noqa: E402
+from orchestrator.cli_train_nde import train_nde  # noqa: E402
 
 train.add_command(block_drafter)
+train.add_command(train_nde)

@@ -45,7 +45,21 @@ def grow_rollouts(
     """Grow K i.i.d. rollouts of L tokens below node `start`, merging equal draws from the same
     node. mult[i] (extended in place for new nodes) counts the draws that produced node i.
     Returns each rollout's node path."""
-    at = [start] * K  # current node of each rollout
+    return grow_paths(draft, [start] * K, L, greedy, gen, mult)
+
+
+def grow_paths(
+    draft: TreeBuilder,
+    starts: list[int],
+    L: int,
+    greedy: bool,
+    gen: torch.Generator,
+    mult: list[int],
+) -> list[list[int]]:
+    """grow_rollouts with one rollout below each of `starts` (rollouts from one node are
+    i.i.d. and merge as there), all grown level by level: one draft forward per level."""
+    at = list(starts)  # current node of each rollout
+    K = len(at)
     paths: list[list[int]] = [[] for _ in range(K)]
     for _ in range(L):
         level = list(dict.fromkeys(at))  # distinct nodes, first-appearance order
