@@ -33,3 +33,8 @@ def train_list(fmt: str) -> None:
     for r in rows:
         state = "finished" if r["done"] else f"unfinished at step {r['step']}"
         click.echo(f"{r['name']}  {r['kind']}  {state}  sha256 {r['sha256'][:12]}")
+
+
+from orchestrator.cli_train_talf import train_talf  # noqa: E402
+
+train.add_command(train_talf)
