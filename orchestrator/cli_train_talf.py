@@ -139,7 +139,9 @@ def train_talf(ctx, name, stop_after, resume, device, **flags) -> None:
         bar.set_postfix(loss=f"{loss:.3f}")
 
     try:
-        ckpt = train(cfg, name, resume=resume, stop_after=stop_after, device=device, on_step=on_step)
+        ckpt = train(
+            cfg, name, resume=resume, stop_after=stop_after, device=device, on_step=on_step
+        )
     except ValueError as e:
         raise ConfigError(str(e)) from None
     finally:

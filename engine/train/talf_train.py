@@ -181,7 +181,7 @@ def train(
     the checkpoint unfinished (resumable). on_step(step, loss) after every step."""
     from engine.models import load_model
     from engine.train.distill import distill_loss, target_labels
-    from engine.train.talf import TALFConfig, target_forest, talf_loss
+    from engine.train.talf import TALFConfig, talf_loss, target_forest
 
     saved = checkpoint.resumable(name, KIND) if resume else None
     if resume and saved is None:

@@ -85,9 +85,7 @@ def test_target_tree_is_eagle2_beam_search_with_the_target(llama_pair):
     roots = [4, 9]
     forest = target_forest(target, SEQ, roots, TALFConfig(top_k=4, depth=3))
     for r, s in enumerate(roots):
-        mine = sorted(
-            tuple(_path(forest, n)) for n in forest.rows[forest.owner == r].tolist()
-        )
+        mine = sorted(tuple(_path(forest, n)) for n in forest.rows[forest.owner == r].tolist())
         dm = DraftModel(target, Warp(0.0, 1.0))
         builder = dm.start(SEQ[: s + 1])
         expanded: list[int] = []
