@@ -122,6 +122,12 @@ def _gen(cfg: TrainConfig, *key: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+# (target, dataset, prompt index, prompt_tokens, response_tokens) -> (tokens, first root):
+# greedy continuations are deterministic, so runs in one process (TALF and its distillation
+# baseline on the same data) generate each one once
+_MADE: dict[tuple, tuple[list[int], int]] = {}
+
+
 class Sequences:
     """The training sequences, each made the first time a step needs it: the prompt's last
     `prompt_tokens` tokens, then the target's greedy continuation (`response_tokens`)."""
@@ -132,7 +138,6 @@ class Sequences:
         all_prompts = load_prompts(cfg.dataset, cfg.prompt_offset + cfg.prompts)
         self.prompts = all_prompts[cfg.prompt_offset :]
         self.cfg, self.target, self.tokenizer = cfg, target, tokenizer
-        self._made: dict[int, tuple[list[int], int]] = {}
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -141,20 +146,22 @@ class Sequences:
         """(tokens, first root): roots are positions first_root .. len - 2 (each has the next
         token of the sequence after it; with a response, those whose next token the target
         wrote)."""
-        if i not in self._made:
+        cfg = self.cfg
+        key = (self.target.name, cfg.dataset, cfg.prompt_offset + i, cfg.prompt_tokens)
+        key += (cfg.response_tokens,)
+        if key not in _MADE:
             from engine.datasets import encode_prompt
             from engine.decode import generate
             from engine.models import Pair
 
-            cfg = self.cfg
             ids = encode_prompt(self.tokenizer, self.prompts[i], cfg.prompt_tokens)
             first = 0
             if cfg.response_tokens:
                 pair = Pair(target=self.target, draft=None)
                 out = generate(pair, ids, "autoregressive", cfg.response_tokens).tokens
                 first, ids = len(ids) - 1, ids + list(out)
-            self._made[i] = (ids, first)
-        return self._made[i]
+            _MADE[key] = (ids, first)
+        return _MADE[key]
 
 
 def step_batch(cfg: TrainConfig, seqs: Sequences, step: int) -> tuple[list[int], list[int]]:
@@ -175,10 +182,13 @@ def train(
     stop_after: int | None = None,
     device: str | None = None,
     on_step: Callable[[int, float], None] | None = None,
+    models: tuple[Any, Any] | None = None,
 ) -> checkpoint.Checkpoint:
     """Train the draft of `cfg` with its loss into checkpoint `name` (resume: from the
     unfinished checkpoint `name`). stop_after: stop after that many steps in total, leaving
-    the checkpoint unfinished (resumable). on_step(step, loss) after every step."""
+    the checkpoint unfinished (resumable). on_step(step, loss) after every step.
+    models: (target, draft) already loaded (LoadedModel) as `cfg` names them, instead of
+    loading them; the draft's trained tensors are then changed in place."""
     from engine.models import load_model
     from engine.train.distill import distill_loss, target_labels
     from engine.train.talf import TALFConfig, talf_loss, target_forest
@@ -186,8 +196,10 @@ def train(
     saved = checkpoint.resumable(name, KIND) if resume else None
     if resume and saved is None:
         raise ValueError(f"no unfinished {KIND} checkpoint {name!r} to resume")
-    target = load_model(cfg.target, device)
-    draft = load_model(cfg.draft, device)
+    if models is None:
+        target, draft = load_model(cfg.target, device), load_model(cfg.draft, device)
+    else:
+        target, draft = models
     params = trainable(draft.model, cfg.train_layers)
     for p in params.values():
         p.requires_grad_(True)
@@ -228,6 +240,8 @@ def train(
             ckpt = save(step + 1, done=False)
     if end == cfg.steps:
         ckpt = save(cfg.steps, done=True)
+    for p in params.values():
+        p.requires_grad_(False)
     if ckpt is None:  # resumed with no step left before stop_after
         ckpt = saved[0] if saved is not None else checkpoint.find(name, KIND)
     return ckpt
