@@ -12,6 +12,9 @@ Names resolve in this order (DESIGN.md, "Built-in model names"):
    of these names (engine.model_names.canonical_name).
 3. A local Hugging Face folder (config.json + weights). Other hub ids are not downloaded: the
    workers are offline; save the model with `save_pretrained` and give its folder.
+4. `ckpt:NAME`: a draft trained by `orch train talf` (engine/train/talf_train.py), the
+   checkpoint's base draft with its trained tensors put in; the loaded model records the
+   checkpoint's name, kind, sha256 and training config (`LoadedModel.checkpoint`).
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     gguf_sha256: str | None = None  # a fetched real model: the checked sha256 of its GGUF
+    checkpoint: dict[str, Any] | None = None  # `ckpt:NAME`: checkpoint.describe(NAME)
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,19 @@ def real_model_names() -> list[str]:
     return list(REAL_MODELS)
 
 
+CHECKPOINT_PREFIX = "ckpt:"  # `ckpt:NAME`: a draft trained into checkpoint NAME
+
+
+def checkpoint_base(name: str) -> str:
+    """The base model a `ckpt:NAME` model is trained from (its checkpoint's `draft`); any
+    other name unchanged. ConfigError when the checkpoint is missing or unfinished."""
+    if not (isinstance(name, str) and name.startswith(CHECKPOINT_PREFIX)):
+        return name
+    from engine.train.checkpoint import find
+
+    return find(name[len(CHECKPOINT_PREFIX) :], "talf").config["draft"]
+
+
 def is_folder_name(name: str) -> bool:
     """A model given as a path (not a registry name): it has a separator or starts with ~ or ."""
     return "/" in name or name.startswith(("~", "."))
@@ -155,6 +172,9 @@ def resolve(name: str, local: bool = True) -> str:
     validating for remote workers): a folder path absent here is checked by the worker that
     loads it. A Hugging Face id of a real model counts as its short name."""
     name = canonical_name(name)
+    if name.startswith(CHECKPOINT_PREFIX):
+        resolve(checkpoint_base(name), local)
+        return "checkpoint"
     if name in TINY_MODELS:
         return "tiny"
     if name in real_model_names():
@@ -208,7 +228,7 @@ def read_model_config(folder: Path) -> dict[str, Any]:
 def vocab_size(name: str) -> int | None:
     """The embedding size of model `name` from its config, without loading it; None when the
     config does not say or is not on this machine (a folder the workers check)."""
-    name = canonical_name(name)
+    name = canonical_name(checkpoint_base(name))
     kind = resolve(name, local=False)
     if kind == "tiny":
         return TINY_VOCAB
@@ -276,6 +296,7 @@ def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.d
 def auto_dtype(name: str, device: str) -> str:
     """What dtype `auto` means for model `name` on `device` (a device string, not auto), as
     load_model resolves it: tiny models always float32, others pick_dtype's default."""
+    name = checkpoint_base(name)
     if name in TINY_MODELS:
         return "float32"
     return str(pick_dtype("auto", torch.device(device))).removeprefix("torch.")
@@ -303,6 +324,8 @@ def load_model(
     name = canonical_name(name)
     kind = resolve(name)
     check_attn(attn)
+    if kind == "checkpoint":
+        return _load_trained(name, device, dtype, attn)
     dev = pick_device(device)
     sha256 = None
     if kind == "tiny":
@@ -346,6 +369,19 @@ def load_model(
     return LoadedModel(
         name=name, model=model, tokenizer=tokenizer, device=dev, dtype=dt, gguf_sha256=sha256
     )
+
+
+def _load_trained(name: str, device, dtype, attn: str) -> LoadedModel:
+    """`ckpt:NAME`: the checkpoint's base draft with the trained tensors copied in."""
+    import dataclasses
+
+    from engine.train.checkpoint import describe, load
+    from engine.train.talf_train import apply_weights
+
+    ckpt, state = load(name[len(CHECKPOINT_PREFIX) :], "talf")
+    base = load_model(ckpt.config["draft"], device, dtype, attn)
+    apply_weights(base.model, state["weights"])
+    return dataclasses.replace(base, name=name, checkpoint=describe(ckpt.name, "talf"))
 
 
 # the draft name of a pair without a draft model (`draft: none` in a sweep, `--draft none`)

@@ -37,6 +37,8 @@ def train_list(fmt: str) -> None:
 
 from orchestrator.cli_train_block import block_drafter  # noqa: E402
 from orchestrator.cli_train_nde import train_nde  # noqa: E402
+from orchestrator.cli_train_talf import train_talf  # noqa: E402
 
 train.add_command(block_drafter)
 train.add_command(train_nde)
+train.add_command(train_talf)

@@ -250,7 +250,7 @@ def _cuda_index(pair: Any) -> str | None:
 
 def model_info(m: Any) -> dict[str, Any]:
     cfg = m.model.config
-    return {
+    info = {
         "name": m.name,
         "architecture": getattr(cfg, "model_type", None),
         "parameters": int(sum(p.numel() for p in m.model.parameters())),
@@ -259,6 +259,9 @@ def model_info(m: Any) -> dict[str, Any]:
         "dtype": str(m.dtype).removeprefix("torch."),
         "gguf_sha256": m.gguf_sha256,
     }
+    if getattr(m, "checkpoint", None) is not None:  # a trained draft (`ckpt:NAME`): the
+        info["checkpoint"] = m.checkpoint  # checkpoint's name, kind, sha256, training config
+    return info
 
 
 @functools.lru_cache(maxsize=1)
