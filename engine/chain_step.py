@@ -70,7 +70,9 @@ def chain_step(target: CachedModel, draft: DraftModel, k: int, committed: list[i
     chain = torch.cat([pending[-1:], *drafts])  # [k + 1] root, d_1..d_k
     sync(device)
     t1 = time.perf_counter()
-    logits = target.forward(chain, positions[n_p:])  # [k + 1, V], causal: the chain's mask
+    arange = torch.arange(k + 1, device=device)
+    # [k + 1, V], causal: the chain's mask (parents: for a target on the Triton tree kernel)
+    logits = target.forward(chain, positions[n_p:], parents=arange - 1)
     t2 = time.perf_counter()
     best = top_token(logits)  # [k + 1] the target's token after each node
     match = best[:k] == chain[1:]  # [k]
@@ -81,7 +83,6 @@ def chain_step(target: CachedModel, draft: DraftModel, k: int, committed: list[i
     # the nodes the draft fed (root..d_(k-1)) and where: DraftModel.commit keeps the accepted
     draft.builder = None
     draft.path_slots = {i: [root + i] for i in range(k)}
-    arange = torch.arange(k + 1, device=device)
     tree = Tree(chain, arange - 1, arange, sampling="deterministic", height=k)
     counts = torch.stack([match.sum(), (accepted < k).long()])  # see decode.acceptance_counts
     sync(device)
