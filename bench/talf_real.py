@@ -44,6 +44,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="qwen2.5-coder-1.5b")
     ap.add_argument("--draft", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--target-dtype", default="auto", help="bf16: half the target's memory")
     ap.add_argument("--prefix", default="real", help="checkpoint names PREFIX-talf/-distill")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--roots", type=int, default=8)
@@ -58,11 +59,13 @@ def main() -> None:
     ap.add_argument("--eval-prompts", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--method", default="salf")
+    ap.add_argument("--param", action="append", default=[], help="method key=value")
     ap.add_argument("-o", "--out", default=None)
     args = ap.parse_args()
+    params = dict(p.split("=", 1) for p in args.param)
     assert args.prompts <= args.eval_offset, "training prompts overlap the held-out ones"
     t0 = time.perf_counter()
-    target, draft = load_model(args.target), load_model(args.draft)
+    target, draft = load_model(args.target, dtype=args.target_dtype), load_model(args.draft)
     print(f"loaded the pair in {time.perf_counter() - t0:.0f} s", flush=True)
     untrained = {
         k: p.detach().clone() for k, p in trainable(draft.model, args.train_layers).items()
@@ -73,6 +76,7 @@ def main() -> None:
         cfg = TrainConfig(
             target=args.target,
             draft=args.draft,
+            target_dtype=args.target_dtype,
             loss=loss,
             train_layers=args.train_layers,
             steps=args.steps,
@@ -108,7 +112,7 @@ def main() -> None:
     prompts = load_prompts(args.dataset, args.eval_offset + args.eval_prompts)[args.eval_offset :]
     pair = Pair(target=target, draft=draft)
     stats = {k: [] for k in weights}
-    lengths = []
+    lengths, differ = [], []
     for i, p in enumerate(prompts):
         ids = encode_prompt(target.tokenizer, p, 256)
         lengths.append(len(ids))
@@ -116,16 +120,18 @@ def main() -> None:
         for k, w in weights.items():
             apply_weights(draft.model, w)
             start = time.perf_counter()
-            g = generate(pair, ids, args.method, args.max_new_tokens)
+            g = generate(pair, ids, args.method, args.max_new_tokens, params=params)
             ref = g.tokens if ref is None else ref
-            assert g.tokens == ref, f"{k} changed the greedy output on {p.id}"
+            if g.tokens != ref:  # bf16 targets can flip near-ties between tree shapes
+                print(f"warning: {k} decoded other tokens than the first draft on {p.id}")
+                differ.append((p.id, k))
             stats[k].append(g.stats)
             tau = g.stats.new_tokens / len(g.stats.iterations)
             took = time.perf_counter() - start
             print(f"[{i + 1}/{len(prompts)}] {p.id} {k}: tau {tau:.2f} ({took:.0f} s)", flush=True)
     rows = [{"draft": k, **{m: pooled_metrics(stats[k], lengths)[m] for m in SHOWN}} for k in stats]
     print(
-        f"\n{args.method} (paper defaults) on {args.dataset}[{args.eval_offset}:"
+        f"\n{args.method} {params or '(paper defaults)'} on {args.dataset}[{args.eval_offset}:"
         f"{args.eval_offset + args.eval_prompts}], {args.max_new_tokens} new tokens, greedy"
     )
     print("| draft | tokens/iteration | accepted/iteration | tree size | tokens/s |")
@@ -140,11 +146,13 @@ def main() -> None:
         record = {
             "command": "python " + " ".join(sys.argv),
             "method": args.method,
+            "params": params,
             "eval_prompts": [p.id for p in prompts],
             "max_new_tokens": args.max_new_tokens,
             "train_configs": configs,
             "train_seconds": train_s,
             "rows": rows,
+            "outputs_differ": differ,
         }
         Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
 

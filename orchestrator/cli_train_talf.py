@@ -14,6 +14,7 @@ from engine.config import ConfigError
 FIELDS = {
     "target": "target",
     "draft": "draft",
+    "target_dtype": "target_dtype",
     "loss": "loss",
     "top_k": "top_k",
     "depth": "depth",
@@ -36,6 +37,12 @@ FIELDS = {
 @click.option("--name", default=None, help="checkpoint name (default: LOSS-DRAFT)")
 @click.option("--target", default="qwen2.5-coder-1.5b", show_default=True)
 @click.option("--draft", default="qwen2.5-coder-0.5b", show_default=True, help="base draft")
+@click.option(
+    "--target-dtype",
+    default="auto",
+    show_default=True,
+    help="the target's dtype (it only makes labels; bf16 halves its memory)",
+)
 @click.option(
     "--loss",
     type=click.Choice(["talf", "distill"]),
@@ -83,16 +90,18 @@ FIELDS = {
 @click.pass_context
 def train_talf(ctx, name, stop_after, resume, device, **flags) -> None:
     """Train a draft with TALF or standard distillation (--loss) into checkpoint NAME."""
+    import torch
     from tqdm import tqdm
 
     from engine.datasets import DatasetError, load_prompts
-    from engine.models import check_device, resolve
+    from engine.models import check_device, pick_dtype, resolve
     from engine.train import checkpoint
     from engine.train.talf_train import KIND, TrainConfig, config_from, train
 
     name = name or f"{flags['loss']}-{flags['draft']}".replace("/", "_").replace(":", "_")
     checkpoint.folder(name)  # a bad name fails here
     check_device(device)
+    pick_dtype(flags["target_dtype"], torch.device("cpu"))  # an unknown dtype fails here
     saved = checkpoint.resumable(name, KIND)
     if resume:
         if saved is None:

@@ -46,6 +46,7 @@ LOSSES = ("talf", "distill")
 class TrainConfig:
     target: str = "qwen2.5-coder-1.5b"
     draft: str = "qwen2.5-coder-0.5b"
+    target_dtype: str = "auto"  # the target only labels: bf16 halves its memory (auto: fp32 on CPU)
     loss: str = "talf"  # talf (Algorithm 1) | distill (Sec. 2.2 L_cls, the baseline)
     top_k: int = 4  # TALF tree: k (Sec. 4.1)
     depth: int = 3  # TALF tree depth (Sec. 4.1, App. D)
@@ -197,7 +198,8 @@ def train(
     if resume and saved is None:
         raise ValueError(f"no unfinished {KIND} checkpoint {name!r} to resume")
     if models is None:
-        target, draft = load_model(cfg.target, device), load_model(cfg.draft, device)
+        target = load_model(cfg.target, device, cfg.target_dtype)
+        draft = load_model(cfg.draft, device)
     else:
         target, draft = models
     params = trainable(draft.model, cfg.train_layers)
