@@ -167,6 +167,13 @@ def _worker_nodes(cluster: dict) -> set[str]:
     return set(json.loads(out.strip().splitlines()[-1]))
 
 
+def on_cpu(spec: Path) -> Path:
+    """The sweep pinned to device cpu: the cluster's GPUs are fake (`--accelerator gpu` on a
+    CPU machine), and device auto resolves to cuda on a GPU worker."""
+    spec.write_text(spec.read_text() + "device: cpu\n")
+    return spec
+
+
 def _check_sweep(db: Path, nodes: set[str], pairs: int, actors: int) -> None:
     configs = _rows(db, "SELECT COUNT(*), COUNT(DISTINCT config_hash) FROM trials")[0]
     results = _rows(db, "SELECT COUNT(*), COUNT(DISTINCT config_hash) FROM results")[0]
@@ -190,7 +197,7 @@ def test_tiny_sweep_survives_a_dead_worker_node(cluster, tmp_path):
     assert len(nodes) == 2
     db = tmp_path / "orch.db"
     pause = tmp_path / "paused"
-    spec = sweep_24(tmp_path / "s.yaml", name="multinode", prompts=2, max_new_tokens=24)
+    spec = on_cpu(sweep_24(tmp_path / "s.yaml", name="multinode", prompts=2, max_new_tokens=24))
     env = {**_driver_env(cluster, tmp_path), PAUSE_ENV: f"6:{pause}"}
     args = [
         "submit",
@@ -240,7 +247,7 @@ def test_real_pair_from_a_driver_without_models(cluster, tmp_path):
     spec.write_text(
         f"name: real-multinode\npairs: [{{target: {REAL_PAIR[0]}, draft: {REAL_PAIR[1]}}}]\n"
         "dataset: {name: humaneval, prompts: 1, prompt_tokens: 32}\nmax_new_tokens: 6\n"
-        "dtype: float32\nmethods: [{name: autoregressive}, {name: linear, params: {k: 2}}]\n"
+        "dtype: float32\ndevice: cpu\nmethods: [{name: autoregressive}, {name: linear, params: {k: 2}}]\n"
     )
     driver = _orch_async(
         [
@@ -274,7 +281,7 @@ def test_submit_through_the_ray_jobs_api(cluster, tmp_path, monkeypatch):
     runs as a Ray job on the head; the database URL is not on the job's command line."""
     nodes = _worker_nodes(cluster)
     db = tmp_path / "jobs.db"
-    spec = sweep_24(tmp_path / "j.yaml", name="via-jobs")
+    spec = on_cpu(sweep_24(tmp_path / "j.yaml", name="via-jobs"))
     driver = _orch_async(
         [
             "submit",
@@ -304,7 +311,7 @@ def test_jobs_api_refuses_to_send_a_password(tmp_path):
     before anything is sent (no cluster needed)."""
     from orch_helpers import PG_PASSWORD, orch
 
-    spec = sweep_24(tmp_path / "p.yaml", name="pw")
+    spec = on_cpu(sweep_24(tmp_path / "p.yaml", name="pw"))
     r = orch(
         "submit",
         str(spec),
