@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from engine.sampling import top_probs
 from engine.tree import additive_mask
 
 
@@ -59,9 +60,14 @@ class CachedModel:
         visible: torch.Tensor | None = None,
         parents: torch.Tensor | None = None,
         keep: int = 0,
-    ) -> torch.Tensor:
+        top: int = 0,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Append `tokens` [n] at `positions` [n]; returns logits [n, V], or of the last
         `keep` tokens only [keep, V] (keep=0: all).
+
+        top > 0: instead of the logits, the `top` most probable tokens of each row's softmax
+        and their probabilities (engine/sampling.py top_probs), computed inside the forward:
+        on the fast path they are part of the compiled graph, and no [n, V] tensor leaves it.
 
         visible: [n, length + n] bool over all cache slots then the new tokens; None means the
         new tokens are a causal continuation of everything in the cache.
@@ -74,7 +80,7 @@ class CachedModel:
         sync(self.device)
         start = time.perf_counter()
         with ctx:
-            logits = self._run_model(kwargs, keep)  # [n, V], or [keep, V]
+            logits = self._run_model(kwargs, keep, top)  # [n, V], [keep, V], or top-k pair
         sync(self.device)
         self.forward_seconds += time.perf_counter() - start
         self.forward_calls += 1
@@ -114,7 +120,7 @@ class CachedModel:
 
         return tree_parents(parents)
 
-    def _run_model(self, kwargs: dict, keep: int) -> torch.Tensor:
+    def _run_model(self, kwargs: dict, keep: int, top: int = 0):
         out = self.model(
             **kwargs,
             use_cache=True,
@@ -122,7 +128,7 @@ class CachedModel:
             output_hidden_states=bool(self.hidden_layers),
         )
         self.keep_hidden(out)
-        return out.logits[0]
+        return top_probs(out.logits[0], top) if top else out.logits[0]
 
     def keep_hidden(self, out) -> None:
         """Keep the rows of `hidden_layers` of a forward's output (when asked for)."""

@@ -64,11 +64,15 @@ class Batch(NamedTuple):
     probs: torch.Tensor  # [n, V] drafting distribution, what expand() returns
     q: torch.Tensor | None  # [n, V] the tree's q rows (warped q); None when greedy
     argmax: torch.Tensor | None  # [n] greedy only: the draft's argmax, where q is one-hot
+    # ([n, k] probabilities descending, [n, k] tokens): the top-k of probs, computed inside
+    # the draft forward (fast path, greedy: then probs is None); None: take them from probs
+    top: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
-Feed = Callable[["TreeBuilder", list[int]], Batch]
-"""feed(builder, new) -> Batch: the draft forward below `new` (ascending builder nodes, each
-one's parent fed before or in `new`). DraftModel.feed runs the draft LM; tests pass a fake."""
+Feed = Callable[..., Batch]
+"""feed(builder, new, top=0) -> Batch: the draft forward below `new` (ascending builder nodes,
+each one's parent fed before or in `new`); top > 0 asks for the top-k of each row (a Feed may
+ignore it and return probs). DraftModel.feed runs the draft LM; tests pass a fake."""
 
 
 class TreeBuilder:
@@ -87,6 +91,7 @@ class TreeBuilder:
         self.numbering: list[int] | None = None
         self._rows: dict[int, tuple[int, int]] = {}  # expanded node -> (batch, row)
         self._batches: list[Batch] = []  # one per draft forward
+        self.vocab = 0  # the draft's vocabulary size, once a fed batch showed it (0: unknown)
 
     @property
     def size(self) -> int:
@@ -115,22 +120,46 @@ class TreeBuilder:
         and the plain softmax when greedy (so top-k and confidence rules see real
         probabilities; the tree's q keeps the one-hot greedy distribution).
         """
+        batch = self._feed(nodes, 0)
+        if batch is not None:  # the usual case: one batch, asked for in its own order
+            return batch.probs
+        rows = [(self._batches[b], r) for b, r in (self._rows[i] for i in nodes)]
+        if any(b.probs is None for b, _ in rows):
+            raise ValueError("expand() of nodes fed for their top-k only (expand_top)")
+        return torch.stack([b.probs[r] for b, r in rows])
+
+    def expand_top(self, nodes: list[int], k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The k most probable children below each node: (probs [n, k] descending, tokens
+        [n, k]), as `expand(nodes).topk(k)`. A greedy draft on the fast path computes them
+        inside its forward (CachedModel.forward top=k), so no [n, V] softmax is built; for a
+        tree builder that only ranks children (DynaTree, SALF, EAGLE-2 beam, DDTree)."""
+        batch = self._feed(nodes, min(k, self.vocab) if self.vocab else k)
+        k = min(k, self.vocab) if self.vocab else k
+        if batch is not None:
+            return _top_of(batch, slice(None), k)
+        rows = [_top_of(self._batches[b], r, k) for b, r in (self._rows[i] for i in nodes)]
+        return torch.stack([p for p, _ in rows]), torch.stack([t for _, t in rows])  # [n, k]
+
+    def _feed(self, nodes: list[int], top: int) -> Batch | None:
+        """Feed the nodes the draft has not seen; returns the new batch when it is exactly
+        `nodes` in order (the usual case), else None (read their rows through _rows)."""
         new = sorted({i for i in nodes if i not in self._rows})  # topological: parents first
-        if new:
-            new_set = set(new)
-            if any(
-                p >= 0 and p not in self._rows and p not in new_set
-                for p in (self.parents[i] for i in new)
-            ):
-                raise ValueError(
-                    "expand() needs every ancestor of a node expanded first or with it"
-                )
-            batch = self.feed(self, new)
-            self._rows.update((i, (len(self._batches), j)) for j, i in enumerate(new))
-            self._batches.append(batch)
-            if new == nodes:  # the usual case: one batch, asked for in its own order
-                return batch.probs
-        return torch.stack([self._batches[b].probs[r] for b, r in (self._rows[i] for i in nodes)])
+        if not new:
+            return None
+        new_set = set(new)
+        if any(
+            p >= 0 and p not in self._rows and p not in new_set
+            for p in (self.parents[i] for i in new)
+        ):
+            raise ValueError("expand() needs every ancestor of a node expanded first or with it")
+        batch = self.feed(self, new, top=top) if top else self.feed(self, new)
+        self._rows.update((i, (len(self._batches), j)) for j, i in enumerate(new))
+        self._batches.append(batch)
+        if batch.probs is not None:
+            self.vocab = batch.probs.shape[-1]
+        elif batch.top[0].shape[-1] < top:  # asked for more than the vocabulary
+            self.vocab = batch.top[0].shape[-1]
+        return batch if new == nodes else None
 
     def tree(
         self,
@@ -195,6 +224,17 @@ def renumber(
     )
 
 
+def _top_of(batch: Batch, rows, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The top-k pair of a batch's `rows` (an index or a slice): its own top when it holds
+    one that wide, else from its probs."""
+    if batch.top is not None and batch.top[0].shape[-1] >= k:
+        return batch.top[0][rows, :k], batch.top[1][rows, :k]
+    if batch.probs is None:
+        raise ValueError(f"this draft batch holds its top {batch.top[0].shape[-1]} only, not {k}")
+    probs = batch.probs[rows]
+    return probs.topk(min(k, probs.shape[-1]), dim=-1)
+
+
 def gather_q(
     batches: list[Batch], new_of: torch.Tensor, n: int, device: torch.device
 ) -> torch.Tensor | None:
@@ -242,10 +282,12 @@ class DraftModel:
         self.builder = TreeBuilder(self.feed, committed[-1], self.lm.device, keep_q)
         return self.builder
 
-    def feed(self, b: TreeBuilder, new: list[int]) -> Batch:
+    def feed(self, b: TreeBuilder, new: list[int], top: int = 0) -> Batch:
         """The Feed of this draft: one forward of the draft LM over the pending committed
         tokens (causal, the first time only) and the nodes `new`, each seeing the committed
-        prefix and its own ancestors (ancestor-only mask, position prefix_len + depth)."""
+        prefix and its own ancestors (ancestor-only mask, position prefix_len + depth).
+        top > 0 on the fast path, greedy, for a tree without q: the forward returns each row's
+        top-k only."""
         lm = self.lm
         pend, self.pending = self.pending, []
         n_p, n = len(pend), len(pend) + len(new)
@@ -265,19 +307,23 @@ class DraftModel:
         positions = [base + j for j in range(n_p)] + [self.prefix_len + b.depth[i] for i in new]
         dev = lm.device
         extra = 1 if self.keep_prev and n_p else 0  # the preceding token's row (keep_prev)
-        logits = lm.forward(  # the LM head only for the new nodes, not the pending tokens
+        inputs = (
             torch.tensor(tokens, device=dev),
             torch.tensor(positions, device=dev),
             visible.to(dev),
-            keep=len(new) + extra,
-        )[extra:]  # [len(new), V]
+        )
+        nodes = torch.tensor(new)
+        if top and lm.fast and self.warp.greedy and not b.keep_q and not extra:  # top-k only
+            p, t = lm.forward(*inputs, keep=len(new), top=top)  # [len(new), top] twice
+            lm.committed += n_p
+            return Batch(nodes, None, None, t[:, 0], (p, t))
+        # the LM head only for the new nodes, not the pending tokens
+        logits = lm.forward(*inputs, keep=len(new) + extra)[extra:]  # [len(new), V]
         lm.committed += n_p
         if self.warp.greedy:
-            return Batch(
-                torch.tensor(new), torch.softmax(logits.float(), dim=-1), None, top_token(logits)
-            )
+            return Batch(nodes, torch.softmax(logits.float(), dim=-1), None, top_token(logits))
         q = warp(logits, self.warp)  # [len(new), V]
-        return Batch(torch.tensor(new), q, q, None)
+        return Batch(nodes, q, q, None)
 
     def commit(self, path: list[int]) -> None:
         """Keep the cache of the root and of the accepted nodes the draft has seen, in order.

@@ -32,6 +32,7 @@ import torch
 
 from engine.cache import CachedModel
 from engine.config import ENGINES, ConfigError
+from engine.sampling import top_probs
 from engine.tree import additive_mask
 
 MIN_CAPACITY = 256
@@ -136,7 +137,7 @@ class StaticCachedModel(CachedModel):
         self.cache.kv = self._alloc(capacity)
         self.cache.kv[..., : old.shape[4], :] = old
 
-    def _model_call(self, input_ids, position_ids, mask, slots, keep: int = 0):
+    def _model_call(self, input_ids, position_ids, mask, slots, keep: int = 0, top: int = 0):
         self.cache.slots = slots
         out = self.model(
             input_ids=input_ids,
@@ -149,13 +150,14 @@ class StaticCachedModel(CachedModel):
         )
         if not self._graph:  # a compiled graph returns logits only (see cached_model)
             self.keep_hidden(out)
-        return out.logits[0]
+        # top > 0: the draft step's top-k probabilities, in the graph (CachedModel.forward)
+        return top_probs(out.logits[0], top) if top else out.logits[0]
 
     @torch.inference_mode()
-    def forward(self, tokens, positions, visible=None, parents=None, keep=0) -> torch.Tensor:
-        logits = super().forward(tokens, positions, visible, parents, keep)
+    def forward(self, tokens, positions, visible=None, parents=None, keep=0, top=0):
+        out = super().forward(tokens, positions, visible, parents, keep, top)
         self._length += tokens.shape[0]
-        return logits
+        return out
 
     def _inputs(self, tokens, positions, visible, parents):
         """Slots, positions and the additive mask [1, 1, rows, width], built on the device.
@@ -198,12 +200,16 @@ class StaticCachedModel(CachedModel):
         # compiled one attends to every slot, padded)
         return kwargs, contextlib.nullcontext() if self._graph else self._tree_kernel(n, parents)
 
-    def _run_model(self, kwargs: dict, keep: int) -> torch.Tensor:
-        """[n or keep, V]: compiled forwards compute every (padded) row, then drop pads."""
+    def _run_model(self, kwargs: dict, keep: int, top: int = 0):
+        """[n or keep, V] (or the top-k pair): compiled forwards compute every (padded) row,
+        then drop pads."""
         if not self._graph:
-            return self._model_call(**kwargs, keep=keep)
-        logits = self._graph_call(**kwargs)[: self._n]  # [n, V]
-        return logits[-keep:] if keep else logits
+            return self._model_call(**kwargs, keep=keep, top=top)
+        rows = slice(self._n - keep, self._n) if keep else slice(0, self._n)
+        if top:  # [n, top] twice
+            p, t = self._graph_call(**kwargs, top=top)
+            return p[rows], t[rows]
+        return self._graph_call(**kwargs)[rows]  # [n, V]
 
     @torch.inference_mode()
     def commit(self, accepted_slots: list[int]) -> None:

@@ -47,8 +47,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: BeamConfig, gen: torch.Ge
     layer_nodes, layer_v = [0], torch.ones(1, dtype=torch.float64)
     start = 0  # pool index of the first candidate of the deepest layer
     for d in range(min(cfg.depth, state.remaining)):
-        probs = draft.expand(layer_nodes)  # [k, V]
-        top_p, top_t = probs.topk(min(cfg.top_k, probs.shape[-1]), dim=-1)  # [k, top_k]
+        top_p, top_t = draft.expand_top(layer_nodes, cfg.top_k)  # [k, top_k]
         v = (layer_v[:, None] * top_p.double().cpu()).flatten()  # [k * top_k]
         start = sum(x.shape[0] for x in pool_v)
         pool_v.append(v)

@@ -16,7 +16,8 @@ ancestor-only mask; the walk is the target's own decoding rule: greedy at temper
 "greedy" verifier), sampling at temperature > 0 (the "nss" verifier: sample the target's token
 at the current node, follow the child holding it; lossless for any deterministic tree).
 
-Block drafters (`block_marginals(state, block_size) -> FloatTensor[L, V]`) are chosen by name
+Block drafters (`block_marginals(state, block_size) -> FloatTensor[L, V]`, or directly the
+top-K of each, `block_top(state, block_size, K) -> ([L, K], [L, K])`) are chosen by name
 (`drafter`). "ar" derives marginals from the autoregressive draft model, an approximation
 documented in `ARBlockDrafter`. "block" is the paper's drafter: a trained block-diffusion
 drafter conditioned on the target's hidden states (engine/train/block_drafter.py), loaded from
@@ -37,7 +38,6 @@ import torch
 
 from engine.config import ADDED_LATER
 from engine.draft import DecodeState, TreeBuilder
-from engine.sampling import top_token
 from engine.tree import DETERMINISTIC, Tree
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -78,14 +78,17 @@ class ARBlockDrafter:
         self.draft = draft
         self.chain = [0]  # builder node of the greedy prefix of each length (0 = root)
 
-    def block_marginals(self, state: DecodeState, block_size: int) -> torch.Tensor:
+    def block_top(self, state: DecodeState, block_size: int, k: int):
+        """The top-k of q_1..q_L: ([L, k] probabilities descending, [L, k] tokens); only the
+        top-k rows are needed by Algorithm 1, so a fast draft never builds the [L, V] softmax
+        (TreeBuilder.expand_top)."""
         rows = []
         for i in range(block_size):
-            probs = self.draft.expand([self.chain[-1]])[0]  # [V]
-            rows.append(probs)
+            top_q, top_t = self.draft.expand_top([self.chain[-1]], k)  # [1, k] twice
+            rows.append((top_q[0], top_t[0]))
             if i + 1 < block_size:
-                self.chain.append(self.draft.add(self.chain[-1], int(top_token(probs))))
-        return torch.stack(rows)  # [L, V]
+                self.chain.append(self.draft.add(self.chain[-1], int(top_t[0, 0])))
+        return torch.stack([q for q, _ in rows]), torch.stack([t for _, t in rows])
 
 
 BLOCK_DRAFTERS = {"ar": ARBlockDrafter}  # built per round from the draft model
@@ -139,9 +142,11 @@ def best_first(logq: list[list[float]], budget: int) -> list[tuple[int, int]]:
 def build(draft: TreeBuilder, state: DecodeState, cfg: DDTreeConfig, gen: torch.Generator) -> Tree:
     block_size = min(cfg.L, state.remaining)
     drafter = block_drafter(cfg, draft, state)
-    marginals = drafter.block_marginals(state, block_size)  # [L, V]
-    k = min(cfg.B, marginals.shape[-1])  # K = min(B, |V|), Lemma 1
-    top_q, top_t = marginals.topk(k, dim=-1)  # [L, K] sorted descending
+    if hasattr(drafter, "block_top"):  # K = min(B, |V|), Lemma 1; [L, K] sorted descending
+        top_q, top_t = drafter.block_top(state, block_size, cfg.B)
+    else:
+        marginals = drafter.block_marginals(state, block_size)  # [L, V]
+        top_q, top_t = marginals.topk(min(cfg.B, marginals.shape[-1]), dim=-1)
     logq = torch.log(top_q.double()).tolist()
     tokens = top_t.tolist()
     chain = getattr(drafter, "chain", [0])

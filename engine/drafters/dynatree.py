@@ -69,7 +69,6 @@ from typing import Literal, Optional
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.sampling import top_token
 from engine.tree import DETERMINISTIC, Tree
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -196,10 +195,9 @@ def build(
     if paper:  # l. 10: the root u0 is the draft's top-1 token after the prefix
         if draft.size - 1 >= cfg.N_max or state.remaining < 1:
             return draft.tree(SAMPLING.at(state.draft_warp.greedy))
-        probs = draft.expand([0])[0]  # [V]
-        top = int(top_token(probs))
-        level = [draft.add(0, top)]
-        logp.append(math.log(max(float(probs[top]), 1e-30)))
+        top_p, top_t = draft.expand_top([0], cfg.B_max)  # [1, B_max] twice
+        level = [draft.add(0, int(top_t[0, 0]))]
+        logp.append(math.log(max(float(top_p[0, 0]), 1e-30)))
     while level and draft.size - 1 < cfg.N_max:  # l. 12
         frontier = [u for u in level if expandable(u)]  # FIFO order of Algorithm 1
         level = []
@@ -207,8 +205,9 @@ def build(
             # an expanded node adds at least one child unless pruned: feed at most `room`
             room = cfg.N_max - (draft.size - 1)
             chunk, frontier = frontier[:room], frontier[room:]
-            probs = draft.expand(chunk)  # [n, V] drafting distribution below each node (l. 26)
-            top_p, top_t = probs.topk(min(cfg.B_max, probs.shape[-1]), dim=-1)  # [n, B_max]
+            # l. 26: the top B_max of the drafting distribution below each node, [n, B_max]
+            top_p, top_t = draft.expand_top(chunk, cfg.B_max)
+            dev = top_p.device
             if cfg.dynamic_breadth:  # l. 27
                 conf = top_p[:, 0]  # [n] c(u)
                 width = torch.where(
@@ -218,11 +217,9 @@ def build(
                 width = torch.full((len(chunk),), cfg.B_mid)
             child_lp = (
                 torch.log(top_p.clamp(min=1e-30))
-                + torch.tensor([logp[u] for u in chunk], device=probs.device)[:, None]
+                + torch.tensor([logp[u] for u in chunk], device=dev)[:, None]
             )  # [n, B_max]
-            keep = torch.arange(top_p.shape[-1], device=probs.device)[None] < width[:, None].to(
-                probs.device
-            )  # [n, B_max]
+            keep = torch.arange(top_p.shape[-1], device=dev)[None] < width[:, None].to(dev)
             if not paper:  # ours: a child below tau is dropped, not kept as a leaf
                 keep &= child_lp >= log_tau
             tokens, lps = top_t.tolist(), child_lp.tolist()

@@ -68,8 +68,7 @@ def grow(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig) -> list[int]:
         kept = [(n, p) for n, p in kept if draft.depth[n] < state.remaining]
         if kept:
             nodes = [n for n, _ in kept]
-            probs = draft.expand(nodes)  # [b, V]
-            top_p, top_t = probs.topk(min(cfg.N, probs.shape[-1]), dim=-1)  # [b, k]
+            top_p, top_t = draft.expand_top(nodes, cfg.N)  # [b, k] the top N below each
             b, k = top_p.shape
             children = torch.stack(
                 [  # [b * k, 3] in insertion order

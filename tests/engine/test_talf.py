@@ -91,9 +91,9 @@ def test_target_tree_is_eagle2_beam_search_with_the_target(llama_pair):
         expanded: list[int] = []
         feed = builder.feed
 
-        def recording(b, new, feed=feed):
+        def recording(b, new, feed=feed, **kw):
             expanded.extend(new)
-            return feed(b, new)
+            return feed(b, new, **kw)
 
         builder.feed = recording
         state = DecodeState(prefix_len=s, root_token=SEQ[s], warp=Warp(0.0, 1.0), remaining=64)

@@ -31,15 +31,22 @@ def random_next_probs(vocab: int, seed: int = 0, sharpness: float = 2.0) -> Next
 
 
 class PathFeed:
-    """A Feed whose distribution below a node is next_probs(path); it is also the tree's q."""
+    """A Feed whose distribution below a node is next_probs(path); it is also the tree's q.
 
-    def __init__(self, next_probs: NextProbs) -> None:
+    top_only: answer a request for the top-k (expand_top) of a tree without q with the top-k
+    pair alone, as the fast path's greedy draft does (no probs, no q)."""
+
+    def __init__(self, next_probs: NextProbs, top_only: bool = False) -> None:
         self.next_probs = next_probs
+        self.top_only = top_only
         self.fed: list[list[int]] = []  # the new nodes of every draft "forward"
 
-    def __call__(self, builder: TreeBuilder, new: list[int]) -> Batch:
+    def __call__(self, builder: TreeBuilder, new: list[int], top: int = 0) -> Batch:
         self.fed.append(list(new))
         probs = torch.stack([self.next_probs(tuple(builder.path_tokens(i))) for i in new])
+        if top and self.top_only and not builder.keep_q:
+            p, t = probs.topk(min(top, probs.shape[-1]), dim=-1)  # [n, top] twice
+            return Batch(torch.tensor(new), None, None, t[:, 0], (p, t))
         return Batch(nodes=torch.tensor(new), probs=probs, q=probs, argmax=None)  # [n, V]
 
 

@@ -1,0 +1,80 @@
+"""TreeBuilder.expand_top: the builders that only rank children (DynaTree, SALF, EAGLE-2 beam,
+DDTree) build the same tree from a draft that returns each row's top-k alone (the fast path's
+greedy draft step, engine/static_cache.py) as from the full distributions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.draft import DraftModel, TreeBuilder
+from engine.drafters import beam, ddtree, dynatree, salf
+from engine.sampling import Warp, top_probs
+from engine.static_cache import StaticCachedModel
+from tests.engine.drafters.fakes import PathFeed, random_next_probs, state
+
+GEN = torch.Generator().manual_seed(0)
+
+CASES = [
+    (dynatree, dynatree.DynaTreeConfig(tau=0.0, N_max=40, rho_stop=0.001, rho_deep=0.01)),
+    (dynatree, dynatree.DynaTreeConfig(variant="ours", tau=0.01, N_max=40)),
+    (salf, salf.SALFConfig(N=30, B=4, th=0.0)),
+    (salf, salf.SALFConfig(N=30, B=4, th=0.4)),
+    (beam, beam.BeamConfig(N=25, top_k=4, depth=5)),
+    (ddtree, ddtree.DDTreeConfig(B=30, L=5)),
+]
+
+
+def _build(module, cfg, feed):
+    b = TreeBuilder(feed, 0, keep_q=False)
+    tree = module.build(b, state(), cfg, GEN)
+    top_only = all(batch.probs is None for batch in b._batches)
+    assert top_only == feed.top_only  # the top-only feed was asked for the top-k every time
+    return tree.tokens.tolist(), tree.parents.tolist(), feed.fed
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(
+    "module,cfg", CASES, ids=[f"{m.__name__[16:]}-{i}" for i, (m, _) in enumerate(CASES)]
+)
+def test_a_top_only_draft_builds_the_same_tree(module, cfg, seed):
+    nxt = random_next_probs(vocab=40, seed=seed, sharpness=2.5)
+    full, top = PathFeed(nxt), PathFeed(nxt, top_only=True)
+    want = _build(module, cfg, full)
+    assert len(want[0]) > 5  # a real tree, not the root alone
+    assert _build(module, cfg, top) == want  # same nodes, same parents, same forwards
+
+
+def test_a_top_wider_than_the_vocabulary_gives_the_whole_vocabulary():
+    b = TreeBuilder(PathFeed(random_next_probs(vocab=6), top_only=True), 0, keep_q=False)
+    p, t = b.expand_top([0], 10)  # [1, 6] twice
+    assert sorted(t[0].tolist()) == list(range(6)) and torch.all(p[0, :-1] >= p[0, 1:])
+    assert b.vocab == 6 and b.expand_top([0], 10)[1].shape == (1, 6)
+    with pytest.raises(ValueError, match="top-k only"):
+        b.expand([0])
+
+
+def test_top_probs_equals_the_softmax_top_k():
+    logits = torch.randn(5, 1000, generator=torch.Generator().manual_seed(3)) * 4
+    p, t = top_probs(logits, 7)
+    want_p, want_t = torch.softmax(logits, -1).topk(7, -1)
+    assert torch.equal(t, want_t) and torch.allclose(p, want_p, rtol=1e-5, atol=1e-7)
+
+
+def test_the_fast_draft_returns_the_top_k_from_its_forward(tiny_pair):
+    """On the fast path a greedy draft's expand_top is the eager draft's expand().topk, and the
+    batch holds no [n, V] distribution."""
+    model = tiny_pair.draft.model
+    committed = tiny_pair.target.tokenizer.encode("def add(a, b):")
+    outs = []
+    for lm in (None, StaticCachedModel(model)):
+        draft = DraftModel(model, Warp(0.0), lm)
+        b = draft.start(committed, keep_q=False)
+        p, t = b.expand_top([0], 5)  # the first forward also feeds the committed prefix
+        kids = [b.add(0, int(x)) for x in t[0, :3]]
+        p2, t2 = b.expand_top(kids, 5)
+        outs.append((p, t, p2, t2, b._batches[-1].probs is None))
+    (p, t, p2, t2, eager_none), (fp, ft, fp2, ft2, fast_none) = outs
+    assert not eager_none and fast_none
+    assert torch.equal(t, ft) and torch.equal(t2, ft2)
+    assert torch.allclose(p, fp, atol=1e-5) and torch.allclose(p2, fp2, atol=1e-5)
