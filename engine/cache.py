@@ -17,8 +17,16 @@ import time
 
 import torch
 
-from engine.sampling import top_probs
+from engine.sampling import top_probs, top_token
 from engine.tree import additive_mask
+
+
+def head(logits: torch.Tensor, top: int, argmax: bool):
+    """What a forward returns from its logits [n, V] (CachedModel.forward): the logits, the
+    top-k pair (top > 0) or the argmax [n]."""
+    if argmax:
+        return top_token(logits)
+    return top_probs(logits, top) if top else logits
 
 
 def sync(device: torch.device) -> None:
@@ -61,6 +69,7 @@ class CachedModel:
         parents: torch.Tensor | None = None,
         keep: int = 0,
         top: int = 0,
+        argmax: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Append `tokens` [n] at `positions` [n]; returns logits [n, V], or of the last
         `keep` tokens only [keep, V] (keep=0: all).
@@ -68,6 +77,8 @@ class CachedModel:
         top > 0: instead of the logits, the `top` most probable tokens of each row's softmax
         and their probabilities (engine/sampling.py top_probs), computed inside the forward:
         on the fast path they are part of the compiled graph, and no [n, V] tensor leaves it.
+        argmax: instead of the logits, each row's top token [n] (the greedy verifier's only
+        need), computed inside the forward as well.
 
         visible: [n, length + n] bool over all cache slots then the new tokens; None means the
         new tokens are a causal continuation of everything in the cache.
@@ -80,7 +91,7 @@ class CachedModel:
         sync(self.device)
         start = time.perf_counter()
         with ctx:
-            logits = self._run_model(kwargs, keep, top)  # [n, V], [keep, V], or top-k pair
+            logits = self._run_model(kwargs, keep, top, argmax)  # [n, V], [keep, V], ...
         sync(self.device)
         self.forward_seconds += time.perf_counter() - start
         self.forward_calls += 1
@@ -120,7 +131,7 @@ class CachedModel:
 
         return tree_parents(parents)
 
-    def _run_model(self, kwargs: dict, keep: int, top: int = 0):
+    def _run_model(self, kwargs: dict, keep: int, top: int = 0, argmax: bool = False):
         out = self.model(
             **kwargs,
             use_cache=True,
@@ -128,7 +139,7 @@ class CachedModel:
             output_hidden_states=bool(self.hidden_layers),
         )
         self.keep_hidden(out)
-        return top_probs(out.logits[0], top) if top else out.logits[0]
+        return head(out.logits[0], top, argmax)
 
     def keep_hidden(self, out) -> None:
         """Keep the rows of `hidden_layers` of a forward's output (when asked for)."""

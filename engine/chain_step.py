@@ -28,7 +28,6 @@ import torch
 
 from engine.cache import CachedModel, sync
 from engine.draft import DecodeState, DraftModel
-from engine.sampling import top_token
 from engine.tree import Tree
 from engine.verify import Accept
 
@@ -61,20 +60,20 @@ def chain_step(target: CachedModel, draft: DraftModel, k: int, committed: list[i
     positions = torch.arange(lm.committed, root + k + 1, device=device)  # [root + k + 1 - c]
     pending = torch.tensor(committed[lm.committed :], device=device)  # [n_p + 1], root last
     n_p = pending.shape[0] - 1
-    tok = top_token(lm.forward(pending, positions[: n_p + 1], keep=1))  # [1]
+    tok = lm.forward(pending, positions[: n_p + 1], keep=1, argmax=True)  # [1]
     lm.committed += n_p
     drafts = [tok]
     for j in range(1, k):  # d_(j+1) below d_j, at position root + j
-        tok = top_token(lm.forward(tok, positions[n_p + j : n_p + j + 1], keep=1))
+        tok = lm.forward(tok, positions[n_p + j : n_p + j + 1], keep=1, argmax=True)
         drafts.append(tok)
     chain = torch.cat([pending[-1:], *drafts])  # [k + 1] root, d_1..d_k
     sync(device)
     t1 = time.perf_counter()
     arange = torch.arange(k + 1, device=device)
-    # [k + 1, V], causal: the chain's mask (parents: for a target on the Triton tree kernel)
-    logits = target.forward(chain, positions[n_p:], parents=arange - 1)
+    # [k + 1] the target's token after each node, computed inside the forward; causal: the
+    # chain's mask (parents: for a target on the Triton tree kernel)
+    best = target.forward(chain, positions[n_p:], parents=arange - 1, argmax=True)
     t2 = time.perf_counter()
-    best = top_token(logits)  # [k + 1] the target's token after each node
     match = best[:k] == chain[1:]  # [k]
     accepted = match.long().cumprod(0).sum()  # [] a
     read = torch.cat([accepted.view(1), chain[1:], best]).tolist()  # the one host read

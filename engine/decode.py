@@ -75,8 +75,8 @@ def decode_step(
     verify (the loop commits the caches: it alone knows whether decoding goes on).
 
     On the fast path the greedy verifier follows the target's argmax (the one-hot warp's, and
-    the one the acceptance counts need anyway) and the tree carries no q, which it never reads:
-    two [N, V] tensors and an argmax over them fewer per iteration."""
+    the one the acceptance counts need anyway), computed inside the target's forward, and the
+    tree carries no q, which it never reads: no [N, V] tensor leaves the forward."""
     if chain_step.applies(target, draft, method, state):  # greedy linear, kept on the device
         return chain_step.chain_step(target, draft, method.cfg.k, committed, state)
     device = target.device
@@ -87,18 +87,20 @@ def decode_step(
     tree = DRAFTERS[method.name].build(draft.start(committed, not lean), state, method.cfg, gen)
     sync(device)
     t1 = time.perf_counter()
-    logits = target.forward(
+    out = target.forward(
         tree.tokens,
         tree.position_ids(state.prefix_len)[0],
         tree.visibility(state.prefix_len),
         tree.parents,
-    )  # [N, V]
+        argmax=lean,
+    )  # [N, V] logits, or their argmax [N] (lean)
     t2 = time.perf_counter()
-    best = top_token(logits)  # [N] the target's top token after each node, at any warp
-    if lean:  # the greedy verifier needs only the argmax
+    if lean:  # the greedy verifier needs only the argmax, computed inside the forward
+        best = out  # [N] the target's top token after each node
         accept = greedy.follow(tree, best)
     else:
-        accept = VERIFIERS[method.verifier].verify(tree, warp(logits, state.warp), gen)
+        best = top_token(out)  # [N] the target's top token after each node, at any warp
+        accept = VERIFIERS[method.verifier].verify(tree, warp(out, state.warp), gen)
     sync(device)
     t3 = time.perf_counter()
     return Step(

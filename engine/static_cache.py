@@ -30,9 +30,8 @@ import weakref
 
 import torch
 
-from engine.cache import CachedModel
+from engine.cache import CachedModel, head
 from engine.config import ENGINES, ConfigError
-from engine.sampling import top_probs
 from engine.tree import additive_mask
 
 MIN_CAPACITY = 256
@@ -137,7 +136,9 @@ class StaticCachedModel(CachedModel):
         self.cache.kv = self._alloc(capacity)
         self.cache.kv[..., : old.shape[4], :] = old
 
-    def _model_call(self, input_ids, position_ids, mask, slots, keep: int = 0, top: int = 0):
+    def _model_call(
+        self, input_ids, position_ids, mask, slots, keep: int = 0, top: int = 0, argmax=False
+    ):
         self.cache.slots = slots
         out = self.model(
             input_ids=input_ids,
@@ -150,12 +151,12 @@ class StaticCachedModel(CachedModel):
         )
         if not self._graph:  # a compiled graph returns logits only (see cached_model)
             self.keep_hidden(out)
-        # top > 0: the draft step's top-k probabilities, in the graph (CachedModel.forward)
-        return top_probs(out.logits[0], top) if top else out.logits[0]
+        # the logits, or their top-k / argmax computed in the graph (CachedModel.forward)
+        return head(out.logits[0], top, argmax)
 
     @torch.inference_mode()
-    def forward(self, tokens, positions, visible=None, parents=None, keep=0, top=0):
-        out = super().forward(tokens, positions, visible, parents, keep, top)
+    def forward(self, tokens, positions, visible=None, parents=None, keep=0, top=0, argmax=False):
+        out = super().forward(tokens, positions, visible, parents, keep, top, argmax)
         self._length += tokens.shape[0]
         return out
 
@@ -200,16 +201,14 @@ class StaticCachedModel(CachedModel):
         # compiled one attends to every slot, padded)
         return kwargs, contextlib.nullcontext() if self._graph else self._tree_kernel(n, parents)
 
-    def _run_model(self, kwargs: dict, keep: int, top: int = 0):
-        """[n or keep, V] (or the top-k pair): compiled forwards compute every (padded) row,
-        then drop pads."""
+    def _run_model(self, kwargs: dict, keep: int, top: int = 0, argmax: bool = False):
+        """[n or keep, V] (or the top-k pair, or the argmax): compiled forwards compute every
+        (padded) row, then drop pads."""
         if not self._graph:
-            return self._model_call(**kwargs, keep=keep, top=top)
+            return self._model_call(**kwargs, keep=keep, top=top, argmax=argmax)
         rows = slice(self._n - keep, self._n) if keep else slice(0, self._n)
-        if top:  # [n, top] twice
-            p, t = self._graph_call(**kwargs, top=top)
-            return p[rows], t[rows]
-        return self._graph_call(**kwargs)[rows]  # [n, V]
+        out = self._graph_call(**kwargs, top=top, argmax=argmax)
+        return (out[0][rows], out[1][rows]) if top and not argmax else out[rows]
 
     @torch.inference_mode()
     def commit(self, accepted_slots: list[int]) -> None:
