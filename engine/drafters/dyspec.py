@@ -82,6 +82,15 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DySpecConfig, gen: torch.
     return draft.tree(sampling, order=order.tolist())
 
 
+def _draws(draft: TreeBuilder, nodes: list[int], k: int, state: DecodeState, gen):
+    """The first k draws below each node and their q: ([n, k] long, [n, k] float). Greedy:
+    the top-k (TreeBuilder.expand_top: on the fast path from inside the draft forward)."""
+    if state.draft_warp.greedy:
+        q, tokens = draft.expand_top(nodes, k)
+        return tokens, q
+    return draws_without_replacement(draft.expand(nodes), k, False, gen)
+
+
 def grow_greedy(
     draft: TreeBuilder, state: DecodeState, budget: int, gen: torch.Generator
 ) -> list[float]:
@@ -93,9 +102,7 @@ def grow_greedy(
     while heap and draft.size - 1 < budget:
         neg_value, _, u, k = heapq.heappop(heap)
         if u not in draws:
-            t, q = draws_without_replacement(
-                draft.expand([u]), budget, state.draft_warp.greedy, gen
-            )
+            t, q = _draws(draft, [u], budget, state, gen)  # [1, k] twice
             draws[u] = (t[0].tolist(), q[0].tolist())
         tokens, probs = draws[u]
         if k >= len(tokens) or probs[k] <= 0:
@@ -118,9 +125,8 @@ def _grow_threshold(
     """Algorithm A.2: all slots of value >= threshold, one draft forward per layer."""
     level, level_p = [0], [1.0]  # nodes whose first-child slot value P(u) >= threshold
     while level and draft.size - 1 < cfg.budget and draft.depth[level[0]] < state.remaining:
-        probs = draft.expand(level)  # [n, V]
         room = cfg.budget - (draft.size - 1)
-        tokens, q = draws_without_replacement(probs, room, state.draft_warp.greedy, gen)  # [n, k]
+        tokens, q = _draws(draft, level, room, state, gen)  # [n, k]
         q = q.double()
         value = torch.tensor(level_p, dtype=torch.float64, device=q.device)[:, None] * (
             1.0 - (q.cumsum(-1) - q)

@@ -39,11 +39,10 @@ def build(
         room = cfg.budget - (draft.size - 1)
         if room <= 0 or not level:
             break
-        probs = draft.expand(level)  # [len(level), V]
-        top_p, top_t = probs.topk(cfg.branch, dim=-1)  # [len(level), branch]
+        top_p, top_t = draft.expand_top(level, cfg.branch)  # [len(level), branch]
         cand = (
             torch.log(top_p.clamp(min=1e-30))
-            + torch.tensor([logp[i] for i in level], device=probs.device)[:, None]
+            + torch.tensor([logp[i] for i in level], device=top_p.device)[:, None]
         )
         order = cand.flatten().argsort(descending=True)[:room].tolist()
         nxt = []

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.sampling import top_token
 from engine.tree import Tree, TreeSampling
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -63,11 +62,12 @@ def grow_paths(
     paths: list[list[int]] = [[] for _ in range(K)]
     for _ in range(L):
         level = list(dict.fromkeys(at))  # distinct nodes, first-appearance order
-        probs = draft.expand(level)  # [len(level), V] drafting distributions
-        rows = probs[[level.index(a) for a in at]]  # [K, V] each rollout's distribution
-        tokens = (
-            top_token(rows) if greedy else torch.multinomial(rows, 1, generator=gen)[:, 0]
-        ).tolist()  # [K]
+        which = [level.index(a) for a in at]  # each rollout's row
+        if greedy:  # the draft's top token below each node, [len(level)]
+            tokens = draft.expand_top(level, 1)[1][which, 0].tolist()  # [K]
+        else:
+            rows = draft.expand(level)[which]  # [K, V] each rollout's drafting distribution
+            tokens = torch.multinomial(rows, 1, generator=gen)[:, 0].tolist()  # [K]
         children: dict[tuple[int, int], int] = {}
         for r, (node, token) in enumerate(zip(at, tokens)):
             child = children.get((node, token))

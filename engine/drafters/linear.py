@@ -21,7 +21,7 @@ import torch
 
 from engine.config import ADDED_LATER
 from engine.draft import DecodeState, TreeBuilder
-from engine.sampling import sample, top_token
+from engine.sampling import sample
 from engine.tree import Tree, TreeSampling
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -44,9 +44,14 @@ class LinearConfig:
 def build(draft: TreeBuilder, state: DecodeState, cfg: LinearConfig, gen: torch.Generator) -> Tree:
     node = 0
     for _ in range(min(cfg.k, state.remaining)):
-        probs = draft.expand([node])[0]  # [V]
-        token = int(top_token(probs)) if state.draft_warp.greedy else int(sample(probs, gen))
+        if state.draft_warp.greedy:  # the draft's top token and its probability
+            top_p, top_t = draft.expand_top([node], 1)  # [1, 1] twice
+            token, p = int(top_t[0, 0]), top_p[0, 0]
+        else:
+            probs = draft.expand([node])[0]  # [V]
+            token = int(sample(probs, gen))
+            p = probs[token]
         node = draft.add(node, token)
-        if cfg.stop_below > 0 and float(probs[token]) < cfg.stop_below:
+        if cfg.stop_below > 0 and float(p) < cfg.stop_below:
             break
     return draft.tree(SAMPLING.at(state.draft_warp.greedy))

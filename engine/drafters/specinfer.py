@@ -52,11 +52,11 @@ def build(
 ) -> Tree:
     level, mult = [0], [1]  # mult: per builder node, the parent's draws that produced it
     for width in cfg.widths[: state.remaining]:
-        probs = draft.expand(level)  # [n, V]
         if state.draft_warp.greedy:
-            children = probs.topk(min(width, probs.shape[-1]), dim=-1).indices.tolist()
+            children = draft.expand_top(level, width)[1].tolist()  # [n, width]
             level = [draft.add(u, t) for u, row in zip(level, children) for t in row]
             continue
+        probs = draft.expand(level)  # [n, V]
         draws = [m * width for m in (mult[u] for u in level)]
         tokens = torch.multinomial(
             probs, max(draws), replacement=True, generator=gen

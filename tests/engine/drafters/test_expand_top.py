@@ -1,5 +1,5 @@
-"""TreeBuilder.expand_top: the builders that only rank children (DynaTree, SALF, EAGLE-2 beam,
-DDTree) build the same tree from a draft that returns each row's top-k alone (the fast path's
+"""TreeBuilder.expand_top: the builders that only rank children (greedy: every tree method but
+Sequoia) build the same tree from a draft that returns each row's top-k alone (the fast path's
 greedy draft step, engine/static_cache.py) as from the full distributions."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from engine.draft import DraftModel, TreeBuilder
-from engine.drafters import beam, ddtree, dynatree, salf
+from engine.drafters import beam, ddtree, dynatree, dyspec, fixed_tree, iid, linear, salf, specinfer
 from engine.sampling import Warp, top_probs
 from engine.static_cache import StaticCachedModel
 from tests.engine.drafters.fakes import PathFeed, random_next_probs, state
@@ -22,6 +22,12 @@ CASES = [
     (salf, salf.SALFConfig(N=30, B=4, th=0.4)),
     (beam, beam.BeamConfig(N=25, top_k=4, depth=5)),
     (ddtree, ddtree.DDTreeConfig(B=30, L=5)),
+    (dyspec, dyspec.DySpecConfig(budget=30)),
+    (dyspec, dyspec.DySpecConfig(budget=30, variant="threshold", threshold=0.01)),
+    (fixed_tree, fixed_tree.FixedTreeConfig(depth=4, branch=3, budget=30)),
+    (specinfer, specinfer.SpecInferConfig(k=3, depth=3)),
+    (iid, iid.IIDConfig(K=3, L=4)),
+    (linear, linear.LinearConfig(k=6, stop_below=0.05)),
 ]
 
 
@@ -41,7 +47,7 @@ def test_a_top_only_draft_builds_the_same_tree(module, cfg, seed):
     nxt = random_next_probs(vocab=40, seed=seed, sharpness=2.5)
     full, top = PathFeed(nxt), PathFeed(nxt, top_only=True)
     want = _build(module, cfg, full)
-    assert len(want[0]) > 5  # a real tree, not the root alone
+    assert len(want[0]) >= 5  # a real tree, not the root alone
     assert _build(module, cfg, top) == want  # same nodes, same parents, same forwards
 
 
