@@ -69,6 +69,10 @@ class Batch(NamedTuple):
     top: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
+ChainFeed = Callable[["TreeBuilder", int, int], Batch]
+"""chain_feed(builder, L, k) -> Batch: the draft's greedy chain of L positions below the root,
+fed without a host read per position (DraftModel.feed_chain); see TreeBuilder.expand_chain."""
+
 Feed = Callable[..., Batch]
 """feed(builder, new, top=0) -> Batch: the draft forward below `new` (ascending builder nodes,
 each one's parent fed before or in `new`); top > 0 asks for the top-k of each row (a Feed may
@@ -79,9 +83,15 @@ class TreeBuilder:
     """Grows one draft tree in topological order; see the module docstring."""
 
     def __init__(
-        self, feed: Feed, root_token: int, device: torch.device | None = None, keep_q: bool = True
+        self,
+        feed: Feed,
+        root_token: int,
+        device: torch.device | None = None,
+        keep_q: bool = True,
+        chain_feed: ChainFeed | None = None,
     ) -> None:
         self.feed = feed
+        self.chain_feed = chain_feed  # expand_chain's forwards, when the draft has them
         self.keep_q = keep_q  # False: tree() leaves q None (a greedy verifier never reads it)
         self.device = device or torch.device("cpu")  # where tree() puts the Tree
         self.tokens: list[int] = [root_token]
@@ -140,6 +150,30 @@ class TreeBuilder:
         rows = [_top_of(self._batches[b], r, k) for b, r in (self._rows[i] for i in nodes)]
         return torch.stack([p for p, _ in rows]), torch.stack([t for _, t in rows])  # [n, k]
 
+    def expand_chain(self, L: int, k: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+        """The draft's greedy chain below the root: positions 1..L, each one's top-k below the
+        chain before it, ([L, k] probabilities, [L, k] tokens), and the chain's nodes [root,
+        y_1, .., y_(L-1)] (added to the tree; y_i the top token of position i). A fast greedy
+        draft (chain_feed) feeds each position's argmax to the next forward on the device, with
+        one host read for the whole chain; otherwise one expand_top per position."""
+        if self.chain_feed is not None and self.size == 1 and not self._rows:
+            batch = self.chain_feed(self, L, k)
+            chain = batch.nodes.tolist()
+            self.record(batch, chain)
+            return batch.top[0], batch.top[1], chain
+        chain, rows = [0], []
+        for i in range(L):
+            top_p, top_t = self.expand_top([chain[-1]], k)  # [1, k] twice
+            rows.append((top_p[0], top_t[0]))
+            if i + 1 < L:
+                chain.append(self.add(chain[-1], int(top_t[0, 0])))
+        return torch.stack([p for p, _ in rows]), torch.stack([t for _, t in rows]), chain
+
+    def record(self, batch: Batch, nodes: list[int]) -> None:
+        """Keep a fed batch: its rows are the distributions below `nodes` (batch.nodes)."""
+        self._rows.update((i, (len(self._batches), j)) for j, i in enumerate(nodes))
+        self._batches.append(batch)
+
     def _feed(self, nodes: list[int], top: int) -> Batch | None:
         """Feed the nodes the draft has not seen; returns the new batch when it is exactly
         `nodes` in order (the usual case), else None (read their rows through _rows)."""
@@ -153,8 +187,7 @@ class TreeBuilder:
         ):
             raise ValueError("expand() needs every ancestor of a node expanded first or with it")
         batch = self.feed(self, new, top=top) if top else self.feed(self, new)
-        self._rows.update((i, (len(self._batches), j)) for j, i in enumerate(new))
-        self._batches.append(batch)
+        self.record(batch, new)
         if batch.probs is not None:
             self.vocab = batch.probs.shape[-1]
         elif batch.top[0].shape[-1] < top:  # asked for more than the vocabulary
@@ -279,7 +312,8 @@ class DraftModel:
         self.pending = committed[self.lm.committed : -1]
         self.prefix_len = len(committed) - 1
         self.path_slots = {}
-        self.builder = TreeBuilder(self.feed, committed[-1], self.lm.device, keep_q)
+        chain = self.feed_chain if self.lm.fast and self.warp.greedy and not keep_q else None
+        self.builder = TreeBuilder(self.feed, committed[-1], self.lm.device, keep_q, chain)
         return self.builder
 
     def feed(self, b: TreeBuilder, new: list[int], top: int = 0) -> Batch:
@@ -300,9 +334,9 @@ class DraftModel:
         if n_p:  # pending committed tokens: causal among themselves, seen by every node
             visible[:n_p, base : base + n_p] = torch.ones(n_p, n_p, dtype=torch.bool).tril()
             visible[n_p:, base : base + n_p] = True
-        paths = [self.path_slots[i] for i in new]
-        rows = torch.arange(n_p, n).repeat_interleave(torch.tensor([len(a) for a in paths]))
-        visible[rows, torch.tensor(list(itertools.chain.from_iterable(paths)))] = True
+        paths = [self.path_slots[i] for i in new]  # each node's ancestors' slots and its own
+        rows = [r for r, a in enumerate(paths, n_p) for _ in a]
+        visible[rows, list(itertools.chain.from_iterable(paths))] = True
         tokens = pend + [b.tokens[i] for i in new]
         positions = [base + j for j in range(n_p)] + [self.prefix_len + b.depth[i] for i in new]
         dev = lm.device
@@ -324,6 +358,31 @@ class DraftModel:
             return Batch(nodes, torch.softmax(logits.float(), dim=-1), None, top_token(logits))
         q = warp(logits, self.warp)  # [len(new), V]
         return Batch(nodes, q, q, None)
+
+    def feed_chain(self, b: TreeBuilder, L: int, k: int) -> Batch:
+        """The ChainFeed of a fast greedy draft (TreeBuilder.expand_chain): L one-position
+        forwards, causal, the first over the pending committed tokens and the root, each next
+        one over the previous forward's argmax, left on the device (as engine/chain_step.py);
+        each returns its top-k from inside the forward. One host read: the chain's tokens,
+        added to the builder as nodes 1..L-1. Returns the batch of rows below root..y_(L-1)."""
+        lm, dev = self.lm, self.lm.device
+        pend, self.pending = self.pending, []
+        n_p, base = len(pend), lm.length  # the root's slot: base + n_p (= its position)
+        inputs = torch.tensor(pend + [b.tokens[0]], device=dev)
+        positions = torch.arange(base, base + n_p + L, device=dev)  # [n_p + L]
+        p, t = lm.forward(inputs, positions[: n_p + 1], keep=1, top=k)  # [1, k] twice
+        lm.committed += n_p
+        tops = [(p, t)]
+        for i in range(1, L):  # position i below y_i, the argmax of position i
+            p, t = lm.forward(t[:, 0], positions[n_p + i : n_p + i + 1], keep=1, top=k)
+            tops.append((p, t))
+        top_p, top_t = torch.cat([p for p, _ in tops]), torch.cat([t for _, t in tops])  # [L, k]
+        chain = [0]
+        for token in top_t[: L - 1, 0].tolist():  # the one host read
+            chain.append(b.add(chain[-1], token))
+        slots = [base + n_p + j for j in range(L)]
+        self.path_slots.update((node, slots[: j + 1]) for j, node in enumerate(chain))
+        return Batch(torch.tensor(chain), None, None, top_t[:, 0], (top_p, top_t))
 
     def commit(self, path: list[int]) -> None:
         """Keep the cache of the root and of the accepted nodes the draft has seen, in order.

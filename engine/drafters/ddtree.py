@@ -80,15 +80,10 @@ class ARBlockDrafter:
 
     def block_top(self, state: DecodeState, block_size: int, k: int):
         """The top-k of q_1..q_L: ([L, k] probabilities descending, [L, k] tokens); only the
-        top-k rows are needed by Algorithm 1, so a fast draft never builds the [L, V] softmax
-        (TreeBuilder.expand_top)."""
-        rows = []
-        for i in range(block_size):
-            top_q, top_t = self.draft.expand_top([self.chain[-1]], k)  # [1, k] twice
-            rows.append((top_q[0], top_t[0]))
-            if i + 1 < block_size:
-                self.chain.append(self.draft.add(self.chain[-1], int(top_t[0, 0])))
-        return torch.stack([q for q, _ in rows]), torch.stack([t for _, t in rows])
+        top-k rows are needed by Algorithm 1, so a fast draft never builds the [L, V] softmax,
+        and rolls the chain out on the device (TreeBuilder.expand_chain)."""
+        top_q, top_t, self.chain = self.draft.expand_chain(block_size, k)  # [L, k] twice
+        return top_q, top_t
 
 
 BLOCK_DRAFTERS = {"ar": ARBlockDrafter}  # built per round from the draft model

@@ -70,22 +70,22 @@ def grow(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig) -> list[int]:
             nodes = [n for n, _ in kept]
             top_p, top_t = draft.expand_top(nodes, cfg.N)  # [b, k] the top N below each
             b, k = top_p.shape
+            # [b, 2]: pr and builder node of each parent, on the draft's device
+            known = torch.tensor(kept, dtype=torch.float64, device=top_p.device)
             children = torch.stack(
                 [  # [b * k, 3] in insertion order
-                    (
-                        torch.tensor([p for _, p in kept], dtype=torch.float64)[:, None]
-                        * top_p.double().cpu()
-                    ).flatten(),
-                    torch.tensor(nodes, dtype=torch.float64).repeat_interleave(k),
-                    top_t.cpu().flatten().double(),
+                    (known[:, 1:] * top_p.double()).flatten(),
+                    known[:, :1].expand(b, k).flatten(),
+                    top_t.flatten().double(),
                 ],
                 dim=1,
             )
-            queue = torch.cat([queue, children])
+            queue = torch.cat([queue.to(children.device), children])
             queue = queue[torch.sort(queue[:, 0], descending=True, stable=True).indices[: cfg.N]]
         if queue.shape[0] == 0:
             break
-        popped, queue = queue[: cfg.B].tolist(), queue[cfg.B :]  # l. 5-9: pop B
+        # l. 5-9: pop B; the queue stays on the device, the popped rows are this round's read
+        popped, queue = queue[: cfg.B].tolist(), queue[cfg.B :]
         batch, batch_pr = [], []
         for p, parent, token in popped:
             node = draft.add(int(parent), int(token))

@@ -84,3 +84,24 @@ def test_the_fast_draft_returns_the_top_k_from_its_forward(tiny_pair):
     assert not eager_none and fast_none
     assert torch.equal(t, ft) and torch.equal(t2, ft2)
     assert torch.allclose(p, fp, atol=1e-5) and torch.allclose(p2, fp2, atol=1e-5)
+
+
+def test_the_fast_draft_rolls_the_chain_out_on_the_device(tiny_pair):
+    """expand_chain on the fast path (DraftModel.feed_chain) gives the eager draft's
+    one-expand_top-per-position chain, and its nodes sit where commit() looks for them."""
+    model = tiny_pair.draft.model
+    committed = tiny_pair.target.tokenizer.encode("def add(a, b):")
+    outs = []
+    for lm in (None, StaticCachedModel(model)):
+        draft = DraftModel(model, Warp(0.0), lm)
+        b = draft.start(committed, keep_q=False)
+        assert (b.chain_feed is not None) == (lm is not None)
+        top_p, top_t, chain = b.expand_chain(6, 4)  # [6, 4] twice, 6 nodes
+        assert chain == list(range(6)) and b.tokens[1:] == top_t[:5, 0].tolist()
+        assert b.path_tokens(5) == top_t[:5, 0].tolist()
+        assert [draft.path_slots[i][-1] for i in chain] == [len(committed) - 1 + i for i in chain]
+        p, t = b.expand_top([3], 4)  # already fed: its row of the chain
+        assert torch.equal(t[0], top_t[3]) and torch.equal(p[0], top_p[3])
+        outs.append((top_p, top_t))
+    (p, t), (fp, ft) = outs
+    assert torch.equal(t, ft) and torch.allclose(p, fp, atol=1e-5)
