@@ -196,8 +196,9 @@ def build(
         if draft.size - 1 >= cfg.N_max or state.remaining < 1:
             return draft.tree(SAMPLING.at(state.draft_warp.greedy))
         top_p, top_t = draft.expand_top([0], cfg.B_max)  # [1, B_max] twice
-        level = [draft.add(0, int(top_t[0, 0]))]
-        logp.append(math.log(max(float(top_p[0, 0]), 1e-30)))
+        token, p = torch.stack([top_t[0, 0].double(), top_p[0, 0].double()]).tolist()
+        level = [draft.add(0, int(token))]
+        logp.append(math.log(max(p, 1e-30)))
     while level and draft.size - 1 < cfg.N_max:  # l. 12
         frontier = [u for u in level if expandable(u)]  # FIFO order of Algorithm 1
         level = []
@@ -222,10 +223,15 @@ def build(
             keep = torch.arange(top_p.shape[-1], device=dev)[None] < width[:, None].to(dev)
             if not paper:  # ours: a child below tau is dropped, not kept as a leaf
                 keep &= child_lp >= log_tau
-            tokens, lps = top_t.tolist(), child_lp.tolist()
-            for row, col in keep.nonzero().tolist():  # l. 28 row-major: FIFO, then rank order
+            rows, cols = keep.nonzero().unbind(1)  # [m] row-major: FIFO, then rank order
+            # [m, 3] row, token, log p(child): this level's one host read (float64 holds the
+            # indices and the float32 log-probabilities exactly)
+            kids = torch.stack(
+                [x.double() for x in (rows, top_t[rows, cols], child_lp[rows, cols])], 1
+            )
+            for row, token, lp in kids.tolist():  # l. 28
                 if draft.size - 1 >= cfg.N_max:
                     break
-                level.append(draft.add(chunk[row], tokens[row][col]))
-                logp.append(lps[row][col])
+                level.append(draft.add(chunk[int(row)], int(token)))
+                logp.append(lp)
     return draft.tree(SAMPLING.at(state.draft_warp.greedy))

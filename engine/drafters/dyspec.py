@@ -103,7 +103,8 @@ def grow_greedy(
         neg_value, _, u, k = heapq.heappop(heap)
         if u not in draws:
             t, q = _draws(draft, [u], budget, state, gen)  # [1, k] twice
-            draws[u] = (t[0].tolist(), q[0].tolist())
+            tokens, probs = torch.stack([t[0].double(), q[0].double()]).tolist()  # one read
+            draws[u] = ([int(x) for x in tokens], probs)
         tokens, probs = draws[u]
         if k >= len(tokens) or probs[k] <= 0:
             continue  # the support of q_u is exhausted
