@@ -9,21 +9,20 @@ from pathlib import Path
 import click
 
 from engine.config import ConfigError
+from orchestrator.cli_train_common import (
+    echo_checkpoint,
+    prompt_options,
+    resumable,
+    resume_options,
+    training_prompts,
+)
 
 
 @click.command("nde")
 @click.option("--name", default=None, help="checkpoint name (default: nde-TARGET-DRAFT)")
 @click.option("--target", default="qwen2.5-coder-1.5b", show_default=True)
 @click.option("--draft", default="qwen2.5-coder-0.5b", show_default=True)
-@click.option("--dataset", default="humaneval", show_default=True, help="training prompts")
-@click.option("--prompts", type=int, default=350, show_default=True, help="the paper: 350")
-@click.option(
-    "--prompt-offset",
-    type=int,
-    default=0,
-    show_default=True,
-    help="skip this many prompts of the dataset (hold out the evaluation prompts)",
-)
+@prompt_options(350, "the paper: 350")
 @click.option("--prompt-tokens", type=int, default=None, help="truncate prompts to N tokens")
 @click.option(
     "--max-new-tokens", type=int, default=64, show_default=True, help="trajectory length per prompt"
@@ -73,14 +72,7 @@ from engine.config import ConfigError
     help="the policy at step 0 (engine/train/nde.py TrainConfig)",
 )
 @click.option("--save-every", type=int, default=100, show_default=True)
-@click.option(
-    "--stop-after",
-    type=int,
-    default=None,
-    help="stop after this step, leaving the checkpoint resumable",
-)
-@click.option("--resume", is_flag=True, help="continue the unfinished checkpoint NAME")
-@click.option("--seed", type=int, default=0, show_default=True)
+@resume_options
 def train_nde(
     name,
     target,
@@ -118,7 +110,6 @@ def train_nde(
     import torch
     from tqdm import tqdm
 
-    from engine.datasets import DatasetError, load_prompts
     from engine.models import resolve
     from engine.train import checkpoint
     from engine.train.nde import KIND, TrainConfig, train
@@ -140,37 +131,32 @@ def train_nde(
     )
     if stop_after is not None and stop_after < 1:
         raise ConfigError(f"--stop-after must be >= 1, got {stop_after}")
-    if not resume and checkpoint.resumable(name, KIND) is not None:
-        raise ConfigError(
-            f"checkpoint {name!r} is unfinished: pass --resume to continue it, "
-            "or choose another --name"
-        )
-    if resume and checkpoint.resumable(name, KIND) is None:
-        raise ConfigError(f"no unfinished nde checkpoint {name!r} to resume")
+    saved = resumable(name, KIND, resume)
     path = Path(data_path) if data_path else checkpoint.root().parent / "nde-data" / f"{name}.pt"
     if path.exists():
         data = torch.load(path, weights_only=False)
     else:
-        collect_cfg = _collect_config(
-            k_max,
-            l1_max,
-            l2_max,
-            samples,
-            stride,
-            max_new_tokens,
-            temperature,
-            top_p,
-            verifier,
-            seed,
+        from engine.select.nde_data import CollectConfig
+
+        collect_cfg = _checked(
+            CollectConfig(
+                k_max,
+                l1_max,
+                l2_max,
+                samples,
+                stride,
+                max_new_tokens,
+                temperature,
+                top_p,
+                verifier,
+                seed=seed,
+            )
         )
         sizes = parse_ints(profile_sizes, "--profile-sizes")
         contexts = parse_ints(profile_contexts, "--profile-contexts")
         if prompts < 1 or prompt_offset < 0:
             raise ConfigError("--prompts must be >= 1 and --prompt-offset >= 0")
-        try:
-            chosen = load_prompts(dataset, prompts + prompt_offset)[prompt_offset:]
-        except DatasetError as e:
-            raise ConfigError(str(e)) from None
+        chosen = training_prompts(dataset, prompts, prompt_offset)
         resolve(target), resolve(draft)  # a bad model name fails before anything loads
         data = _collect(
             target,
@@ -197,9 +183,8 @@ def train_nde(
     }
     with tqdm(total=steps, desc="train nde", file=None) as bar:
         if resume:
-            bar.update(checkpoint.resumable(name, KIND)[0].step)
+            bar.update(saved[0].step)
         ckpt = train(name, data, cfg, meta, resume, stop_after, bar.update)
-    state = "finished" if ckpt.done else f"unfinished at step {ckpt.step} (--resume continues)"
     if ckpt.done:
         from engine.select.nde import Latency, build_net
         from engine.train.nde import evaluate
@@ -212,8 +197,7 @@ def train_nde(
             f"NDE {e['nde_tps']:.3f}, best fixed {e['fixed_tps']:.3f}, "
             f"per-root oracle {e['oracle_tps']:.3f}"
         )
-    click.echo(f"checkpoint {ckpt.name} ({state}): {ckpt.path}")
-    click.echo(f"sha256 {ckpt.sha256}")
+    echo_checkpoint(ckpt)
 
 
 def _parse(cls, **kwargs):
@@ -223,30 +207,23 @@ def _parse(cls, **kwargs):
         raise ConfigError(str(e)) from None
 
 
-def _collect_config(
-    k_max, l1_max, l2_max, samples, stride, max_new_tokens, temperature, top_p, verifier, seed
-):
-    from engine.methods import resolve_method
-    from engine.select.nde_data import CollectConfig
+def _checked(cfg):
+    """The collection config as given on the command line (verifier None: delayed's default at
+    the temperature), checked, with its verifier resolved."""
+    from dataclasses import replace
 
-    if min(k_max, samples, stride, max_new_tokens) < 1 or min(l1_max, l2_max) < 0:
+    from engine.methods import resolve_method
+
+    if (
+        min(cfg.k_max, cfg.samples, cfg.stride, cfg.max_new_tokens) < 1
+        or min(cfg.l1_max, cfg.l2_max) < 0
+    ):
         raise ConfigError(
             "need --k-max, --samples, --stride, --max-new-tokens >= 1 and --l1-max, --l2-max >= 0"
         )
-    params = {"verifier": verifier} if verifier else {}
-    verifier = resolve_method("delayed", params, temperature).verifier  # checks the pairing
-    return CollectConfig(
-        k_max,
-        l1_max,
-        l2_max,
-        samples,
-        stride,
-        max_new_tokens,
-        temperature,
-        top_p,
-        verifier,
-        seed=seed,
-    )
+    params = {"verifier": cfg.verifier} if cfg.verifier else {}
+    verifier = resolve_method("delayed", params, cfg.temperature).verifier  # checks the pairing
+    return replace(cfg, verifier=verifier)
 
 
 def _read_curves(path: str):

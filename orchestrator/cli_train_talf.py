@@ -9,6 +9,13 @@ from dataclasses import asdict
 import click
 
 from engine.config import ConfigError
+from orchestrator.cli_train_common import (
+    echo_checkpoint,
+    prompt_options,
+    resumable,
+    resume_options,
+    training_prompts,
+)
 
 # flag -> TrainConfig field, for the flags a --resume run must not change
 FIELDS = {
@@ -63,15 +70,7 @@ FIELDS = {
 @click.option("--roots", type=int, default=8, show_default=True, help="trees per step")
 @click.option("--lr", type=float, default=3e-4, show_default=True, help="App. D: 3e-4")
 @click.option("--warmup", type=int, default=10, show_default=True, help="warm-up steps")
-@click.option("--dataset", default="humaneval", show_default=True, help="training prompts")
-@click.option("--prompts", type=int, default=100, show_default=True, help="training prompts")
-@click.option(
-    "--prompt-offset",
-    type=int,
-    default=0,
-    show_default=True,
-    help="skip this many prompts of the dataset (hold out the evaluation prompts)",
-)
+@prompt_options(100, "training prompts")
 @click.option("--prompt-tokens", type=int, default=256, show_default=True)
 @click.option(
     "--response-tokens",
@@ -81,11 +80,7 @@ FIELDS = {
     help="target's greedy continuation appended to each prompt; roots lie in it",
 )
 @click.option("--save-every", type=int, default=10, show_default=True)
-@click.option(
-    "--stop-after", type=int, default=None, help="stop after this step, leaving it resumable"
-)
-@click.option("--resume", is_flag=True, help="continue the unfinished checkpoint NAME")
-@click.option("--seed", type=int, default=0, show_default=True)
+@resume_options
 @click.option("--device", default=None, help="auto, cpu, cuda, cuda:N, mps")
 @click.pass_context
 def train_talf(ctx, name, stop_after, resume, device, **flags) -> None:
@@ -93,7 +88,6 @@ def train_talf(ctx, name, stop_after, resume, device, **flags) -> None:
     import torch
     from tqdm import tqdm
 
-    from engine.datasets import DatasetError, load_prompts
     from engine.models import check_device, pick_dtype, resolve
     from engine.train import checkpoint
     from engine.train.talf_train import KIND, TrainConfig, config_from, train
@@ -102,10 +96,8 @@ def train_talf(ctx, name, stop_after, resume, device, **flags) -> None:
     checkpoint.folder(name)  # a bad name fails here
     check_device(device)
     pick_dtype(flags["target_dtype"], torch.device("cpu"))  # an unknown dtype fails here
-    saved = checkpoint.resumable(name, KIND)
+    saved = resumable(name, KIND, resume)
     if resume:
-        if saved is None:
-            raise ConfigError(f"no unfinished {KIND} checkpoint {name!r} to resume")
         cfg = config_from(saved[0].config)
         stored = asdict(cfg)
         changed = [
@@ -120,11 +112,6 @@ def train_talf(ctx, name, stop_after, resume, device, **flags) -> None:
                 + ", ".join(changed)
             )
     else:
-        if saved is not None:
-            raise ConfigError(
-                f"checkpoint {name!r} is unfinished: pass --resume to continue it, "
-                "or choose another --name"
-            )
         if (checkpoint.folder(name) / "meta.json").exists():
             raise ConfigError(f"checkpoint {name!r} exists; choose another --name")
         try:
@@ -134,10 +121,7 @@ def train_talf(ctx, name, stop_after, resume, device, **flags) -> None:
     if stop_after is not None and stop_after < 1:
         raise ConfigError(f"--stop-after must be >= 1, got {stop_after}")
     resolve(cfg.target), resolve(cfg.draft)
-    try:
-        load_prompts(cfg.dataset, cfg.prompt_offset + cfg.prompts)
-    except DatasetError as e:
-        raise ConfigError(str(e)) from None
+    training_prompts(cfg.dataset, cfg.prompts, cfg.prompt_offset)
 
     start = saved[0].step if resume else 0
     end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
@@ -155,6 +139,4 @@ def train_talf(ctx, name, stop_after, resume, device, **flags) -> None:
         raise ConfigError(str(e)) from None
     finally:
         bar.close()
-    state = "finished" if ckpt.done else f"unfinished at step {ckpt.step} (--resume continues)"
-    click.echo(f"checkpoint {ckpt.name} ({state}): {ckpt.path}")
-    click.echo(f"sha256 {ckpt.sha256}")
+    echo_checkpoint(ckpt)

@@ -17,15 +17,7 @@ from __future__ import annotations
 import torch
 
 from engine.tree import Tree
-from engine.verify.common import (
-    Accept,
-    layout,
-    positive_part,
-    random_chain,
-    require,
-    sample_index,
-    uniforms,
-)
+from engine.verify.common import Accept, capped_weights, single_path
 
 # tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
 MODES = ("iid", "without_replacement")
@@ -36,14 +28,7 @@ def chain_terms(
 ) -> tuple[list[float], list[float], torch.Tensor]:
     """Weights w_0..w_L, acceptance probabilities h_0..h_L and residuals res_0..res_{L-1}
     [L, V] (float64) of the path root = nodes[0] -> ... -> nodes[L] with tokens [L]."""
-    parents = nodes[:-1]
-    ratio = (p[parents, tokens].double() / q[parents, tokens].double()).tolist()  # [L]
-    w = [1.0]
-    for r in ratio:
-        w.append(min(1.0, w[-1] * r))
-    weights = torch.tensor(w[:-1], dtype=torch.float64, device=p.device)[:, None]  # [L, 1]
-    res = positive_part(weights * p[parents].double() - q[parents].double())  # [L, V]
-    mass = res.sum(-1).tolist()  # [L]
+    w, res, mass = capped_weights(p, q, nodes, tokens)  # w [L + 1], res [L, V], mass [L]
     h = [m / (m + 1 - wi) if m + 1 - wi > 0 else 1.0 for m, wi in zip(mass, w[:-1])]
     h[0] = 1.0  # the root is always accepted
     return w, h + [w[-1]], res
@@ -51,22 +36,15 @@ def chain_terms(
 
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node."""
-    require(tree, MODES, "bv")
-    lay = layout(tree)
-    us = uniforms(gen, p.device)
-    chain = random_chain(lay, us, iid=tree.sampling == "iid")  # [L]
-    if not chain:
-        return Accept(path=[], token=sample_index(p[0], next(us)))
-    nodes = [0] + chain
-    _, h, res = chain_terms(p, tree.q, nodes, tree.tokens[chain])
-    tau = 0
-    for i in range(len(chain), 0, -1):  # the deepest accepted node
-        if next(us) < h[i]:
-            tau = i
-            break
-    if tau == len(chain):
-        return Accept(path=chain, token=sample_index(p[chain[-1]], next(us)))
-    return Accept(path=chain[:tau], token=sample_index(res[tau], next(us)))
+
+    def rule(chain, us):
+        _, h, res = chain_terms(p, tree.q, [0] + chain, tree.tokens[chain])
+        for i in range(len(chain), 0, -1):  # the deepest accepted node
+            if next(us) < h[i]:
+                return i, None if i == len(chain) else res[i]
+        return 0, res[0]
+
+    return single_path(tree, p, gen, "bv", MODES, rule)
 
 
 def expected_accepted(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -217,3 +217,89 @@ def tournament_law(counts: dict[int, int], keep: Duel) -> dict[int, float]:
         for t, v in enumerate(final(j, rest)):
             total[t] += m / k * v
     return dict(zip(tokens, total))
+
+
+# Khisti et al.'s importance-weighted selection (KHISTI_IMPORTANCE_SAMPLE, both variants):
+# importance_sample(p, q, k) -> a selection whose `.r` [V] float64 is the law of the selected
+# draft token over k i.i.d. draws, and duel(selection, tokens) -> the tournament's keep rule.
+ImportanceSample = Callable[[torch.Tensor, torch.Tensor, int], Any]
+SelectionDuel = Callable[[Any, list[int]], Duel]
+
+
+def canonical_verify(
+    tree: Tree,
+    p: torch.Tensor,
+    gen: torch.Generator | None,
+    name: str,
+    modes: tuple[str, ...],
+    importance_sample: ImportanceSample,
+    duel: SelectionDuel,
+) -> Accept:
+    """Khisti et al.'s canonical decomposition (ICLR 2025, Sec. 3, Thm. 1; delayed-tree paper
+    Appendix B.5, Algorithm 5) used top-down on an i.i.d. tree (p: [N, V], tree drawn from
+    tree.q): at each node the tournament selects one of the draws X_1..X_k, whose law is r, and
+    single-draft speculative sampling (NAIVE_OTLP_SOLVER(p, r, [x]), Leviathan et al. 2023)
+    accepts it w.p. min(1, p(x)/r(x)), else draws Y ~ norm((p - r)_+). Lossless for any
+    selection rule; `khisti` and `khisti_tournament` differ only in importance_sample and duel."""
+    require(tree, modes, name)
+    lay = layout(tree, distinct=True)
+
+    def solve(node, us):
+        draws = shuffled_draws(lay, node, us)  # X_1..X_k, i.i.d. order
+        sel = importance_sample(p[node], tree.q[node], len(draws))
+        tokens = [lay.tokens[c] for c in draws]
+        x = tokens[tournament(tokens, duel(sel, tokens), us)]
+        px, rx = torch.stack([p[node, x].double(), sel.r[x]]).tolist()
+        if next(us) * rx < px:  # U < p(x) / r(x)
+            return x
+        return sample_index(positive_part(p[node].double() - sel.r), next(us))
+
+    return top_down(tree, p, lay, gen, solve)
+
+
+def capped_weights(
+    p: torch.Tensor, q: torch.Tensor, nodes: list[int], tokens: torch.Tensor
+) -> tuple[list[float], torch.Tensor, list[float]]:
+    """The capped running weights of the draft path root = nodes[0] -> ... -> nodes[L] with
+    tokens [L] (p, q: [N, V]): w_0 = 1, w_i = min(1, w_{i-1} P_{i-1}(a_i) / Q_{i-1}(a_i)), the
+    w-weighted residuals res_i = (w_i P_i - Q_i)_+ [L, V] (float64) and their masses R_i [L].
+    Block verification's node weights (Sun et al. 2024c, Alg. 2) and TV's probability of still
+    being on the path (Hu & Huang 2024, ASpS) are the same quantity."""
+    parents = nodes[:-1]
+    ratio = (p[parents, tokens].double() / q[parents, tokens].double()).tolist()  # [L]
+    w = [1.0]
+    for r in ratio:
+        w.append(min(1.0, w[-1] * r))
+    weights = torch.tensor(w[:-1], dtype=torch.float64, device=p.device)[:, None]  # [L, 1]
+    res = positive_part(weights * p[parents].double() - q[parents].double())  # [L, V]
+    return w, res, res.sum(-1).tolist()
+
+
+# The rule of a single-path verifier: given the draft path (node indices [L]) and the uniform
+# stream, how many of its nodes are accepted (tau) and the unnormalised distribution [V] of the
+# correction token; None when the whole path is accepted (the bonus is then drawn from p).
+PathRule = Callable[[list[int], Iterator[float]], tuple[int, torch.Tensor | None]]
+
+
+def single_path(
+    tree: Tree,
+    p: torch.Tensor,
+    gen: torch.Generator | None,
+    name: str,
+    modes: tuple[str, ...],
+    rule: PathRule,
+) -> Accept:
+    """Verify one rollout of the tree (p: [N, V]) with a single-path rule (naive speculative
+    sampling, Leviathan et al. 2023; block verification, Sun et al. 2024c; TV, Hu & Huang 2024):
+    a uniformly chosen rollout of an i.i.d. tree or the first draws of one drawn without
+    replacement (`random_chain`), a draft-sampled path either way."""
+    require(tree, modes, name)
+    lay = layout(tree)
+    us = uniforms(gen, p.device)
+    chain = random_chain(lay, us, iid=tree.sampling == "iid")  # [L] node indices
+    if not chain:
+        return Accept(path=[], token=sample_index(p[0], next(us)))
+    tau, correction = rule(chain, us)
+    if correction is None:
+        return Accept(path=chain, token=sample_index(p[chain[-1]], next(us)))
+    return Accept(path=chain[:tau], token=sample_index(correction, next(us)))

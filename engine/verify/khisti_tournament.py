@@ -35,17 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.tree import Tree
-from engine.verify.common import (
-    Accept,
-    layout,
-    positive_part,
-    require,
-    sample_index,
-    shuffled_draws,
-    top_down,
-    tournament,
-    tournament_law,
-)
+from engine.verify.common import Accept, canonical_verify, tournament_law
 
 # tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
 MODES = ("iid",)
@@ -117,18 +107,6 @@ def selection_probs(sel: Selection, counts: dict[int, int]) -> dict[int, float]:
 
 
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
-    """p: [N, V] target distribution after each node; tree drawn i.i.d. from tree.q."""
-    require(tree, MODES, "khisti_tournament")
-    lay = layout(tree, distinct=True)
-
-    def solve(node, us):
-        draws = shuffled_draws(lay, node, us)  # X_1..X_k, i.i.d. order
-        sel = importance_sample(p[node], tree.q[node], len(draws))
-        tokens = [lay.tokens[c] for c in draws]
-        x = tokens[tournament(tokens, duel(sel, tokens), us)]
-        px, rx = torch.stack([p[node, x].double(), sel.r[x]]).tolist()
-        if next(us) * rx < px:  # U < p(x) / r(x)
-            return x
-        return sample_index(positive_part(p[node].double() - sel.r), next(us))
-
-    return top_down(tree, p, lay, gen, solve)
+    """Khisti et al.'s verification (`canonical_verify` in engine/verify/common.py) with the
+    exact tournament above in place of the LP; p: [N, V], the tree drawn i.i.d. from tree.q."""
+    return canonical_verify(tree, p, gen, "khisti_tournament", MODES, importance_sample, duel)

@@ -14,15 +14,7 @@ from __future__ import annotations
 import torch
 
 from engine.tree import Tree
-from engine.verify.common import (
-    Accept,
-    layout,
-    positive_part,
-    random_chain,
-    require,
-    sample_index,
-    uniforms,
-)
+from engine.verify.common import Accept, positive_part, single_path
 
 # tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
 MODES = ("iid", "without_replacement")
@@ -30,20 +22,14 @@ MODES = ("iid", "without_replacement")
 
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node."""
-    require(tree, MODES, "naive")
-    lay = layout(tree)
-    us = uniforms(gen, p.device)
-    chain = random_chain(lay, us, iid=tree.sampling == "iid")  # [L] node indices
-    if not chain:
-        return Accept(path=[], token=sample_index(p[0], next(us)))
-    nodes = [0] + chain[:-1]  # the parent of each chain node
-    tokens = tree.tokens[chain]  # [L]
-    ratio = (p[nodes, tokens].double() / tree.q[nodes, tokens].double()).tolist()  # [L]
-    for i, r in enumerate(ratio):
-        if next(us) >= r:  # rejected (r >= 1 always accepts)
-            parent = nodes[i]
-            return Accept(
-                path=chain[:i],
-                token=sample_index(positive_part(p[parent] - tree.q[parent]), next(us)),
-            )
-    return Accept(path=chain, token=sample_index(p[chain[-1]], next(us)))
+
+    def rule(chain, us):
+        nodes = [0] + chain[:-1]  # the parent of each chain node
+        tokens = tree.tokens[chain]  # [L]
+        ratio = (p[nodes, tokens].double() / tree.q[nodes, tokens].double()).tolist()  # [L]
+        for i, r in enumerate(ratio):
+            if next(us) >= r:  # rejected (r >= 1 always accepts)
+                return i, positive_part(p[nodes[i]] - tree.q[nodes[i]])
+        return len(chain), None
+
+    return single_path(tree, p, gen, "naive", MODES, rule)

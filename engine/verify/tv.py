@@ -33,15 +33,7 @@ from __future__ import annotations
 import torch
 
 from engine.tree import Tree
-from engine.verify.common import (
-    Accept,
-    layout,
-    positive_part,
-    random_chain,
-    require,
-    sample_index,
-    uniforms,
-)
+from engine.verify.common import Accept, capped_weights, sample_index, single_path
 
 # tree samplings verified losslessly (engine/tree.py); read by engine/methods.py
 MODES = ("iid", "without_replacement")
@@ -53,15 +45,8 @@ def neighbour(
     """The neighbour distribution of the path root = nodes[0] -> ... -> nodes[L] with tokens
     [L]: stop probabilities s_0..s_L (s_L = w_L, the whole path) and the unnormalised stop
     rows (w_i P_i - Q_i)_+ [L, V] (float64) of the correction token."""
-    parents = nodes[:-1]
-    ratio = (p[parents, tokens].double() / q[parents, tokens].double()).tolist()  # [L]
-    w = [1.0]
-    for r in ratio:
-        w.append(min(1.0, w[-1] * r))
-    weights = torch.tensor(w[:-1], dtype=torch.float64, device=p.device)[:, None]  # [L, 1]
-    res = positive_part(weights * p[parents].double() - q[parents].double())  # [L, V]
-    mass = res.sum(-1).tolist()  # [L] R_i
-    L = len(ratio)
+    w, res, mass = capped_weights(p, q, nodes, tokens)  # w [L + 1], res [L, V], R_i [L]
+    L = len(mass)
     scale = [
         (1 - w[i + 1]) / (mass[i] + 1 - w[i]) if mass[i] + 1 - w[i] > 0 else 0.0 for i in range(L)
     ]
@@ -75,17 +60,13 @@ def neighbour(
 
 def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator) -> Accept:
     """p: [N, V] target distribution after each node."""
-    require(tree, MODES, "tv")
-    lay = layout(tree)
-    us = uniforms(gen, p.device)
-    chain = random_chain(lay, us, iid=tree.sampling == "iid")  # [L]
-    if not chain:
-        return Accept(path=[], token=sample_index(p[0], next(us)))
-    stop, res = neighbour(p, tree.q, [0] + chain, tree.tokens[chain])
-    tau = sample_index(torch.tensor(stop, dtype=torch.float64), next(us))  # (gen_len)
-    if tau == len(chain):
-        return Accept(path=chain, token=sample_index(p[chain[-1]], next(us)))
-    return Accept(path=chain[:tau], token=sample_index(res[tau], next(us)))
+
+    def rule(chain, us):
+        stop, res = neighbour(p, tree.q, [0] + chain, tree.tokens[chain])
+        tau = sample_index(torch.tensor(stop, dtype=torch.float64), next(us))  # (gen_len)
+        return tau, None if tau == len(chain) else res[tau]
+
+    return single_path(tree, p, gen, "tv", MODES, rule)
 
 
 def expected_accepted(
