@@ -94,6 +94,9 @@ def test_bucket_is_the_next_power_of_two():
 def test_compiled_path_greedy_equals_autoregressive(llama_pair):
     """torch.compile over padded size buckets (inductor on the CPU; CUDA graphs on CUDA)."""
     ids = llama_pair.target.tokenizer.encode(PROMPTS[2])
-    for method, params in [("autoregressive", {}), ("linear", {"k": 3}), ("dynatree", {})]:
+    cases = [("autoregressive", {}), ("linear", {"k": 3}), ("dynatree", {})]
+    # the draft's top-k and the target's argmax inside the graphs; DDTree's chain rollout
+    cases += [("ddtree", {"B": 8, "L": 4})]
+    for method, params in cases:
         got = generate(llama_pair, ids, method, 24, params=params, engine="compiled")
         assert tuple(got.tokens) == reference(llama_pair, PROMPTS[2], 24), method
