@@ -214,13 +214,17 @@ class TreeBuilder:
         order: the kept nodes in the order to number them (a topological order, root first),
         e.g. DySpec's DFS order for block-sparse tree attention (App. C); default builder order.
         """
-        old_of, new_of = renumber(self.parents, keep, order)  # [n], [size]
-        self.numbering = old_of
         dev = self.device
-        parents = [-1] + new_of[[self.parents[i] for i in old_of[1:]]].tolist()
-        depth = [self.depth[i] for i in old_of]
+        if keep is None and order is None:  # every node, in builder order (topological)
+            old_of, new_of = list(range(self.size)), torch.arange(self.size)
+            tokens, parents, depth = self.tokens, self.parents, self.depth
+        else:
+            old_of, new_of = renumber(self.parents, keep, order)  # [n], [size]
+            parents = [-1] + new_of[[self.parents[i] for i in old_of[1:]]].tolist()
+            tokens, depth = [self.tokens[i] for i in old_of], [self.depth[i] for i in old_of]
+        self.numbering = old_of
         return Tree(
-            tokens=torch.tensor([self.tokens[i] for i in old_of], device=dev),
+            tokens=torch.tensor(tokens, device=dev),
             parents=torch.tensor(parents, device=dev),
             depth=torch.tensor(depth, device=dev),
             q=gather_q(self._batches, new_of, len(old_of), dev) if self.keep_q else None,
