@@ -143,8 +143,9 @@ class TreeBuilder:
         [n, k]), as `expand(nodes).topk(k)`. A greedy draft on the fast path computes them
         inside its forward (CachedModel.forward top=k), so no [n, V] softmax is built; for a
         tree builder that only ranks children (DynaTree, SALF, EAGLE-2 beam, DDTree)."""
-        batch = self._feed(nodes, min(k, self.vocab) if self.vocab else k)
         k = min(k, self.vocab) if self.vocab else k
+        batch = self._feed(nodes, k)
+        k = min(k, self.vocab) if self.vocab else k  # the feed may have shown the vocabulary
         if batch is not None:
             return _top_of(batch, slice(None), k)
         rows = [_top_of(self._batches[b], r, k) for b, r in (self._rows[i] for i in nodes)]
