@@ -9,9 +9,10 @@ its pair out.
 KEY is one of the trial's own settings (`method`, `target`, `draft`, `dataset`, `temperature`,
 `top_p`, `max_new_tokens`, `repeat`) or a method parameter (`depth`, `verifier`, `B`, ...): the
 resolved value, defaults included, so `--only depth=5` also picks a method whose default depth
-is 5. A trial without that parameter (autoregressive has no `depth`) does not match it: a cut
-over two methods with different parameters is two runs. Values compare by meaning: `0.6`
-matches 0.6, `true` a flag that is on, `[2,1,1]` a list.
+is 5; a sweep alias reads the parameter it sets (DynaTree's `depth`, `branch`, `threshold` are
+its `D0`, `B_mid`, `tau`). A trial without that parameter (autoregressive has no `depth`)
+does not match it: a cut over two methods with different parameters is two runs. Values
+compare by meaning: `0.6` matches 0.6, `true` a flag that is on, `[2,1,1]` a list.
 
 An unknown KEY, a value that no trial of the sweep has, or a set of `--only` that no single
 trial matches is a ConfigError (one line, exit 2), raised before the database is written to
@@ -59,10 +60,19 @@ def parse_only(texts: Iterable[str]) -> tuple[Only, ...]:
 
 
 def trial_value(config: TrialConfig, key: str) -> Any:
-    """The trial's value for KEY (a setting or a method parameter), or _MISSING."""
+    """The trial's value for KEY (a setting or a method parameter), or _MISSING. A sweep alias
+    a method's config resolves into another parameter (DynaTree's `depth` is `D0`) reads that."""
     if key in SETTINGS:
         return getattr(config, key)
-    return config.params.get(key, _MISSING)
+    value = config.params.get(key, _MISSING)
+    if value is None:
+        from engine.drafters import DRAFTERS
+
+        drafter = DRAFTERS.get(config.method)
+        target = getattr(drafter.config, "SWEEP_ALIASES", {}).get(key) if drafter else None
+        if target is not None:
+            return config.params.get(target, _MISSING)
+    return value
 
 
 def value_matches(value: Any, text: str) -> bool:

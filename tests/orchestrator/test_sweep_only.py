@@ -149,3 +149,18 @@ def test_matching_is_every_filter_and_profile_trials_follow_the_pair():
     with pytest.raises(ConfigError, match="has 'k'"):
         check_only(parse_only(["k=1"]), [ar, prof], "s")
     assert json.dumps([o.shown() for o in only]) == '["method=linear", "k=2"]'
+
+
+def test_dynatree_grid_names_select_the_parameters_they_set():
+    """DynaTree's grid is written depth / branch / threshold (App. B); its config resolves them
+    into D0 / B_mid / tau, and --only reads them there."""
+    from dataclasses import replace
+
+    grid = fake_config(
+        method="dynatree", D0=8, B_mid=3, tau=0.03, depth=None, branch=None, threshold=None
+    )
+    other = replace(grid, params={**grid.params, "D0": 5})
+    only = parse_only(["depth=8", "branch=3", "threshold=0.03"])
+    assert [matches(c, only) for c in (grid, other)] == [True, False]
+    with pytest.raises(ConfigError, match=r"has depth=9; its values: 5, 8"):
+        check_only(parse_only(["depth=9"]), [grid, other], "s")
