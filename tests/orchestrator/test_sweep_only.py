@@ -164,3 +164,10 @@ def test_dynatree_grid_names_select_the_parameters_they_set():
     assert [matches(c, only) for c in (grid, other)] == [True, False]
     with pytest.raises(ConfigError, match=r"has depth=9; its values: 5, 8"):
         check_only(parse_only(["depth=9"]), [grid, other], "s")
+
+
+def test_a_jobs_api_driver_gets_every_only():
+    from orchestrator.jobs import driver_command
+
+    cmd = driver_command("s.yaml", {"scale": True, "only": ("method=linear", "k=1,2")})
+    assert cmd.endswith("--scale --only method=linear --only k=1,2")
