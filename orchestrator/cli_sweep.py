@@ -63,6 +63,15 @@ def _run_options(f):
                 help="progress bar on stderr (default: when stderr is a terminal)",
             ),
             click.option(
+                "--only",
+                multiple=True,
+                metavar="KEY=V1[,V2...]",
+                help="run only the trials whose KEY (method, a method parameter, temperature, "
+                "top_p, dataset, target, draft, max_new_tokens, repeat) is one of the values; "
+                "repeatable, a trial must match every --only. The others stay pending for a "
+                "later resume or submit",
+            ),
+            click.option(
                 "-v",
                 "--verbose",
                 is_flag=True,
@@ -76,8 +85,18 @@ def _run_options(f):
 
 
 def _options(
-    executor, address, actors, accelerator, retry_failed, lease_s, db_retry_s, progress, verbose
+    executor,
+    address,
+    actors,
+    accelerator,
+    retry_failed,
+    lease_s,
+    db_retry_s,
+    progress,
+    verbose,
+    only,
 ):
+    from orchestrator.only import parse_only
     from orchestrator.runner import RunOptions
 
     timing = {"lease_s": lease_s, "db_retry_s": db_retry_s}
@@ -89,6 +108,7 @@ def _options(
         retry_failed=retry_failed,
         progress=progress,
         verbose=verbose,
+        only=parse_only(only),
         **{k: v for k, v in timing.items() if v is not None},
     )
 
@@ -105,6 +125,7 @@ def _finish(run) -> None:
     click.echo(
         f"sweep {s.sweep!r}: {s.total} trials; ran {s.ran} ({s.done} done, {s.failed} "
         f"failed, {s.retried} retried) in {s.wall_s:.1f}s; status {s.status}"
+        + (f"; {s.pending} trials still pending (`orch resume {s.sweep}`)" if s.pending else "")
     )
     if s.failed:
         click.echo(
@@ -242,6 +263,10 @@ def status(sweep, db_url, fmt) -> None:
     if sweep and fmt == "table":
         import pandas as pd
 
+        from orchestrator.report_header import progress_line
+
+        click.echo("")
+        click.echo(progress_line(sweep, (store.counts(sweep) or [{}])[0]))
         sweep_id = store.sweep(sweep)["id"]
         rows = store.trials(sweep_id, (TrialStatus.RUNNING, TrialStatus.FAILED))
         if rows:

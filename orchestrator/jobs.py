@@ -49,6 +49,9 @@ def driver_command(sweep_file: str, options: dict[str, object]) -> str:
         flag = "--" + key.replace("_", "-")
         if value is True:
             args.append(flag)
+        elif isinstance(value, (tuple, list)):  # a repeatable option (--only)
+            for v in value:
+                args += [flag, str(v)]
         elif value not in (None, False):
             args += [flag, str(value)]
     return shlex.join(args)
@@ -76,6 +79,10 @@ def submit_job(
 ) -> int:
     """Submit the sweep's driver as a Ray job at `address`; returns the exit code."""
     sweep, trials = load_sweep(path, local_models=False, scaled=bool(options.get("scale")))
+    if options.get("only"):
+        from orchestrator.only import check_only, parse_only
+
+        check_only(parse_only(options["only"]), trials, sweep.name)
     url = db_url or os.environ.get("ORCH_DB_URL")
     if url and _has_password(url):
         raise ConfigError(

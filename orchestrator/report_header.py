@@ -26,6 +26,8 @@ def header(store: Store, info: dict[str, Any], df: pd.DataFrame) -> list[Block]:
     if source.get("comment"):
         out += [("p", f"From the sweep file {source.get('file')}:"), ("pre", source["comment"])]
     out.append(("p", "Scale: " + scale_line(name, source)))
+    counts = (store.counts(name) or [{}])[0]
+    out.append(("p", progress_line(name, counts)))
     rows = [
         ("pairs", "; ".join(sorted(set(df["pair"])))),
         ("datasets", "; ".join(sorted({dataset_text(r) for _, r in df.iterrows()}))),
@@ -36,7 +38,6 @@ def header(store: Store, info: dict[str, Any], df: pd.DataFrame) -> list[Block]:
         ("code versions", ", ".join(sorted({str(v) for v in df["code_version"]}))),
     ]
     out += [("h2", "Setup"), table(("", "value"), rows)]
-    counts = (store.counts(name) or [{}])[0]
     statuses = [s.value for s in TrialStatus]
     out += [
         ("h2", "Trials"),
@@ -64,6 +65,26 @@ def header(store: Store, info: dict[str, Any], df: pd.DataFrame) -> list[Block]:
         ),
     ]
     return out
+
+
+def progress_line(name: str, counts: dict[str, Any]) -> str:
+    """`34 of 453 trials done, 419 pending ...`: how much of the sweep this report covers (a
+    run with `orch submit --only` leaves the rest pending)."""
+    total, done = counts.get("trials", 0), counts.get(TrialStatus.DONE.value, 0)
+    text = f"{done} of {total} trials done"
+    rest = [
+        f"{counts[s.value]} {s.value}"
+        for s in TrialStatus
+        if s != TrialStatus.DONE and counts.get(s.value)
+    ]
+    if rest:
+        text += ", " + ", ".join(rest)
+    if done < total:
+        text += (
+            f": only the done trials are reported; orch resume {name} runs the others "
+            "(orch submit FILE --only KEY=V a part of them)"
+        )
+    return text + "."
 
 
 def scale_line(name: str, source: dict[str, Any]) -> str:

@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from db.models import SweepStatus
+from db.models import SweepStatus, TrialStatus
 from engine.config import ConfigError
 from orchestrator.executors import Job, Worker, make_executor
+from orchestrator.only import Only, check_only, matches
 from orchestrator.preflight import check_checkpoints, check_run, place_trials
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.runlog import run_log
@@ -64,6 +65,7 @@ class RunSummary:
     retried: int
     status: SweepStatus  # the sweep's status afterwards
     wall_s: float
+    pending: int = 0  # trials of the sweep still pending afterwards (e.g. left out by --only)
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class RunOptions:
     db_retry_s: float = DB_RETRY_S  # how long a lost database is retried before stopping
     progress: bool | None = None  # None: when stderr is a terminal
     verbose: bool = False  # library warnings and logs on the terminal too, not only the run log
+    only: tuple[Only, ...] = ()  # run only the trials matching these (orchestrator/only.py)
 
 
 class DriverSink:
@@ -166,6 +169,8 @@ def submit(
     # everything validated before the database is touched; for a remote cluster (an address)
     # model folders are checked where they load, on the workers; scaled: the file's scale: block
     sweep, trials = load_sweep(path, local_models=opts.address is None, scaled=scaled)
+    if opts.only:
+        check_only(opts.only, trials, sweep.name)
     check_run(opts, {t.device for t in trials})  # and how it will run: Ray, GPUs, devices
     if opts.address is None:  # a remote cluster's workers read their own ORCH_HOME
         check_checkpoints(trials)  # learned components named by the methods: trained here
@@ -206,6 +211,8 @@ def resume(
     store = open_store(url, opts, log, mode="write")
     try:
         sweep = store.sweep(name)
+        if opts.only:
+            check_only(opts.only, store.configs(sweep["id"]), sweep["name"])
         check_run(opts, {sweep["spec"].get("device", "auto")})
         log(f"resuming sweep {sweep['name']!r} in {store.display_url}")
         with run_log(sweep["name"], opts.verbose, opts.executor) as path:
@@ -254,6 +261,7 @@ def run_sweep(
         total=counts["trials"],
         new=new,
         ran=sink.ran,
+        pending=counts[TrialStatus.PENDING.value],
         done=sink.done_n,
         failed=sink.failed_n,
         retried=sink.retried,
@@ -277,6 +285,7 @@ def _drive(
     first, waiting = True, False
     while store.sweep_status(sweep_id) != SweepStatus.CANCELLED:
         rows = store.runnable(sweep_id, retry_failed=opts.retry_failed, reopen=first)
+        rows = [r for r in rows if matches(r[1], opts.only)]
         if first:
             log(
                 f"{len(rows)} to run on the {opts.executor} executor"

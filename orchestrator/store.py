@@ -790,6 +790,18 @@ class Store:
 
         return self.transact("listing trials", tx)
 
+    def configs(self, sweep_id: int) -> list[TrialConfig]:
+        """Every trial config of the sweep (for `--only`, orchestrator/only.py)."""
+        return self.transact(
+            "reading the sweep's trials",
+            lambda s: [
+                TrialConfig.from_dict(c)
+                for c in s.scalars(
+                    select(Trial.config).where(Trial.id.in_(_members(sweep_id))).order_by(Trial.id)
+                )
+            ],
+        )
+
     def profile_trials(self, sweep_id: int) -> list[dict[str, Any]]:
         """The sweep's profile trials (records.PROFILE), whatever their status, with the
         device that measured each one done."""

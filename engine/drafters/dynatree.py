@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 import torch
 
@@ -100,8 +100,11 @@ class DynaTreeConfig:
     branch: Optional[int] = None  # sweep alias of B_mid
     threshold: Optional[float] = None  # sweep alias of tau
 
+    # the sweep names of the paper's grid (App. B: D, B, tau) and the parameters they set
+    SWEEP_ALIASES: ClassVar[dict[str, str]] = {"depth": "D0", "branch": "B_mid", "threshold": "tau"}
+
     def __post_init__(self) -> None:
-        for alias, name in (("depth", "D0"), ("branch", "B_mid"), ("threshold", "tau")):
+        for alias, name in self.SWEEP_ALIASES.items():
             value = getattr(self, alias)
             if value is not None:
                 if getattr(self, name) != getattr(DynaTreeConfig, name):
