@@ -67,21 +67,28 @@ def test_top_probs_equals_the_softmax_top_k():
     assert torch.equal(t, want_t) and torch.allclose(p, want_p, rtol=1e-5, atol=1e-7)
 
 
+PROMPT = "def add(a, b):"
+
+
+def _drafts(pair):
+    """(fast, draft, builder): an eager and a fast greedy draft, each started on PROMPT."""
+    model = pair.draft.model
+    for lm in (None, StaticCachedModel(model)):
+        draft = DraftModel(model, Warp(0.0), lm)
+        yield lm is not None, draft, draft.start(pair.target.tokenizer.encode(PROMPT), keep_q=False)
+
+
 def test_the_fast_draft_returns_the_top_k_from_its_forward(tiny_pair):
     """On the fast path a greedy draft's expand_top is the eager draft's expand().topk, and the
     batch holds no [n, V] distribution."""
-    model = tiny_pair.draft.model
-    committed = tiny_pair.target.tokenizer.encode("def add(a, b):")
     outs = []
-    for lm in (None, StaticCachedModel(model)):
-        draft = DraftModel(model, Warp(0.0), lm)
-        b = draft.start(committed, keep_q=False)
+    for fast, _, b in _drafts(tiny_pair):
         p, t = b.expand_top([0], 5)  # the first forward also feeds the committed prefix
         kids = [b.add(0, int(x)) for x in t[0, :3]]
         p2, t2 = b.expand_top(kids, 5)
-        outs.append((p, t, p2, t2, b._batches[-1].probs is None))
-    (p, t, p2, t2, eager_none), (fp, ft, fp2, ft2, fast_none) = outs
-    assert not eager_none and fast_none
+        assert (b._batches[-1].probs is None) == fast
+        outs.append((p, t, p2, t2))
+    (p, t, p2, t2), (fp, ft, fp2, ft2) = outs
     assert torch.equal(t, ft) and torch.equal(t2, ft2)
     assert torch.allclose(p, fp, atol=1e-5) and torch.allclose(p2, fp2, atol=1e-5)
 
@@ -89,17 +96,14 @@ def test_the_fast_draft_returns_the_top_k_from_its_forward(tiny_pair):
 def test_the_fast_draft_rolls_the_chain_out_on_the_device(tiny_pair):
     """expand_chain on the fast path (DraftModel.feed_chain) gives the eager draft's
     one-expand_top-per-position chain, and its nodes sit where commit() looks for them."""
-    model = tiny_pair.draft.model
-    committed = tiny_pair.target.tokenizer.encode("def add(a, b):")
+    root = len(tiny_pair.target.tokenizer.encode(PROMPT)) - 1  # the root's cache slot
     outs = []
-    for lm in (None, StaticCachedModel(model)):
-        draft = DraftModel(model, Warp(0.0), lm)
-        b = draft.start(committed, keep_q=False)
-        assert (b.chain_feed is not None) == (lm is not None)
+    for fast, draft, b in _drafts(tiny_pair):
+        assert (b.chain_feed is not None) == fast
         top_p, top_t, chain = b.expand_chain(6, 4)  # [6, 4] twice, 6 nodes
         assert chain == list(range(6)) and b.tokens[1:] == top_t[:5, 0].tolist()
         assert b.path_tokens(5) == top_t[:5, 0].tolist()
-        assert [draft.path_slots[i][-1] for i in chain] == [len(committed) - 1 + i for i in chain]
+        assert [draft.path_slots[i][-1] for i in chain] == [root + i for i in chain]
         p, t = b.expand_top([3], 4)  # already fed: its row of the chain
         assert torch.equal(t[0], top_t[3]) and torch.equal(p[0], top_p[3])
         outs.append((top_p, top_t))
