@@ -91,12 +91,12 @@ class CachedModel:
         sync(self.device)
         start = time.perf_counter()
         with ctx:
-            logits = self._run_model(kwargs, keep, top, argmax)  # [n, V], [keep, V], ...
+            out = self._run_model(kwargs, keep, top, argmax)  # logits, top-k pair or argmax
         sync(self.device)
         self.forward_seconds += time.perf_counter() - start
         self.forward_calls += 1
         self.forward_tokens += n
-        return logits
+        return out
 
     def _inputs(
         self, tokens, positions, visible, parents
