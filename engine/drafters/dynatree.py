@@ -173,6 +173,15 @@ def adapted(cfg: DynaTreeConfig, state: DecodeState) -> tuple[int, float, float]
     return d0, tau_h, tau_l
 
 
+def _top(draft: TreeBuilder, nodes: list[int], k: int) -> tuple[list, list[list[int]]]:
+    """The k most probable children below each node, as Python lists ([n][k] probabilities
+    descending, [n][k] tokens): one host read per draft forward; the gates of Algorithm 1 then
+    run in plain Python over a few numbers per node."""
+    top_p, top_t = draft.expand_top(nodes, k)  # [n, k] twice
+    probs, tokens = torch.stack([top_p.double(), top_t.double()]).tolist()  # float64: exact
+    return probs, [[int(t) for t in row] for row in tokens]
+
+
 def build(
     draft: TreeBuilder, state: DecodeState, cfg: DynaTreeConfig, gen: torch.Generator
 ) -> Tree:
@@ -198,10 +207,9 @@ def build(
     if paper:  # l. 10: the root u0 is the draft's top-1 token after the prefix
         if draft.size - 1 >= cfg.N_max or state.remaining < 1:
             return draft.tree(SAMPLING.at(state.draft_warp.greedy))
-        top_p, top_t = draft.expand_top([0], cfg.B_max)  # [1, B_max] twice
-        token, p = torch.stack([top_t[0, 0].double(), top_p[0, 0].double()]).tolist()
-        level = [draft.add(0, int(token))]
-        logp.append(math.log(max(p, 1e-30)))
+        probs, tokens = _top(draft, [0], cfg.B_max)
+        level = [draft.add(0, tokens[0][0])]
+        logp.append(math.log(max(probs[0][0], 1e-30)))
     while level and draft.size - 1 < cfg.N_max:  # l. 12
         frontier = [u for u in level if expandable(u)]  # FIFO order of Algorithm 1
         level = []
@@ -209,32 +217,18 @@ def build(
             # an expanded node adds at least one child unless pruned: feed at most `room`
             room = cfg.N_max - (draft.size - 1)
             chunk, frontier = frontier[:room], frontier[room:]
-            # l. 26: the top B_max of the drafting distribution below each node, [n, B_max]
-            top_p, top_t = draft.expand_top(chunk, cfg.B_max)
-            dev = top_p.device
-            if cfg.dynamic_breadth:  # l. 27
-                conf = top_p[:, 0]  # [n] c(u)
-                width = torch.where(
-                    conf >= tau_h, cfg.B_min, torch.where(conf < tau_l, cfg.B_max, cfg.B_mid)
-                )  # [n]
-            else:
-                width = torch.full((len(chunk),), cfg.B_mid)
-            child_lp = (
-                torch.log(top_p.clamp(min=1e-30))
-                + torch.tensor([logp[u] for u in chunk], device=dev)[:, None]
-            )  # [n, B_max]
-            keep = torch.arange(top_p.shape[-1], device=dev)[None] < width[:, None].to(dev)
-            if not paper:  # ours: a child below tau is dropped, not kept as a leaf
-                keep &= child_lp >= log_tau
-            rows, cols = keep.nonzero().unbind(1)  # [m] row-major: FIFO, then rank order
-            # [m, 3] row, token, log p(child): this level's one host read (float64 holds the
-            # indices and the float32 log-probabilities exactly)
-            kids = torch.stack(
-                [x.double() for x in (rows, top_t[rows, cols], child_lp[rows, cols])], 1
-            )
-            for row, token, lp in kids.tolist():  # l. 28
-                if draft.size - 1 >= cfg.N_max:
-                    break
-                level.append(draft.add(chunk[int(row)], int(token)))
-                logp.append(lp)
+            # l. 26: the top B_max of the drafting distribution below each node
+            probs, tokens = _top(draft, chunk, cfg.B_max)
+            for u, ps, ts in zip(chunk, probs, tokens):  # FIFO, then rank order (l. 28)
+                width = cfg.B_mid
+                if cfg.dynamic_breadth:  # l. 27, c(u) = ps[0]
+                    width = cfg.B_min if ps[0] >= tau_h else cfg.B_max if ps[0] < tau_l else width
+                for p, t in zip(ps[:width], ts[:width]):
+                    lp = logp[u] + math.log(max(p, 1e-30))
+                    if not paper and lp < log_tau:  # ours: dropped, not kept as a leaf
+                        continue
+                    if draft.size - 1 >= cfg.N_max:
+                        break
+                    level.append(draft.add(u, t))
+                    logp.append(lp)
     return draft.tree(SAMPLING.at(state.draft_warp.greedy))
