@@ -57,7 +57,7 @@ def grow(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig) -> list[int]:
     in_g = {0}
     # Q: rows (pr, parent node, token), kept sorted by pr descending and, among ties, by
     # insertion order (a stable sort of [Q; new children] keeps both), capacity N
-    queue = torch.zeros(0, 3, dtype=torch.float64)
+    queue = torch.zeros(0, 3, dtype=torch.float64, device=draft.device)  # on the draft's device
     batch, batch_pr = [0], [1.0]  # the root is popped in the first iteration
     order = 1
     while True:
@@ -80,7 +80,7 @@ def grow(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig) -> list[int]:
                 ],
                 dim=1,
             )
-            queue = torch.cat([queue.to(children.device), children])
+            queue = torch.cat([queue, children])
             queue = queue[torch.sort(queue[:, 0], descending=True, stable=True).indices[: cfg.N]]
         if queue.shape[0] == 0:
             break
