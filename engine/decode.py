@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from engine import chain_step
+from engine import chain_step, dynatree_step
 from engine.cache import CachedModel, sync
 from engine.config import ConfigError
 from engine.draft import DecodeState, DraftModel
@@ -79,6 +79,8 @@ def decode_step(
     tree carries no q, which it never reads: no [N, V] tensor leaves the forward."""
     if chain_step.applies(target, draft, method, state):  # greedy linear, kept on the device
         return chain_step.chain_step(target, draft, method.cfg.k, committed, state)
+    if dynatree_step.applies(target, draft, method, state):  # greedy DynaTree, static shapes
+        return dynatree_step.dynatree_step(target, draft, method.cfg, committed, state)
     device = target.device
     lean = target.fast and method.verifier == "greedy"
     draft_fwd0, target_fwd0 = draft.lm.forward_seconds, target.forward_seconds

@@ -25,14 +25,19 @@ def follow(tree: Tree, best: torch.Tensor) -> Accept:
     tokens and its parents together."""
     n = tree.size
     read = torch.cat([best, tree.tokens.to(best.device), tree.parents.to(best.device)]).tolist()
-    best_, tokens, parents = read[:n], read[n : 2 * n], read[2 * n :]
+    return walk(read[:n], read[n : 2 * n], read[2 * n :])
+
+
+def walk(best: list[int], tokens: list[int], parents: list[int]) -> Accept:
+    """The greedy walk over a tree read to the host: from the root, follow the child whose
+    token is the target's greedy token after its parent, while one exists."""
     children: dict[int, list[int]] = {}
-    for i in range(1, n):
+    for i in range(1, len(tokens)):
         children.setdefault(parents[i], []).append(i)
     node, path = 0, []
     while True:
-        match = next((c for c in children.get(node, []) if tokens[c] == best_[node]), None)
+        match = next((c for c in children.get(node, []) if tokens[c] == best[node]), None)
         if match is None:
-            return Accept(path=path, token=best_[node])
+            return Accept(path=path, token=best[node])
         path.append(match)
         node = match

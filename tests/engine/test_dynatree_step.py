@@ -1,0 +1,73 @@
+"""Greedy DynaTree grown on the device with static shapes (engine/dynatree_step.py): the same
+trees, node for node, as the Python builder (engine/drafters/dynatree.py), the same tokens as
+autoregressive decoding, and one host read per iteration."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from bench.host_time import HostReads
+from engine import dynatree_step
+from engine.decode import generate
+from tests.engine.drafters.test_greedy_golden import DYNATREE_SMALL as S
+from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
+
+# the Python builder's draft forwards feed only expandable nodes; the static path feeds every
+# level at its full width: those two counters differ, every other one must not
+PADDED = {"draft_forwards", "draft_tokens"}
+
+# the tiny drafts are nearly uniform: thresholds this low grow trees of 3-41 nodes
+CONFIGS = [
+    {},  # the paper's Algorithm 1 at its defaults (2-node trees here)
+    S,  # Algorithm 1, all three phases, Phase 3 replayed from the second iteration on
+    {**S, "variant": "ours"},
+    {**S, "variant": "ours", "threshold": 0.001, "branch": 2},  # children below tau dropped
+    {**S, "N_max": 6},  # the budget cuts a level
+    {**S, "threshold": 0.0, "rho_stop": 1e-9, "rho_deep": 1e-8, "N_max": 30},  # 31-node trees
+    # the fixed-tree backbone (the paper's 450-config grid): depth 3, branch 3, 41 nodes
+    {**S, "dynamic_breadth": False, "dynamic_depth": False, "history_adaptation": False},
+]
+
+
+def counters(stats) -> list[dict]:
+    """Each iteration's statistics without its timings and the padded counters."""
+    return [
+        {k: v for k, v in dataclasses.asdict(s).items() if not k.endswith("_s") and k not in PADDED}
+        for s in stats.iterations
+    ]
+
+
+@pytest.mark.parametrize("params", CONFIGS)
+def test_static_growth_equals_the_python_builder(tiny_pair, params, monkeypatch):
+    for j, prompt in enumerate(PROMPTS):
+        n = 48 if j != 1 else 29  # 29: the last iteration's tree is cut by the tokens left
+        ids = tiny_pair.target.tokenizer.encode(prompt)
+        python = generate(tiny_pair, ids, "dynatree", n, params=params, engine="fast")
+        with monkeypatch.context() as m:
+            m.setattr(dynatree_step, "static_device", lambda target: True)
+            static = generate(tiny_pair, ids, "dynatree", n, params=params, engine="fast")
+        assert tuple(static.tokens) == reference(tiny_pair, prompt, n)
+        assert static.tokens == python.tokens
+        assert counters(static.stats) == counters(python.stats)
+
+
+def test_one_host_read_per_iteration(llama_pair, monkeypatch):
+    monkeypatch.setattr(dynatree_step, "static_device", lambda target: True)
+    ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
+    reads = HostReads()
+    with reads:
+        g = generate(llama_pair, ids, "dynatree", 48, params={"tau": 0.0}, engine="fast")
+    # one per iteration, and one per generation for the acceptance counts
+    assert sum(reads.counts.values()) == len(g.stats.iterations) + 1, reads.counts
+
+
+def test_the_python_builder_runs_on_the_cpu_fast_path(llama_pair, monkeypatch):
+    def fail(*a, **kw):
+        raise AssertionError("dynatree_step ran")
+
+    monkeypatch.setattr(dynatree_step, "dynatree_step", fail)
+    ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
+    generate(llama_pair, ids, "dynatree", 16, engine="fast")
+    generate(llama_pair, ids, "dynatree", 16, engine="fast", temperature=1.0)
