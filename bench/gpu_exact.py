@@ -1,0 +1,144 @@
+"""Greedy exactness of every method on every engine path, on the device at hand (issue 22):
+the fast path's and the compiled path's (CUDA graphs on CUDA) output against autoregressive
+decoding, and host reads per iteration. The CPU tests (tests/engine/test_fast_path.py) check
+the same on the CPU; this script runs the check where the CUDA-only code runs: the static
+chain and DynaTree steps (engine/chain_step.py, engine/dynatree_step.py) take over on CUDA
+on the fast path too, and the compiled path captures CUDA graphs. Needs only torch and
+transformers (the tiny families are built locally), so the `device` tool's machine runs it:
+
+    device run: PYTHONUNBUFFERED=1 python3 bench/gpu_exact.py --out $OUT/gpu_exact.json
+
+    python bench/gpu_exact.py --device cpu --engines eager,fast --new-tokens 16   # here
+
+fp32 by default: in bf16 a tree forward and a one-token forward round differently, so a
+near-tie can flip an argmax; that is numerics, not a bug this check looks for. Every method
+with its registered defaults (engine/drafters DRAFTERS; on the compiled engine those of
+--compiled-methods), temperature 0, both tiny families, --prompts prompts of the greedy golden
+test (tests/engine/test_golden.py); engines in turn, the cheap ones first. A case that raises
+is recorded with its error and the run goes on; --time-limit-s stops starting new cases.
+Exit status 1 if any output differs or any case failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import markdown_table  # noqa: E402
+from bench.host_time import HostReads  # noqa: E402
+from engine.decode import generate  # noqa: E402
+from engine.drafters import DRAFTERS  # noqa: E402
+from engine.models import load_pair  # noqa: E402
+
+PROMPTS = [  # from tests/engine/test_golden.py (repetitive text: drafts get accepted)
+    "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",
+    "The quick brown fox jumps over the lazy dog. " * 4,
+    "Speculative decoding drafts tokens with a small model and verifies them with a large "
+    "one in a single forward pass over the whole draft tree. " * 3,
+]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--families", default="llama,neox")
+    ap.add_argument("--methods", default=",".join(DRAFTERS))
+    ap.add_argument("--engines", default="eager,fast,compiled")
+    ap.add_argument(
+        "--compiled-methods",
+        default="autoregressive,linear,dynatree,ddtree",
+        help="methods run on the compiled engine (one graph capture per model and size bucket)",
+    )
+    ap.add_argument("--prompts", type=int, default=2)
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--time-limit-s", type=float, default=300.0)
+    return ap.parse_args(argv)
+
+
+def reads_per_iteration(pair, ids, method, n, engine) -> float:
+    with HostReads() as mode:
+        g = generate(pair, ids, method, n, engine=engine)
+    return sum(mode.counts.values()) / max(1, len(g.stats.iterations))
+
+
+def run(args) -> dict:
+    start = time.perf_counter()
+    report = {"bench": "gpu_exact", "args": vars(args), "rows": [], "skipped": []}
+    if "compiled" in args.engines:
+        for key in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit"):
+            if hasattr(torch._dynamo.config, key):  # one graph per model and size bucket
+                setattr(torch._dynamo.config, key, 1024)
+    pairs, prompts, want = {}, {}, {}
+    for family in args.families.split(","):
+        pair = pairs[family] = load_pair(
+            f"tiny-{family}", f"tiny-{family}-draft", args.device, args.dtype
+        )
+        report["device"] = str(pair.target.device)
+        if pair.target.device.type == "cuda":
+            report["device_name"] = torch.cuda.get_device_name(pair.target.device)
+        prompts[family] = [pair.target.tokenizer.encode(p) for p in PROMPTS[: args.prompts]]
+        want[family] = [
+            generate(pair, x, "autoregressive", args.new_tokens).tokens for x in prompts[family]
+        ]
+    for engine in args.engines.split(","):  # the cheap engines first, for every method
+        methods = args.compiled_methods if engine == "compiled" else args.methods
+        for family, pair in pairs.items():
+            for method in methods.split(","):
+                case = f"{family} {method} {engine}"
+                if time.perf_counter() - start > args.time_limit_s:
+                    report["skipped"].append(case)
+                    continue
+                row = {"family": family, "method": method, "engine": engine}
+                t0 = time.perf_counter()
+                try:
+                    got = [
+                        generate(pair, x, method, args.new_tokens, engine=engine)
+                        for x in prompts[family]
+                    ]
+                    row["equal"] = all(g.tokens == w for g, w in zip(got, want[family]))
+                    its = [it for g in got for it in g.stats.iterations]
+                    row["tokens_per_iteration"] = sum(it.accepted + 1 for it in its) / len(its)
+                    if engine != "compiled":  # a TorchFunctionMode would break the graphs
+                        row["reads_per_iteration"] = reads_per_iteration(
+                            pair, prompts[family][0], method, args.new_tokens, engine
+                        )
+                except Exception as e:  # noqa: BLE001 - one failed case must not end the run
+                    traceback.print_exc()
+                    row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                row["seconds"] = round(time.perf_counter() - t0, 2)
+                report["rows"].append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                if args.out:
+                    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    report["elapsed_s"] = time.perf_counter() - start
+    return report
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    report = run(args)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    cols = ["family", "method", "engine", "equal", "tokens_per_iteration"]
+    cols += ["reads_per_iteration", "seconds", "error"]
+    print(markdown_table([{c: r.get(c, "") for c in cols} for r in report["rows"]], cols))
+    bad = [r for r in report["rows"] if not r.get("equal")]
+    print(f"\n{len(report['rows']) - len(bad)}/{len(report['rows'])} cases equal to autoregressive")
+    if report["skipped"]:
+        print(f"skipped (time limit): {', '.join(report['skipped'])}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
