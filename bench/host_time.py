@@ -68,12 +68,7 @@ class HostReads(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
-        if name in READS or (
-            name in ("cpu", "to")
-            and args
-            and getattr(args[0], "device", None) not in (None, "cpu")
-            and args[0].device.type != "cpu"
-        ):
+        if name in READS or (name in ("cpu", "to") and _to_host(name, args, kwargs or {})):
             self.counts[name] += 1
         if not self.vocab or _IN_FORWARD[0] or not any(_vocab_sized(a, self.vocab) for a in args):
             return func(*args, **(kwargs or {}))
@@ -81,6 +76,21 @@ class HostReads(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         self.vocab_s += time.perf_counter() - start
         return out
+
+
+def _to_host(name: str, args, kwargs) -> bool:
+    """Whether a `cpu()` or `to(...)` call copies a device tensor to the host: `to` counts
+    only with the CPU as its target (a dtype cast on the device is no synchronisation)."""
+    src = getattr(args[0], "device", None) if args else None
+    if src is None or src.type == "cpu":
+        return False
+    if name == "cpu":
+        return True
+    for t in [*args[1:], kwargs.get("device")]:
+        t = t.device if isinstance(t, torch.Tensor) else t  # to(other): other's device
+        if isinstance(t, (str, torch.device)) and str(t).startswith("cpu"):
+            return True
+    return False
 
 
 _IN_FORWARD = [False]  # set inside CachedModel.forward (see vocab_time)

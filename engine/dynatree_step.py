@@ -25,11 +25,15 @@ with the verification result:
 The tree is node for node the one the Python builder grows (same nodes, same BFS order), and
 the output is token for token autoregressive decoding (tests/engine/test_dynatree_step.py).
 The price of the static shapes is padding: every level up to the depth limit is fed at its
-full width, also after the tree stopped growing, and the target verifies N_max + 1 rows. On a
-GPU a draft forward of 64 rows costs about what one of 1 row does and a host read stalls the
-queue, so this is the path there (and on `engine: compiled`, whose forwards are padded to fixed
-buckets anyway, each level's width one graph). On the CPU, where a forward's cost grows with
-its rows, `engine: fast` keeps the Python builder, which feeds only the expandable nodes.
+full width, also after the tree stopped growing, and the target verifies N_max + 1 rows. So
+it runs on `engine: compiled` only, whose forwards are graph replays padded to fixed buckets
+anyway (each level's width one graph), where the saved host reads are what is left to save.
+`engine: fast` keeps the Python builder, which feeds only the expandable nodes: on the CPU a
+forward's cost grows with its rows, and on an H100 with eager forwards (bench/gpu_exact.py,
+2026-11-26, tiny pairs, 2 prompts x 32 tokens) `engine: fast` with this step took 2.78 s
+where `engine: eager` with the Python builder took 0.86 s (llama; neox 2.19 s against 0.66 s):
+with launch-bound forwards every fed level costs a full draft forward, and the tiny drafts'
+trees stop after one level.
 """
 
 from __future__ import annotations
@@ -49,9 +53,9 @@ from kernels.reference import ancestor_matrix
 
 
 def static_device(target) -> bool:
-    """Whether the static-shape growth pays on this target's path: compiled forwards, or a
-    CUDA device (see the module docstring)."""
-    return target.compiled or target.device.type == "cuda"
+    """Whether the static-shape growth pays on this target's path: compiled forwards (see the
+    module docstring)."""
+    return target.compiled
 
 
 def applies(target, draft, method, state: DecodeState) -> bool:

@@ -207,8 +207,15 @@ class StaticCachedModel(CachedModel):
         if not self._graph:
             return self._model_call(**kwargs, keep=keep, top=top, argmax=argmax)
         rows = slice(self._n - keep, self._n) if keep else slice(0, self._n)
+        cuda_graphs = self.device.type == "cuda"
+        if cuda_graphs:  # each call a new step of the CUDA-graph trees: earlier outputs are dead
+            torch.compiler.cudagraph_mark_step_begin()
         out = self._graph_call(**kwargs, top=top, argmax=argmax)
-        return (out[0][rows], out[1][rows]) if top and not argmax else out[rows]
+        out = (out[0][rows], out[1][rows]) if top and not argmax else out[rows]
+        if cuda_graphs:  # the graph's output memory is overwritten by its next replay, while a
+            # caller may keep an output across calls (a chain's draft tokens): copy it out
+            out = tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
+        return out
 
     @torch.inference_mode()
     def commit(self, accepted_slots: list[int]) -> None:

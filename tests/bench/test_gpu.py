@@ -209,3 +209,21 @@ def test_kernel_section_runs_interpreted(shape):
     res = gpu.kernel_section(model, args, cuda=False)
     (row,) = [r for r in res["results"] if not r["reorder"]]
     assert row["max_abs_diff_vs_sdpa"] < 1e-2
+
+
+def test_gpu_exact_checks_each_engine_against_autoregressive(tmp_path, capsys):
+    from bench import gpu_exact
+
+    out = tmp_path / "exact.json"
+    argv = ["--device", "cpu", "--families", "llama", "--engines", "eager,fast"]
+    argv += ["--methods", "linear,dynatree", "--new-tokens", "8", "--prompts", "1"]
+    assert gpu_exact.main([*argv, "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["method"], r["engine"]) for r in rows] == [
+        ("linear", "eager"),
+        ("dynatree", "eager"),
+        ("linear", "fast"),
+        ("dynatree", "fast"),
+    ]
+    assert all(r["equal"] and r["reads_per_iteration"] >= 1 for r in rows)
+    assert "4/4 cases equal to autoregressive" in capsys.readouterr().out

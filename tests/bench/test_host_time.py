@@ -15,6 +15,21 @@ def test_host_reads_counts_python_reads_of_tensor_values():
     assert sum(counter.counts.values()) == 6
 
 
+def test_device_copies_count_only_towards_the_host():
+    """A dtype cast of a device tensor is no read (on the H100 the old rule counted every
+    RMSNorm's `.to(float32)` inside the model); a copy to the CPU is. The meta device stands
+    in for a GPU: its copies to the CPU fail after they are counted."""
+    x = torch.zeros(3, device="meta")
+    with host_time.HostReads() as counter:
+        x.to(torch.float16), x.to(dtype=torch.float16), x.to("meta"), x.to(x)
+        for copy in (lambda: x.to("cpu"), lambda: x.cpu(), lambda: x.to(torch.zeros(1))):
+            try:
+                copy()
+            except (NotImplementedError, RuntimeError):
+                pass
+    assert counter.counts == {"to": 2, "cpu": 1}
+
+
 def test_vocab_ops_are_timed_outside_model_forwards_only(llama_pair):
     from engine.static_cache import cached_model
 
