@@ -156,6 +156,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--methods", default=None, help="methods to run (default: the record's)")
     ap.add_argument("--time-limit-s", type=float, default=480.0, help="see the docstring")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--from-report",
+        default=None,
+        metavar="JSON",
+        help="no measurement: a stored report's predictions again from --record (from_report)",
+    )
     args = ap.parse_args(argv)
     tiny = args.tiny
     args.prompt_tokens = args.prompt_tokens or (16 if tiny else 128)
@@ -488,6 +494,36 @@ def kernel_section(target, args, cuda: bool) -> dict:
     return tree_attention.run(tree_attention.parse_args(argv), cuda)
 
 
+def pair_prediction(record: dict, res: dict, tc: dict, dc: dict, ar: dict | None) -> dict:
+    """bench/gpu_predict.py's prediction for one pair section `res`, from the fast curves of
+    its target and draft and our fast autoregressive measurement `ar` on this device."""
+    host = {t: r["host_ms_per_iteration"] / 1e3 for t, r in res["methods"].items()}
+    h_ar = ar["host_ms_per_iteration"] / 1e3 if ar else None
+    return predict_pair(record, tc, dc, host, h_ar, res["hf_assisted"].get("constant_k"))
+
+
+def from_report(path: Path, record_path: Path) -> dict:
+    """--from-report: a stored report with each pair's predictions computed again from its own
+    curves and host times and the CPU record `record_path` (for a run whose time limit cut the
+    prediction, or to predict from a newer record without the device)."""
+    report = json.loads(path.read_text())
+    record = json.loads(record_path.read_text())
+    report["record"] = str(record_path)
+    models = report["models"]
+    for pname, res in report["pairs"].items():
+        tname, dname = PAIRS[pname]
+        # the draft built with its target's vocabulary ("<name>@vocab<V>") where there is one
+        drafts = sorted((k for k in models if k.split("@")[0] == dname), key=lambda k: "@" not in k)
+        tc = models.get(tname, {}).get("curves", {}).get("fast")
+        dc = models[drafts[0]]["curves"].get("fast") if drafts else None
+        if tc and dc:
+            ar = models[tname]["autoregressive"].get("ours_fast")
+            res["prediction"] = pair_prediction(record, res, tc, dc, ar)
+            cut = f"{pname} prediction:"
+            report["skipped"] = [x for x in report["skipped"] if not x.startswith(cut)]
+    return report
+
+
 class Models:
     """Built models by (name, vocabulary), so a pair's draft with its target's vocabulary is
     its own model, and a model shared by sections is built once."""
@@ -521,6 +557,12 @@ class Models:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.from_report:
+        report = from_report(Path(args.from_report), Path(args.record))
+        if args.out:
+            Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        print(markdown(report))
+        return 0
     device = pick_device(args.device)
     dtype = pick_dtype(args.dtype, device)
     cuda = device.type == "cuda"
@@ -644,13 +686,8 @@ def main(argv=None) -> int:
         tc, dc = fast_curve(tname, target), fast_curve(dname, draft)
         ar = model_entry(tname, target)["autoregressive"].get("ours_fast")
         if tc and dc:
-            host = {t: r["host_ms_per_iteration"] / 1e3 for t, r in res["methods"].items()}
-            h_ar = ar["host_ms_per_iteration"] / 1e3 if ar else None
             res["prediction"] = budget.run(
-                f"{pname} prediction",
-                lambda: predict_pair(
-                    record, tc, dc, host, h_ar, res["hf_assisted"].get("constant_k")
-                ),
+                f"{pname} prediction", lambda: pair_prediction(record, res, tc, dc, ar)
             )
         report["pairs"][pname] = res
         save()

@@ -251,7 +251,7 @@ def generate(
 def _register() -> None:
     from orchestrator.cli_data import datasets, models
     from orchestrator.cli_delete import delete
-    from orchestrator.cli_profile import profile
+    from orchestrator.cli_profile import profile, profile_import
     from orchestrator.cli_report import compare, export, plot, query, report
     from orchestrator.cli_sweep import cancel, db, resume, status, submit
     from orchestrator.cli_train import train
@@ -271,6 +271,7 @@ def _register() -> None:
         models,
         datasets,
         profile,
+        profile_import,
         train,
     ):
         main.add_command(cmd)

@@ -67,3 +67,25 @@ def profile(
             f"stored {curve.model} {curve.dtype} {curve.engine} on {curve.device_name} "
             f"({len(curve.points)} points) in {store.display_url}"
         )
+
+
+@click.command("profile-import")
+@click.argument("path", metavar="PROFILE_JSON")
+@db_option
+def profile_import(path, db_url) -> None:
+    """Store the curves of a profile file measured elsewhere: bench/gpu.py writes one on a GPU
+    machine with no database (its --profile-out; bench/records/gpu_h100_profile.json is an
+    H100's). A key's earlier curve (device, model, dtype, engine) is replaced; then `orch
+    compare --predict-on DEVICE` predicts the stored trials on that device."""
+    from orchestrator.profiles import read_profile_file, save_curves
+    from orchestrator.store import Store
+
+    measured = read_profile_file(path)  # every fault before the database is opened
+    store = Store(db_url, mode="create")
+    save_curves(store, measured)
+    for curve, info in measured:
+        click.echo(
+            f"stored {curve.model} {curve.dtype} {curve.engine} on {curve.device_name} "
+            f"({len(curve.points)} points; {info.get('driver') or 'no driver'}) "
+            f"in {store.display_url}"
+        )

@@ -38,6 +38,43 @@ def save_curves(store: Store, measured: Sequence[tuple[ForwardCurve, dict[str, A
     store.transact(f"storing the profiles of {names}", lambda s: put_profiles(s, measured))
 
 
+def read_profile_file(path: str) -> list[tuple[ForwardCurve, dict[str, Any]]]:
+    """The curves of a profile file as save_curves takes them, checked before anything is
+    stored (ConfigError naming the file and the fault). The format is bench/gpu.py's
+    --profile-out, written on a machine with no database: {"device": engine.profile
+    device_info, "curves": [ForwardCurve.to_dict(), ...]}, each curve measured on that
+    device."""
+    import json
+
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except OSError as e:
+        raise ConfigError(f"{path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise ConfigError(f"{path}: not JSON ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("device"), dict):
+        raise ConfigError(f'{path}: no "device" object (bench/gpu.py --profile-out writes one)')
+    curves = data.get("curves")
+    if not isinstance(curves, list) or not curves:
+        raise ConfigError(f'{path}: no curves (a "curves" list of forward-cost curves)')
+    info, out = data["device"], []
+    for i, c in enumerate(curves):
+        try:
+            curve = ForwardCurve.from_dict(c)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigError(f"{path}: curve {i} is malformed ({type(e).__name__}: {e})") from None
+        if curve.device_name != info.get("device_name"):
+            raise ConfigError(
+                f"{path}: curve {i} ({curve.model}) was measured on {curve.device_name!r}, "
+                f"not the file's device {info.get('device_name')!r}"
+            )
+        if not curve.points or any(p.seconds <= 0 or p.n < 1 for p in curve.points):
+            raise ConfigError(f"{path}: curve {i} ({curve.model}) has no points or a bad one")
+        out.append((curve, info))
+    return out
+
+
 def load_profiles(store: Store, device_name: str | None = None) -> list[dict[str, Any]]:
     """Every stored profile (of one device when given): key, curve and provenance."""
     q = select(Profile).order_by(Profile.device_name, Profile.model, Profile.dtype, Profile.engine)

@@ -3,6 +3,7 @@ shapes), the bandwidth-floor arithmetic, and the prediction from a per-iteration
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -227,3 +228,20 @@ def test_gpu_exact_checks_each_engine_against_autoregressive(tmp_path, capsys):
     ]
     assert all(r["equal"] and r["reads_per_iteration"] >= 1 for r in rows)
     assert "4/4 cases equal to autoregressive" in capsys.readouterr().out
+
+
+def test_from_report_predicts_again_from_a_stored_gpu_run(tmp_path, capsys):
+    """The H100 run's report (its time limit cut the prediction) with every method of the CPU
+    record predicted from its own curves and host times, no model built."""
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "again.json"
+    argv = ["--from-report", str(root / "bench/records/gpu_h100.json"), "--out", str(out)]
+    assert gpu.main(argv + ["--record", str(root / "bench/records/cost_model_real_pair.json")]) == 0
+    pred = json.loads(out.read_text())["pairs"]["qwen2.5-1.5b/qwen2.5-0.5b"]["prediction"]
+    assert pred["available"]
+    rows = pred["methods"]
+    assert rows["autoregressive"]["speedup_vs_ar"] == pytest.approx(1.0)
+    for text in ("linear:k=4", "dynatree", "salf", "ddtree"):
+        finite_positive(rows[text]["speedup_vs_ar"], text)
+    assert pred["best_tree"]["method"] in rows
+    assert "Predicted on this device" in capsys.readouterr().out

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -221,3 +222,83 @@ def test_predict_uses_each_roles_dtype_and_skips_unprofiled():
     slow_draft = prefill + (4.0 + 2.5) + 1.3 + 0.1 + (2.5 + 2.5) + 1.3 + 0.1
     assert out[1] == pytest.approx(ar / fast_draft)
     assert out[3] == pytest.approx(ar / slow_draft)
+
+
+H100 = "NVIDIA H100 80GB HBM3"
+H100_PROFILE = str(
+    Path(__file__).resolve().parents[2] / "bench/records/gpu_h100_profile.json"
+)  # bench/gpu.py on an H100, 2026-11-26
+
+
+def test_profile_import_stores_a_gpu_run_and_predicts_on_it(sqlite_url):
+    """The H100 run's profile file into the database, then the cost model's prediction there
+    for trials of the real pair's names on engine fast (the curves' engine)."""
+    r = CliRunner().invoke(main, ["profile-import", H100_PROFILE, "--db", sqlite_url])
+    assert r.exit_code == 0, r.output
+    assert r.output.count(f"on {H100}") == 4
+    store = Store(sqlite_url)
+    rows = load_profiles(store, H100)
+    assert {(x["model"], x["dtype"], x["engine"]) for x in rows} >= {
+        ("qwen2.5-coder-1.5b", "bfloat16", "fast"),
+        ("qwen2.5-coder-0.5b", "bfloat16", "fast"),
+    }
+    assert all(x["driver"].startswith("cuda 13.0") and x["cores"] == 132 for x in rows)
+    assert all(x["versions"]["torch"] == "2.11.0+cu130" for x in rows)
+    pair = dict(target="qwen2.5-coder-1.5b", draft="qwen2.5-coder-0.5b", engine="fast")
+    trials = []
+    for method, lists in (("autoregressive", AR_ITS), ("linear", LIN_ITS)):
+        cfg = fake_config(method=method, **({"k": 2} if method == "linear" else {}))
+        cfg = type(cfg)(**{**cfg.__dict__, **pair})
+        res = fake_result(cfg)
+        res = type(res)(
+            **{
+                **res.__dict__,
+                "per_prompt": [{"id": "p0", "prompt_tokens": 4, "tokens": [1, 2, 3, 4]}],
+                "per_iteration": [_iters(lists)],
+            }
+        )
+        trials.append((cfg, res))
+    record_sweep(store, "qwen", trials)
+    store.close()
+    again = CliRunner().invoke(main, ["profile-import", H100_PROFILE, "--db", sqlite_url])
+    assert again.exit_code == 0  # a key's curve is replaced, not doubled
+    assert len(load_profiles(Store(sqlite_url), H100)) == len(rows)
+    r = CliRunner().invoke(
+        main, ["compare", "--db", sqlite_url, "--predict-on", H100, "--format", "json"]
+    )
+    assert r.exit_code == 0, r.output
+    predicted = {x["method"]: x["predicted_speedup"] for x in json.loads(r.stdout)}
+    assert predicted["autoregressive"] == pytest.approx(1.0)
+    assert 0 < predicted["linear"] < 10
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "No such file"),
+        ("{not json", "not JSON"),
+        ('{"curves": []}', 'no "device" object'),
+        ('{"device": {"device_name": "X"}, "curves": []}', "no curves"),
+        ('{"device": {"device_name": "X"}, "curves": [{"model": "m"}]}', "curve 0 is malformed"),
+        (
+            '{"device": {"device_name": "X"}, "curves": [{"model": "m", "device_name": "Y", '
+            '"dtype": "bfloat16", "engine": "fast", "points": [[0, 1, 0.1]]}]}',
+            "measured on 'Y', not the file's device 'X'",
+        ),
+        (
+            '{"device": {"device_name": "X"}, "curves": [{"model": "m", "device_name": "X", '
+            '"dtype": "bfloat16", "engine": "fast", "points": [[0, 1, -1.0]]}]}',
+            "has no points or a bad one",
+        ),
+    ],
+)
+def test_profile_import_bad_file_is_one_line_before_the_database(tmp_path, content, message):
+    path = tmp_path / "profile.json"
+    if content is not None:
+        path.write_text(content)
+    url = f"sqlite:///{tmp_path}/p.db"
+    r = CliRunner().invoke(main, ["profile-import", str(path), "--db", url])
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
+    assert not (tmp_path / "p.db").exists()
