@@ -35,7 +35,8 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
 4. per pair (bench/gpu_models.py PAIRS): every method of the acceptance record (--record,
    default: the newest bench/cost_model.py record in bench/records/, else
    bench/records/methods_real_pair.json; with its parameters) run with our engine on the
-   random pair, engine fast, --method-tokens new tokens: host time per iteration (iteration
+   random pair, engine fast (--pair-engine compiled: CUDA graphs, with the compiled curves and
+   our compiled autoregressive host time in the prediction), --method-tokens new tokens: host time per iteration (iteration
    wall time minus time inside model forwards, from IterationStats) and its share of the
    iteration (goal on a GPU: <= 10%). Random weights make the trees' shapes and acceptance
    meaningless (at tiny sizes a tied target and draft of different seeds agreed on every
@@ -64,13 +65,13 @@ and engine path in engine/profile.py's format ({"model", "device_name", "dtype",
 "points": [[C, n, seconds], ...]}). Curves of the shapes of orch's real pair are named after
 it (bench/gpu_models.py ORCH_TWINS: qwen2.5-coder-1.5b / -0.5b), so that once imported,
 `orch compare --predict-on "<device_name>"` predicts the stored real-pair trials on this GPU.
-There is no `orch profile --import` yet; on a machine with the database, import it with
-orchestrator/profiles.py save_curves (one transaction; a key's earlier curve is replaced):
+Import it on a machine with the database (one transaction; a key's earlier curve is replaced):
 
-    python -c "import json, sys; from engine.profile import ForwardCurve; \
-    from orchestrator.profiles import save_curves; from orchestrator.store import Store; \
-    p = json.load(open(sys.argv[1])); save_curves(Store(sys.argv[2], mode='create'), \
-    [(ForwardCurve.from_dict(c), p['device']) for c in p['curves']])" gpu_profile.json sqlite:///orch.db
+    orch profile-import gpu_profile.json --db sqlite:///orch.db
+
+A stored report's predictions can be computed again without the device, e.g. when the time
+limit cut them or from a newer CPU record: `python bench/gpu.py --from-report gpu.json
+--record bench/records/cost_model_real_pair.json`.
 
 Order: bandwidth; per model autoregressive (eager, fast, HF greedy) and the fast curve; per
 pair the methods' host times, HF assisted and the predictions; the kernel; last the compiled
@@ -152,6 +153,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--sizes", default=None, help="curve sizes (default 1,2,4,...,256)")
     ap.add_argument("--contexts", default=None, help="curve contexts (default 128,512,1024)")
     ap.add_argument("--compiled-sizes", default="1,16,64", help="compiled curve sizes")
+    ap.add_argument(
+        "--pair-engine",
+        choices=["fast", "compiled"],
+        default="fast",
+        help="the engine the pairs' methods run on, and whose curves their predictions use",
+    )
     ap.add_argument("--record", default=None, help="CPU acceptance record (see default_record)")
     ap.add_argument("--methods", default=None, help="methods to run (default: the record's)")
     ap.add_argument("--time-limit-s", type=float, default=480.0, help="see the docstring")
@@ -430,7 +437,7 @@ def record_methods(record: dict, wanted: str | None) -> dict:
 
 
 def pair_section(name, target, draft, args, record, budget, log) -> dict:
-    """Host overhead of every record method on the random pair (engine fast), and HF
+    """Host overhead of every record method on the random pair (--pair-engine), and HF
     assisted generation as shipped and at the record's constant linear k."""
     pair = Pair(loaded(PAIRS[name][0], target), loaded(PAIRS[name][1], draft))
     prompt = random_prompt(target, args.prompt_tokens, args.seed + 1)
@@ -438,8 +445,8 @@ def pair_section(name, target, draft, args, record, budget, log) -> dict:
     for text, method in record_methods(record, args.methods).items():
 
         def host(method=method):
-            stats = ours(pair, prompt, method, args.method_tokens, "fast", 1)
-            return {"engine": "fast", **iteration_split(stats)}
+            stats = ours(pair, prompt, method, args.method_tokens, args.pair_engine, 1)
+            return {"engine": args.pair_engine, **iteration_split(stats)}
 
         row = budget.run(f"{name} {text} host overhead", host)
         if row:
@@ -514,10 +521,11 @@ def from_report(path: Path, record_path: Path) -> dict:
         tname, dname = PAIRS[pname]
         # the draft built with its target's vocabulary ("<name>@vocab<V>") where there is one
         drafts = sorted((k for k in models if k.split("@")[0] == dname), key=lambda k: "@" not in k)
-        tc = models.get(tname, {}).get("curves", {}).get("fast")
-        dc = models[drafts[0]]["curves"].get("fast") if drafts else None
+        engine = next((r["engine"] for r in res["methods"].values()), "fast")
+        tc = models.get(tname, {}).get("curves", {}).get(engine)
+        dc = models[drafts[0]]["curves"].get(engine) if drafts else None
         if tc and dc:
-            ar = models[tname]["autoregressive"].get("ours_fast")
+            ar = models[tname]["autoregressive"].get(f"ours_{engine}")
             res["prediction"] = pair_prediction(record, res, tc, dc, ar)
             cut = f"{pname} prediction:"
             report["skipped"] = [x for x in report["skipped"] if not x.startswith(cut)]
@@ -648,17 +656,27 @@ def main(argv=None) -> int:
             }
         return report["models"][key]
 
-    def fast_curve(name: str, model) -> dict | None:
+    def model_curve(name: str, model, engine: str) -> dict | None:
         entry = model_entry(name, model)
-        if "fast" not in entry["curves"]:
+        if engine not in entry["curves"]:
             c = budget.run(
-                f"{models.key(name, model)} fast curve",
-                lambda: curve(model, models.profile_name(name, model), args, "fast", log),
+                f"{models.key(name, model)} {engine} curve",
+                lambda: curve(model, models.profile_name(name, model), args, engine, log),
             )
             if c:
-                entry["curves"]["fast"] = c
-                entry["verification"] = {"fast": verification_table(c, args.prompt_tokens)}
-        return entry["curves"].get("fast")
+                entry["curves"][engine] = c
+                entry.setdefault("verification", {})[engine] = verification_table(
+                    c, args.prompt_tokens
+                )
+        return entry["curves"].get(engine)
+
+    def compiled_ar(name: str, model) -> None:
+        entry = model_entry(name, model)
+        if "ours_compiled" not in entry["autoregressive"]:
+            floor = entry["floor_ms_per_token"]
+            entry["autoregressive"].update(
+                ar_section(name, model, args, ["compiled"], False, floor, budget, log)
+            )
 
     # 1. per model: autoregressive against the floor (eager, fast, HF greedy); fast curves
     for name in args.models if first else []:
@@ -669,7 +687,7 @@ def main(argv=None) -> int:
         entry["autoregressive"].update(
             ar_section(name, model, args, first, True, entry["floor_ms_per_token"], budget, log)
         )
-        fast_curve(name, model)
+        model_curve(name, model, "fast")
         save()
     # 2. per pair: host overhead, HF assisted, predictions
     for pname in args.pairs:
@@ -682,9 +700,12 @@ def main(argv=None) -> int:
         )
         if draft is None:
             continue
+        engine = args.pair_engine
+        if engine == "compiled":  # our autoregressive host time on that path, for h_AR
+            compiled_ar(tname, target)
         res = pair_section(pname, target, draft, args, record, budget, log)
-        tc, dc = fast_curve(tname, target), fast_curve(dname, draft)
-        ar = model_entry(tname, target)["autoregressive"].get("ours_fast")
+        tc, dc = model_curve(tname, target, engine), model_curve(dname, draft, engine)
+        ar = model_entry(tname, target)["autoregressive"].get(f"ours_{engine}")
         if tc and dc:
             res["prediction"] = budget.run(
                 f"{pname} prediction", lambda: pair_prediction(record, res, tc, dc, ar)
@@ -709,21 +730,8 @@ def main(argv=None) -> int:
             model = budget.run(f"building {name}", lambda n=name: models.get(n))
             if model is None:
                 continue
-            entry = model_entry(name, model)
-            entry["autoregressive"].update(
-                ar_section(
-                    name, model, args, ["compiled"], False, entry["floor_ms_per_token"], budget, log
-                )
-            )
-            c = budget.run(
-                f"{name} compiled curve",
-                lambda: curve(model, models.profile_name(name, model), args, "compiled", log),
-            )
-            if c:
-                entry["curves"]["compiled"] = c
-                entry.setdefault("verification", {})["compiled"] = verification_table(
-                    c, args.prompt_tokens
-                )
+            compiled_ar(name, model)
+            model_curve(name, model, "compiled")
             save()
     report["elapsed_s"] = time.perf_counter() - budget.start
     save()

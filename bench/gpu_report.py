@@ -43,9 +43,10 @@ def markdown(report: dict) -> str:
             cells = [f"n={r['n']}: {r['ms']:.3f} ({r['over_one']:.2f}x)" for r in rows]
             lines.append(f"- {name} {engine} (C={rows[0]['context']}): " + ", ".join(cells))
     for pname, p in report["pairs"].items():
+        engine = next((r["engine"] for r in p["methods"].values()), "fast")
         lines += [
             "",
-            f"Pair {pname}, random weights, engine fast: host time per iteration (goal on a GPU <= 10%):",
+            f"Pair {pname}, random weights, engine {engine}: host time per iteration (goal on a GPU <= 10%):",
             "",
             "| method | tree size | draft forwards | iteration ms | host ms | host share |",
             "|---|---:|---:|---:|---:|---:|",
