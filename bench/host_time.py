@@ -133,32 +133,41 @@ def host_seconds(stats) -> float:
     )
 
 
+def reads_of(reads: dict, method: str) -> dict:
+    """{engine: host reads per iteration} of one method."""
+    return {e: v for (t, e), v in reads.items() if t == method}
+
+
 def run(args: argparse.Namespace) -> dict:
     pair = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype)
     ids = load_prompts(pair, args.n_prompts, args.prompt_tokens, args.dataset)
     methods = {t: resolve_method(*parse_method(t)) for t in args.methods}
-    for engine in ENGINES:  # first-call allocations out of the numbers
+    engines = ENGINES + (("compiled",) if args.compiled else ())
+    for engine in engines:  # first-call allocations out of the numbers
         generate(pair, ids[0][:16], methods[args.methods[0]], 4, engine=engine)
+    for m in methods.values() if args.compiled else ():  # every graph each method will replay
+        for x in ids:
+            generate(pair, x, m, args.max_new_tokens, engine="compiled")
     acc = {
-        (t, e): {"host_s": 0.0, "iterations": 0, "iter_s": 0.0} for t in methods for e in ENGINES
+        (t, e): {"host_s": 0.0, "iterations": 0, "iter_s": 0.0} for t in methods for e in engines
     }
     mismatches = Counter()
     for i, x in enumerate(ids):
         for t, m in methods.items():
             out = {}
-            for e in ENGINES:
+            for e in engines:
                 g = generate(pair, x, m, args.max_new_tokens, engine=e)
                 a = acc[t, e]
                 a["host_s"] += host_seconds(g.stats)
                 a["iterations"] += len(g.stats.iterations)
                 a["iter_s"] += iteration_seconds(g.stats)
                 out[e] = g.tokens
-            mismatches[t] += int(out["eager"] != out["fast"])
+            mismatches[t] += int(any(out[e] != out["eager"] for e in engines))
         print(f"prompt {i + 1}/{len(ids)} done", file=sys.stderr)
     reads, vocab_ms = {}, {}
     vocab = pair.target.model.get_output_embeddings().weight.shape[0]
     for t, m in methods.items():
-        for e in ENGINES:
+        for e in engines:
             seconds = 0.0
             for i, x in enumerate(ids):  # the timed pass's generations again (greedy: the same)
                 with vocab_time(vocab) as counter:
@@ -169,8 +178,17 @@ def run(args: argparse.Namespace) -> dict:
             vocab_ms[t, e] = 1000 * seconds / acc[t, e]["iterations"]
     rows = []
     for t in methods:
-        ms = {e: 1000 * acc[t, e]["host_s"] / acc[t, e]["iterations"] for e in ENGINES}
-        it_ms = {e: 1000 * acc[t, e]["iter_s"] / acc[t, e]["iterations"] for e in ENGINES}
+        ms = {e: 1000 * acc[t, e]["host_s"] / acc[t, e]["iterations"] for e in engines}
+        it_ms = {e: 1000 * acc[t, e]["iter_s"] / acc[t, e]["iterations"] for e in engines}
+        compiled = {
+            f"{k}_compiled": v["compiled"]
+            for k, v in (
+                ("host_ms", ms),
+                ("host_reads", reads_of(reads, t)),
+                ("iteration_ms", it_ms),
+            )
+            if "compiled" in v
+        }
         rows.append(
             {
                 "method": t,
@@ -189,6 +207,7 @@ def run(args: argparse.Namespace) -> dict:
                 "iteration_ms_fast": it_ms["fast"],
                 "iterations": acc[t, "fast"]["iterations"],
                 "outputs_differing": mismatches[t],
+                **compiled,
             }
         )
     return {
@@ -216,6 +235,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--methods", nargs="*", default=DEFAULT_METHODS)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto")
+    ap.add_argument(
+        "--compiled",
+        action="store_true",
+        help="also engine compiled (torch.compile; the static DynaTree step): its columns",
+    )
     ap.add_argument("--out", default="bench/results/host_time.json")
     args = ap.parse_args(argv)
     result = run(args)
@@ -229,6 +253,8 @@ def main(argv: list[str] | None = None) -> None:
     cols += ["vocab_ops_ms_fast", "other_host_ms_eager", "other_host_ms_fast"]
     cols += ["host_reads_eager", "host_reads_fast", "iteration_ms_eager", "iteration_ms_fast"]
     cols += ["outputs_differing"]
+    if args.compiled:
+        cols += ["host_ms_compiled", "host_reads_compiled", "iteration_ms_compiled"]
     print(markdown_table(result["rows"], cols))
 
 
