@@ -99,16 +99,18 @@ def decode_step(
     t2 = time.perf_counter()
     if lean:  # the greedy verifier needs only the argmax, computed inside the forward
         best = out  # [N] the target's top token after each node
-        accept = greedy.follow(tree, best)
+        accept, host_tokens = greedy.read_and_walk(tree, best)
+        new = [host_tokens[i] for i in accept.path] + [accept.token]
     else:
         best = top_token(out)  # [N] the target's top token after each node, at any warp
         accept = VERIFIERS[method.verifier].verify(tree, warp(out, state.warp), gen)
+        new = tree.tokens[accept.path].tolist() + [accept.token]
     sync(device)
     t3 = time.perf_counter()
     return Step(
         tree=tree,
         accept=accept,
-        new=tree.tokens[accept.path].tolist() + [accept.token],
+        new=new,
         draft_s=t1 - t0,
         target_s=t2 - t1,
         verify_s=t3 - t2,

@@ -217,18 +217,21 @@ class TreeBuilder:
         """
         dev = self.device
         if keep is None and order is None:  # every node, in builder order (topological)
-            old_of, new_of = list(range(self.size)), torch.arange(self.size)
+            old_of, new_of = list(range(self.size)), list(range(self.size))
             tokens, parents, depth = self.tokens, self.parents, self.depth
         else:
             old_of, new_of = renumber(self.parents, keep, order)  # [n], [size]
-            parents = [-1] + new_of[[self.parents[i] for i in old_of[1:]]].tolist()
+            parents = [-1] + [new_of[self.parents[i]] for i in old_of[1:]]
             tokens, depth = [self.tokens[i] for i in old_of], [self.depth[i] for i in old_of]
         self.numbering = old_of
+        q = None
+        if self.keep_q:
+            q = gather_q(self._batches, torch.tensor(new_of), len(old_of), dev)
         return Tree(
             tokens=torch.tensor(tokens, device=dev),
             parents=torch.tensor(parents, device=dev),
             depth=torch.tensor(depth, device=dev),
-            q=gather_q(self._batches, new_of, len(old_of), dev) if self.keep_q else None,
+            q=q,
             sampling=sampling,
             multiplicity=None
             if multiplicity is None
@@ -239,8 +242,9 @@ class TreeBuilder:
 
 def renumber(
     parents: list[int], keep: list[int] | None, order: list[int] | None
-) -> tuple[list[int], torch.Tensor]:
-    """The builder nodes that tree(keep, order) keeps, and their numbers in the Tree.
+) -> tuple[list[int], list[int]]:
+    """The builder nodes that tree(keep, order) keeps, and their numbers in the Tree (plain
+    Python: host bookkeeping, no tensor to read).
 
     Returns old_of [n], the builder node of each tree node (root first, topological), and
     new_of [len(parents)], the tree node of each builder node (-1: dropped).
@@ -250,11 +254,12 @@ def renumber(
         if sorted(order) != old_of:
             raise ValueError("order must list exactly the kept nodes")
         old_of = list(order)
-    new_of = torch.full((len(parents),), -1, dtype=torch.long)  # [size]
+    new_of = [-1] * len(parents)  # [size]
     if old_of and old_of[0] == 0:
-        new_of[old_of] = torch.arange(len(old_of))
-        up = new_of[[parents[i] for i in old_of[1:]]]  # [n - 1] tree node of each parent
-        if bool(((up >= 0) & (up < torch.arange(1, len(old_of)))).all()):
+        for i, old in enumerate(old_of):
+            new_of[old] = i
+        # every kept node's parent is kept and numbered before it
+        if all(0 <= new_of[parents[old]] < i for i, old in enumerate(old_of[1:], 1)):
             return old_of, new_of
     raise ValueError(
         "keep must contain the root and the parent of every kept node, "

@@ -137,6 +137,21 @@ def depth_from_parents(parents: list[int]) -> list[int]:
     return depth
 
 
+def dfs_preorder(parents: list[int]) -> list[int]:
+    """The DFS preorder of a tree given by its parents (root 0, topological), children in
+    their own order: kernels/reorder.py dfs_order(heavy_first=False) on host lists, for
+    builders that hold their tree in Python (perm[new] = old)."""
+    children: list[list[int]] = [[] for _ in parents]
+    for i in range(1, len(parents)):
+        children[parents[i]].append(i)
+    order, stack = [], [0]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(reversed(children[node]))
+    return order
+
+
 def make_tree(
     tokens: list[int],
     parents: list[int],

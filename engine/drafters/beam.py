@@ -39,37 +39,36 @@ class BeamConfig:
 
 
 def build(draft: TreeBuilder, state: DecodeState, cfg: BeamConfig, gen: torch.Generator) -> Tree:
-    # candidate pool, in creation order: V_n, parent builder node, token, builder node or -1
-    pool_v: list[torch.Tensor] = []
-    pool_parent: list[torch.Tensor] = []
-    pool_token: list[torch.Tensor] = []
+    # candidate pool, in creation order: V_n, parent builder node, token
+    pool_v: list[float] = []
+    pool_parent: list[int] = []
+    pool_token: list[int] = []
     node_of: dict[int, int] = {}  # pool index -> builder node (expanded candidates)
-    layer_nodes, layer_v = [0], torch.ones(1, dtype=torch.float64)
-    start = 0  # pool index of the first candidate of the deepest layer
-    for d in range(min(cfg.depth, state.remaining)):
-        top_p, top_t = draft.expand_top(layer_nodes, cfg.top_k)  # [k, top_k]
-        v = (layer_v[:, None] * top_p.double().cpu()).flatten()  # [k * top_k]
-        start = sum(x.shape[0] for x in pool_v)
-        pool_v.append(v)
-        pool_parent.append(torch.tensor(layer_nodes).repeat_interleave(top_p.shape[-1]))
-        pool_token.append(top_t.cpu().flatten())
-        if d + 1 == min(cfg.depth, state.remaining):
+    layer_nodes, layer_v = [0], [1.0]
+    depth = min(cfg.depth, state.remaining)
+    for d in range(depth):
+        top_p, top_t = draft.expand_top(layer_nodes, cfg.top_k)  # [k, top_k] twice
+        # one host read per depth (float64: the products below are those of the tensors)
+        probs, tokens = torch.stack([top_p.double(), top_t.double()]).tolist()
+        start = len(pool_v)  # pool index of the first candidate of the deepest layer
+        v = [lv * p for lv, row in zip(layer_v, probs) for p in row]  # [k * top_k] V_n
+        pool_v += v
+        pool_parent += [n for n, row in zip(layer_nodes, probs) for _ in row]
+        pool_token += [int(t) for row in tokens for t in row]
+        if d + 1 == depth:
             break
-        best = _top(v, min(cfg.top_k, v.shape[0])).sort().values  # deepest layer's top_k
-        parents, tokens = pool_parent[-1][best].tolist(), pool_token[-1][best].tolist()
-        layer_nodes = [draft.add(p, t) for p, t in zip(parents, tokens)]
-        node_of.update({start + i: n for i, n in zip(best.tolist(), layer_nodes)})
-        layer_v = v[best]
-    all_v = torch.cat(pool_v)
-    all_parent, all_token = torch.cat(pool_parent).tolist(), torch.cat(pool_token).tolist()
+        best = sorted(_top(v, cfg.top_k))  # the deepest layer's top_k, in pool order
+        layer_nodes = [draft.add(pool_parent[start + i], pool_token[start + i]) for i in best]
+        node_of.update({start + i: n for i, n in zip(best, layer_nodes)})
+        layer_v = [v[i] for i in best]
     keep = [0]
-    for i in _top(all_v, min(cfg.N, all_v.shape[0])).sort().values.tolist():  # re-ranking
+    for i in sorted(_top(pool_v, cfg.N)):  # re-ranking
         if i not in node_of:
-            node_of[i] = draft.add(all_parent[i], all_token[i])
+            node_of[i] = draft.add(pool_parent[i], pool_token[i])
         keep.append(node_of[i])
     return draft.tree(SAMPLING.at(state.draft_warp.greedy), keep=keep)
 
 
-def _top(v: torch.Tensor, k: int) -> torch.Tensor:
+def _top(v: list[float], k: int) -> list[int]:
     """Indices of the k largest values, the earlier index first among ties."""
-    return torch.sort(v, descending=True, stable=True).indices[:k]
+    return sorted(range(len(v)), key=lambda i: -v[i])[:k]

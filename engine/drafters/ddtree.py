@@ -142,8 +142,9 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DDTreeConfig, gen: torch.
     else:
         marginals = drafter.block_marginals(state, block_size)  # [L, V]
         top_q, top_t = marginals.topk(min(cfg.B, marginals.shape[-1]), dim=-1)
-    logq = torch.log(top_q.double()).tolist()
-    tokens = top_t.tolist()
+    # one host read: log q and the tokens together (ids < 2^53 are exact in float64)
+    logq, tokens = torch.stack([torch.log(top_q.double()), top_t.double()]).tolist()
+    tokens = [[int(t) for t in row] for row in tokens]
     chain = getattr(drafter, "chain", [0])
     node_of: list[int] = []  # popped prefix -> builder node
     on_chain: list[bool] = []  # rank tuple is (1, .., 1): reuse the rolled-out chain node

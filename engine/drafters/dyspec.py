@@ -32,7 +32,8 @@ Node order (App. C): DySpec renumbers the finished tree in depth-first order so 
 block-sparse tree-attention kernel skips more tiles (a DFS preorder is topological, and with
 children in their original order it keeps every sibling list in draw order, as the
 without-replacement verifiers need). With `reorder` (default, as in the paper) the builder
-numbers the tree in the DFS order of kernels/reorder.py `dfs_order(parents, heavy_first=False)`;
+numbers the tree in the DFS order of kernels/reorder.py `dfs_order(parents, heavy_first=False)`
+(engine/tree.py dfs_preorder, the same order on the builder's host lists);
 the target forward, the verifier and both cache commits then all use that numbering, so
 nothing has to be mapped back. It changes no token, only the order nodes are fed to the target
 (useful with the "tree_triton" attention, neutral with dense masks). The heavy-path-first
@@ -49,8 +50,7 @@ import torch
 
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import draws_without_replacement
-from engine.tree import Tree, TreeSampling
-from kernels.reorder import dfs_order
+from engine.tree import Tree, TreeSampling, dfs_preorder
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
 SAMPLING = TreeSampling(greedy="deterministic", sampled="without_replacement")
@@ -78,8 +78,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DySpecConfig, gen: torch.
     sampling = SAMPLING.at(state.draft_warp.greedy)
     if not cfg.reorder or draft.size <= 2:
         return draft.tree(sampling)
-    order = dfs_order(torch.tensor(draft.parents), heavy_first=False)  # [N] perm[new] = old
-    return draft.tree(sampling, order=order.tolist())
+    return draft.tree(sampling, order=dfs_preorder(draft.parents))  # perm[new] = old
 
 
 def _draws(draft: TreeBuilder, nodes: list[int], k: int, state: DecodeState, gen):

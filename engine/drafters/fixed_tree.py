@@ -43,13 +43,17 @@ def build(
         cand = (
             torch.log(top_p.clamp(min=1e-30))
             + torch.tensor([logp[i] for i in level], device=top_p.device)[:, None]
-        )
-        order = cand.flatten().argsort(descending=True)[:room].tolist()
+        )  # [len(level), branch] log path probability of each child
+        # one host read per level: the children's log path probabilities and tokens
+        cand_h, tokens_h = torch.stack([cand.double(), top_t.double()]).tolist()
+        flat = [c for row in cand_h for c in row]
+        width = len(cand_h[0])  # branch, or the vocabulary when smaller
+        order = sorted(range(len(flat)), key=lambda f: -flat[f])[:room]  # most probable first
         nxt = []
-        for flat in sorted(order, key=lambda f: (f // cfg.branch, f % cfg.branch)):
-            row, col = divmod(flat, cfg.branch)
-            node = draft.add(level[row], int(top_t[row, col]))
-            logp[node] = float(cand[row, col])
+        for f in sorted(order):  # kept children in (parent, rank) order
+            row, col = divmod(f, width)
+            node = draft.add(level[row], int(tokens_h[row][col]))
+            logp[node] = cand_h[row][col]
             nxt.append(node)
         level = nxt
     return draft.tree(SAMPLING.at(state.draft_warp.greedy))

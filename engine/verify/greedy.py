@@ -21,11 +21,17 @@ def verify(tree: Tree, p: torch.Tensor, gen: torch.Generator | None = None) -> A
 
 
 def follow(tree: Tree, best: torch.Tensor) -> Accept:
-    """best: [N] the target's greedy token after each node. One host read: best, the tree's
-    tokens and its parents together."""
+    """best: [N] the target's greedy token after each node."""
+    return read_and_walk(tree, best)[0]
+
+
+def read_and_walk(tree: Tree, best: torch.Tensor) -> tuple[Accept, list[int]]:
+    """follow(), and the tree's tokens on the host (the decode loop's new tokens come from
+    them, with no second read). One host read: best, the tree's tokens and its parents."""
     n = tree.size
     read = torch.cat([best, tree.tokens.to(best.device), tree.parents.to(best.device)]).tolist()
-    return walk(read[:n], read[n : 2 * n], read[2 * n :])
+    tokens = read[n : 2 * n]
+    return walk(read[:n], tokens, read[2 * n :]), tokens
 
 
 def walk(best: list[int], tokens: list[int], parents: list[int]) -> Accept:

@@ -5,7 +5,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.tree import Tree, ancestor_matrix, make_tree
+from engine.tree import Tree, ancestor_matrix, dfs_preorder, make_tree
+from kernels.reorder import dfs_order
 from tests.trees import parent_arrays
 
 
@@ -81,3 +82,15 @@ def test_tree_rejects_bad_sampling_and_q_shape():
         make_tree([1, 2], [-1, 0], sampling="beam")
     with pytest.raises(ValueError):
         make_tree([1, 2], [-1, 0], q=torch.zeros(3, 5))
+
+
+@settings(max_examples=100, deadline=None)
+@given(parent_arrays(60))
+def test_dfs_preorder_is_the_kernels_dfs_order_on_host_lists(parents):
+    """DySpec numbers its tree with dfs_preorder (App. C): the order of kernels/reorder.py
+    dfs_order(heavy_first=False), every parent before its children, each node once."""
+    order = dfs_preorder(parents)
+    assert order == dfs_order(torch.tensor(parents), heavy_first=False).tolist()
+    assert sorted(order) == list(range(len(parents)))
+    position = {node: i for i, node in enumerate(order)}
+    assert all(position[parents[i]] < position[i] for i in range(1, len(parents)))
