@@ -132,12 +132,12 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: SequoiaConfig, gen: torch
         tokens, q = draws_without_replacement(
             probs, max(shape[s] for s, _ in parents), state.draft_warp.greedy, gen
         )  # [n, k]
-        tokens, q = tokens.tolist(), q.tolist()
+        tokens, q = torch.stack([tokens.double(), q.double()]).tolist()  # one host read
         level = {}
         for row, (s, u) in enumerate(parents):
             for k in range(min(shape[s], len(q[row]))):  # a missing draw (support
                 if q[row][k] > 0:  # exhausted) drops its subtree
-                    level[first_child[s] + k] = draft.add(u, tokens[row][k])
+                    level[first_child[s] + k] = draft.add(u, int(tokens[row][k]))
     return draft.tree(SAMPLING.at(state.draft_warp.greedy))
 
 
