@@ -47,12 +47,11 @@ def applies(target: CachedModel, draft, method, state: DecodeState) -> bool:
 
 def chain_step(target: CachedModel, draft: DraftModel, k: int, committed: list[int], state):
     """One iteration (see the module docstring); returns engine.decode.Step."""
-    from engine.decode import Step
+    from engine.decode import forward_counters, make_step
 
     device, lm = target.device, draft.lm
     k = min(k, state.remaining)
-    draft_fwd0, target_fwd0 = lm.forward_seconds, target.forward_seconds
-    calls0, tokens0 = lm.forward_calls, lm.forward_tokens
+    before = forward_counters(target, lm)
     t0 = time.perf_counter()
     if lm.length > lm.committed:
         lm.commit([])
@@ -86,16 +85,5 @@ def chain_step(target: CachedModel, draft: DraftModel, k: int, committed: list[i
     counts = torch.stack([match.sum(), (accepted < k).long()])  # see decode.acceptance_counts
     sync(device)
     t3 = time.perf_counter()
-    return Step(
-        tree=tree,
-        accept=accept,
-        new=read[1 : a + 1] + [accept.token],
-        draft_s=t1 - t0,
-        target_s=t2 - t1,
-        verify_s=t3 - t2,
-        draft_forward_s=lm.forward_seconds - draft_fwd0,
-        target_forward_s=target.forward_seconds - target_fwd0,
-        draft_forwards=lm.forward_calls - calls0,
-        draft_tokens=lm.forward_tokens - tokens0,
-        counts=counts,
-    )
+    new = read[1 : a + 1] + [accept.token]
+    return make_step(target, lm, before, (t0, t1, t2, t3), tree, accept, new, counts)

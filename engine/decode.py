@@ -63,6 +63,42 @@ class Step:
     counts: torch.Tensor | None = None
 
 
+def forward_counters(target: CachedModel, lm: CachedModel) -> tuple[float, float, int, int]:
+    """The draft's and the target's forward seconds, and the draft's forward calls and tokens,
+    at the start of an iteration (make_step takes the differences)."""
+    return lm.forward_seconds, target.forward_seconds, lm.forward_calls, lm.forward_tokens
+
+
+def make_step(
+    target: CachedModel,
+    lm: CachedModel,
+    before: tuple[float, float, int, int],
+    times: tuple[float, float, float, float],
+    tree: Tree,
+    accept: Accept,
+    new: list[int],
+    counts: torch.Tensor,
+) -> Step:
+    """A Step from an iteration's clock readings (start, tree built, target forward done,
+    verified) and its forward counters at the start (forward_counters); every iteration path
+    (decode_step, engine/chain_step.py, engine/dynatree_step.py) ends here."""
+    t0, t1, t2, t3 = times
+    draft_s0, target_s0, calls0, tokens0 = before
+    return Step(
+        tree=tree,
+        accept=accept,
+        new=new,
+        draft_s=t1 - t0,
+        target_s=t2 - t1,
+        verify_s=t3 - t2,
+        draft_forward_s=lm.forward_seconds - draft_s0,
+        target_forward_s=target.forward_seconds - target_s0,
+        draft_forwards=lm.forward_calls - calls0,
+        draft_tokens=lm.forward_tokens - tokens0,
+        counts=counts,
+    )
+
+
 def decode_step(
     target: CachedModel,
     draft: DraftModel,
@@ -83,8 +119,7 @@ def decode_step(
         return dynatree_step.dynatree_step(target, draft, method.cfg, committed, state)
     device = target.device
     lean = target.fast and method.verifier == "greedy"
-    draft_fwd0, target_fwd0 = draft.lm.forward_seconds, target.forward_seconds
-    calls0, tokens0 = draft.lm.forward_calls, draft.lm.forward_tokens
+    before = forward_counters(target, draft.lm)
     t0 = time.perf_counter()
     tree = DRAFTERS[method.name].build(draft.start(committed, not lean), state, method.cfg, gen)
     sync(device)
@@ -107,19 +142,8 @@ def decode_step(
         new = tree.tokens[accept.path].tolist() + [accept.token]
     sync(device)
     t3 = time.perf_counter()
-    return Step(
-        tree=tree,
-        accept=accept,
-        new=new,
-        draft_s=t1 - t0,
-        target_s=t2 - t1,
-        verify_s=t3 - t2,
-        draft_forward_s=draft.lm.forward_seconds - draft_fwd0,
-        target_forward_s=target.forward_seconds - target_fwd0,
-        draft_forwards=draft.lm.forward_calls - calls0,
-        draft_tokens=draft.lm.forward_tokens - tokens0,
-        counts=acceptance_counts(tree, best, accept),
-    )
+    counts = acceptance_counts(tree, best, accept)
+    return make_step(target, draft.lm, before, (t0, t1, t2, t3), tree, accept, new, counts)
 
 
 def acceptance_counts(tree: Tree, best: torch.Tensor, accept: Accept) -> torch.Tensor:

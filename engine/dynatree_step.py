@@ -213,11 +213,10 @@ def pack(fed: list[Fed], last: Level, n_max: int):
 
 def dynatree_step(target, draft: DraftModel, cfg: DynaTreeConfig, committed: list[int], state):
     """One iteration (see the module docstring); returns engine.decode.Step."""
-    from engine.decode import Step, acceptance_counts
+    from engine.decode import acceptance_counts, forward_counters, make_step
 
     lm = draft.lm
-    draft_fwd0, target_fwd0 = lm.forward_seconds, target.forward_seconds
-    calls0, tokens0 = lm.forward_calls, lm.forward_tokens
+    before = forward_counters(target, lm)
     t0 = time.perf_counter()
     fed, last = grow(draft, cfg, committed, state)
     tokens, parents, depth, slots, n = pack(fed, last, cfg.N_max)  # [N_max + 1] each, []
@@ -249,16 +248,5 @@ def dynatree_step(target, draft: DraftModel, cfg: DynaTreeConfig, committed: lis
     counts = acceptance_counts(tree, best[:n], accept)
     sync(target.device)
     t3 = time.perf_counter()
-    return Step(
-        tree=tree,
-        accept=accept,
-        new=[tok_h[i] for i in accept.path] + [accept.token],
-        draft_s=t1 - t0,
-        target_s=t2 - t1,
-        verify_s=t3 - t2,
-        draft_forward_s=lm.forward_seconds - draft_fwd0,
-        target_forward_s=target.forward_seconds - target_fwd0,
-        draft_forwards=lm.forward_calls - calls0,
-        draft_tokens=lm.forward_tokens - tokens0,
-        counts=counts,
-    )
+    new = [tok_h[i] for i in accept.path] + [accept.token]
+    return make_step(target, lm, before, (t0, t1, t2, t3), tree, accept, new, counts)
