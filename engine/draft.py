@@ -67,6 +67,9 @@ class Batch(NamedTuple):
     # ([n, k] probabilities descending, [n, k] tokens): the top-k of probs, computed inside
     # the draft forward (fast path, greedy: then probs is None); None: take them from probs
     top: tuple[torch.Tensor, torch.Tensor] | None = None
+    # the top pair as host lists ([n][k] floats, [n][k] ints), where the feed read it anyway
+    # (feed_chain), so that its user does not read it again
+    host: tuple[list[list[float]], list[list[int]]] | None = None
 
 
 ChainFeed = Callable[["TreeBuilder", int, int], Batch]
@@ -151,24 +154,25 @@ class TreeBuilder:
         rows = [_top_of(self._batches[b], r, k) for b, r in (self._rows[i] for i in nodes)]
         return torch.stack([p for p, _ in rows]), torch.stack([t for _, t in rows])  # [n, k]
 
-    def expand_chain(self, L: int, k: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    def expand_chain(self, L: int, k: int):
         """The draft's greedy chain below the root: positions 1..L, each one's top-k below the
-        chain before it, ([L, k] probabilities, [L, k] tokens), and the chain's nodes [root,
-        y_1, .., y_(L-1)] (added to the tree; y_i the top token of position i). A fast greedy
+        chain before it, ([L, k] probabilities, [L, k] tokens), the chain's nodes [root,
+        y_1, .., y_(L-1)] (added to the tree; y_i the top token of position i), and the top-k
+        pair as host lists when it was read already (Batch.host), else None. A fast greedy
         draft (chain_feed) feeds each position's argmax to the next forward on the device, with
         one host read for the whole chain; otherwise one expand_top per position."""
         if self.chain_feed is not None and self.size == 1 and not self._rows:
             batch = self.chain_feed(self, L, k)
-            chain = batch.nodes.tolist()
+            chain = list(range(self.size))  # the root and the L - 1 nodes the feed added
             self.record(batch, chain)
-            return batch.top[0], batch.top[1], chain
+            return batch.top[0], batch.top[1], chain, batch.host
         chain, rows = [0], []
         for i in range(L):
             top_p, top_t = self.expand_top([chain[-1]], k)  # [1, k] twice
             rows.append((top_p[0], top_t[0]))
             if i + 1 < L:
                 chain.append(self.add(chain[-1], int(top_t[0, 0])))
-        return torch.stack([p for p, _ in rows]), torch.stack([t for _, t in rows]), chain
+        return torch.stack([p for p, _ in rows]), torch.stack([t for _, t in rows]), chain, None
 
     def record(self, batch: Batch, nodes: list[int]) -> None:
         """Keep a fed batch: its rows are the distributions below `nodes` (batch.nodes)."""
@@ -387,12 +391,16 @@ class DraftModel:
             p, t = lm.forward(t[:, 0], positions[n_p + i : n_p + i + 1], keep=1, top=k)
             tops.append((p, t))
         top_p, top_t = torch.cat([p for p, _ in tops]), torch.cat([t for _, t in tops])  # [L, k]
+        # the one host read: the whole top-k pair, the chain's tokens among it (y_i = top 1)
+        probs_h, tokens_h = torch.stack([top_p.double(), top_t.double()]).tolist()
+        tokens_h = [[int(x) for x in row] for row in tokens_h]
         chain = [0]
-        for token in top_t[: L - 1, 0].tolist():  # the one host read
-            chain.append(b.add(chain[-1], token))
+        for row in tokens_h[: L - 1]:
+            chain.append(b.add(chain[-1], row[0]))
         slots = [base + n_p + j for j in range(L)]
         self.path_slots.update((node, slots[: j + 1]) for j, node in enumerate(chain))
-        return Batch(torch.tensor(chain), None, None, top_t[:, 0], (top_p, top_t))
+        top = (top_p, top_t)
+        return Batch(torch.tensor(chain), None, None, top_t[:, 0], top, (probs_h, tokens_h))
 
     def commit(self, path: list[int]) -> None:
         """Keep the cache of the root and of the accepted nodes the draft has seen, in order.

@@ -77,12 +77,13 @@ class ARBlockDrafter:
     def __init__(self, draft: TreeBuilder) -> None:
         self.draft = draft
         self.chain = [0]  # builder node of the greedy prefix of each length (0 = root)
+        self.host = None  # the top-k pair as host lists, when the chain's feed read it
 
     def block_top(self, state: DecodeState, block_size: int, k: int):
         """The top-k of q_1..q_L: ([L, k] probabilities descending, [L, k] tokens); only the
         top-k rows are needed by Algorithm 1, so a fast draft never builds the [L, V] softmax,
         and rolls the chain out on the device (TreeBuilder.expand_chain)."""
-        top_q, top_t, self.chain = self.draft.expand_chain(block_size, k)  # [L, k] twice
+        top_q, top_t, self.chain, self.host = self.draft.expand_chain(block_size, k)  # [L, k]
         return top_q, top_t
 
 
@@ -142,9 +143,12 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DDTreeConfig, gen: torch.
     else:
         marginals = drafter.block_marginals(state, block_size)  # [L, V]
         top_q, top_t = marginals.topk(min(cfg.B, marginals.shape[-1]), dim=-1)
-    # one host read: log q and the tokens together (ids < 2^53 are exact in float64)
-    logq, tokens = torch.stack([torch.log(top_q.double()), top_t.double()]).tolist()
-    tokens = [[int(t) for t in row] for row in tokens]
+    if getattr(drafter, "host", None) is not None:  # the chain's feed read them already
+        probs, tokens = drafter.host
+        logq = [[math.log(p) if p > 0 else -math.inf for p in row] for row in probs]
+    else:  # one host read: log q and the tokens together (ids < 2^53 are exact in float64)
+        logq, tokens = torch.stack([torch.log(top_q.double()), top_t.double()]).tolist()
+        tokens = [[int(t) for t in row] for row in tokens]
     chain = getattr(drafter, "chain", [0])
     node_of: list[int] = []  # popped prefix -> builder node
     on_chain: list[bool] = []  # rank tuple is (1, .., 1): reuse the rolled-out chain node

@@ -100,12 +100,16 @@ def test_the_fast_draft_rolls_the_chain_out_on_the_device(tiny_pair):
     outs = []
     for fast, draft, b in _drafts(tiny_pair):
         assert (b.chain_feed is not None) == fast
-        top_p, top_t, chain = b.expand_chain(6, 4)  # [6, 4] twice, 6 nodes
+        top_p, top_t, chain, host = b.expand_chain(6, 4)  # [6, 4] twice, 6 nodes
         assert chain == list(range(6)) and b.tokens[1:] == top_t[:5, 0].tolist()
         assert b.path_tokens(5) == top_t[:5, 0].tolist()
         assert [draft.path_slots[i][-1] for i in chain] == [root + i for i in chain]
         p, t = b.expand_top([3], 4)  # already fed: its row of the chain
         assert torch.equal(t[0], top_t[3]) and torch.equal(p[0], top_p[3])
+        if fast:  # the feed's one read brought the whole top-k pair to the host
+            assert host == (top_p.double().tolist(), top_t.tolist())
+        else:
+            assert host is None
         outs.append((top_p, top_t))
     (p, t), (fp, ft) = outs
     assert torch.equal(t, ft) and torch.allclose(p, fp, atol=1e-5)
