@@ -35,10 +35,10 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
 4. per pair (bench/gpu_models.py PAIRS): every method of the acceptance record (--record,
    default: the newest bench/cost_model.py record in bench/records/, else
    bench/records/methods_real_pair.json; with its parameters) run with our engine on the
-   random pair, engine fast (--pair-engine compiled: CUDA graphs, with the compiled curves and
-   our compiled autoregressive host time in the prediction), --method-tokens new tokens: host time per iteration (iteration
-   wall time minus time inside model forwards, from IterationStats) and its share of the
-   iteration (goal on a GPU: <= 10%). Random weights make the trees' shapes and acceptance
+   random pair, engine fast (--pair-engine compiled: CUDA graphs, and then the compiled curves
+   and our compiled autoregressive host time in the prediction), --method-tokens new tokens:
+   host time per iteration (iteration wall time minus time inside model forwards, from
+   IterationStats) and its share of the iteration (goal on a GPU: <= 10%). Random weights make the trees' shapes and acceptance
    meaningless (at tiny sizes a tied target and draft of different seeds agreed on every
    token: a random model whose LM head is its embedding tends to repeat its input); these
    runs measure cost only, at whatever acceptance the random pair gives (reported).
@@ -502,8 +502,9 @@ def kernel_section(target, args, cuda: bool) -> dict:
 
 
 def pair_prediction(record: dict, res: dict, tc: dict, dc: dict, ar: dict | None) -> dict:
-    """bench/gpu_predict.py's prediction for one pair section `res`, from the fast curves of
-    its target and draft and our fast autoregressive measurement `ar` on this device."""
+    """bench/gpu_predict.py's prediction for one pair section `res`, from the curves of its
+    target and draft and our autoregressive measurement `ar` on this device, all of the
+    engine its methods ran on."""
     host = {t: r["host_ms_per_iteration"] / 1e3 for t, r in res["methods"].items()}
     h_ar = ar["host_ms_per_iteration"] / 1e3 if ar else None
     return predict_pair(record, tc, dc, host, h_ar, res["hf_assisted"].get("constant_k"))
