@@ -38,10 +38,11 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
    random pair, engine fast (--pair-engine compiled: CUDA graphs, and then the compiled curves
    and our compiled autoregressive host time in the prediction), --method-tokens new tokens:
    host time per iteration (iteration wall time minus time inside model forwards, from
-   IterationStats) and its share of the iteration (goal on a GPU: <= 10%). Random weights make the trees' shapes and acceptance
-   meaningless (at tiny sizes a tied target and draft of different seeds agreed on every
-   token: a random model whose LM head is its embedding tends to repeat its input); these
-   runs measure cost only, at whatever acceptance the random pair gives (reported).
+   IterationStats) and its share of the iteration (goal on a GPU: <= 10%). Random weights
+   make the trees' shapes and acceptance meaningless (at tiny sizes a tied target and draft
+   of different seeds agreed on every token: a random model whose LM head is its embedding
+   tends to repeat its input); these runs measure cost only, at whatever acceptance the
+   random pair gives (reported).
 5. per pair: HF assisted generation (`generate(assistant_model=draft)`): (a) as HF ships it
    (adaptive draft length and confidence stop), time per token and tokens per iteration on
    the random pair; (b) with a constant draft length k = the record's linear k and no
