@@ -18,6 +18,7 @@ import time
 import torch
 
 from engine.sampling import top_probs, top_token
+from engine.transfer import to_device
 from engine.tree import additive_mask
 
 
@@ -154,7 +155,7 @@ class CachedModel:
         if not tokens:
             return None
         assert self.length == self.committed, "extend() with uncommitted tree nodes in cache"
-        ids = torch.tensor(tokens, dtype=torch.long, device=self.device)
+        ids = to_device(tokens, self.device, torch.long)
         pos = torch.arange(self.committed, self.committed + len(tokens), device=self.device)
         logits = self.forward(ids, pos, keep=keep)
         self.committed += len(tokens)
@@ -172,8 +173,8 @@ class CachedModel:
         dest = list(range(n, n + k))
         moved = [(d, s) for d, s in zip(dest, accepted_slots) if d != s]
         if moved:
-            dst = torch.tensor([d for d, _ in moved], device=self.device)
-            src = torch.tensor([s for _, s in moved], device=self.device)
+            dst = to_device([d for d, _ in moved], self.device)
+            src = to_device([s for _, s in moved], self.device)
         for layer in self.cache.layers:
             if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
                 continue

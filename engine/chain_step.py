@@ -28,6 +28,7 @@ import torch
 
 from engine.cache import CachedModel, sync
 from engine.draft import DecodeState, DraftModel
+from engine.transfer import to_device
 from engine.tree import Tree
 from engine.verify import Accept
 
@@ -57,7 +58,7 @@ def chain_step(target: CachedModel, draft: DraftModel, k: int, committed: list[i
         lm.commit([])
     root = state.prefix_len  # the root's position, and its slot in both caches
     positions = torch.arange(lm.committed, root + k + 1, device=device)  # [root + k + 1 - c]
-    pending = torch.tensor(committed[lm.committed :], device=device)  # [n_p + 1], root last
+    pending = to_device(committed[lm.committed :], device)  # [n_p + 1], root last
     n_p = pending.shape[0] - 1
     tok = lm.forward(pending, positions[: n_p + 1], keep=1, argmax=True)  # [1]
     lm.committed += n_p

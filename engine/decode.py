@@ -32,6 +32,7 @@ from engine.models import Pair
 from engine.no_draft import no_draft
 from engine.sampling import Warp, draft_warp, top_token, warp
 from engine.static_cache import MIN_CAPACITY, cached_model
+from engine.transfer import to_device
 from engine.tree import Tree
 from engine.verify import VERIFIERS, Accept, greedy
 
@@ -290,7 +291,7 @@ def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos
             target.commit([state.prefix_len + i for i in [0] + path])
             draft.commit(path)
             if features is not None:  # the root and the accepted nodes are committed now
-                rows = torch.tensor([0] + path, device=target.hidden.device)
+                rows = to_device([0] + path, target.hidden.device)
                 features.extend(target.hidden[rows])  # [1 + len(path), F]
             if taps is not None:  # the last accepted node precedes the next root
                 taps.keep_target_row(path[-1] if path else 0)

@@ -23,6 +23,7 @@ import torch
 
 from engine.cache import CachedModel
 from engine.sampling import Warp, top_token, warp
+from engine.transfer import to_device
 from engine.tree import Tree
 
 
@@ -232,14 +233,14 @@ class TreeBuilder:
         if self.keep_q:
             q = gather_q(self._batches, torch.tensor(new_of), len(old_of), dev)
         return Tree(
-            tokens=torch.tensor(tokens, device=dev),
-            parents=torch.tensor(parents, device=dev),
-            depth=torch.tensor(depth, device=dev),
+            tokens=to_device(tokens, dev),
+            parents=to_device(parents, dev),
+            depth=to_device(depth, dev),
             q=q,
             sampling=sampling,
             multiplicity=None
             if multiplicity is None
-            else torch.tensor([multiplicity[i] for i in old_of], dtype=torch.long, device=dev),
+            else to_device([multiplicity[i] for i in old_of], dev, torch.long),
             height=max(depth),
         )
 
@@ -295,7 +296,7 @@ def gather_q(
         sel = (rows >= 0).nonzero().flatten()  # [k] batch rows that were kept
         if sel.numel() == 0:
             continue
-        rows = rows[sel].to(device)
+        rows = to_device(rows[sel], device)
         if b.q is None:  # greedy: one-hot at the draft's argmax
             q[rows, b.argmax[sel.to(b.argmax.device)]] = 1.0
         else:
@@ -356,9 +357,9 @@ class DraftModel:
         dev = lm.device
         extra = 1 if self.keep_prev and n_p else 0  # the preceding token's row (keep_prev)
         inputs = (
-            torch.tensor(tokens, device=dev),
-            torch.tensor(positions, device=dev),
-            visible.to(dev),
+            to_device(tokens, dev),
+            to_device(positions, dev),
+            to_device(visible, dev),
         )
         nodes = torch.tensor(new)
         if top and lm.fast and self.warp.greedy and not b.keep_q and not extra:  # top-k only
@@ -382,7 +383,7 @@ class DraftModel:
         lm, dev = self.lm, self.lm.device
         pend, self.pending = self.pending, []
         n_p, base = len(pend), lm.length  # the root's slot: base + n_p (= its position)
-        inputs = torch.tensor(pend + [b.tokens[0]], device=dev)
+        inputs = to_device(pend + [b.tokens[0]], dev)
         positions = torch.arange(base, base + n_p + L, device=dev)  # [n_p + L]
         p, t = lm.forward(inputs, positions[: n_p + 1], keep=1, top=k)  # [1, k] twice
         lm.committed += n_p

@@ -47,6 +47,7 @@ import torch
 from engine.cache import sync
 from engine.draft import DecodeState, DraftModel
 from engine.drafters.dynatree import SAMPLING, DynaTreeConfig, adapted
+from engine.transfer import to_device
 from engine.tree import Tree, depth_from_parents
 from engine.verify import greedy
 from kernels.reference import ancestor_matrix
@@ -161,7 +162,7 @@ def grow(draft: DraftModel, cfg: DynaTreeConfig, committed: list[int], state: De
     if lm.length > lm.committed:
         lm.commit([])
     positions = torch.arange(lm.committed, len(committed), device=dev)  # [n_p + 1]
-    pending = torch.tensor(committed[lm.committed :], device=dev)  # [n_p + 1], the root last
+    pending = to_device(committed[lm.committed :], dev)  # [n_p + 1], the root last
     top_p, top_t = lm.forward(pending, positions, keep=1, top=cfg.B_max)  # [1, B] twice
     lm.committed = len(committed) - 1
     root_slot = lm.committed
@@ -169,7 +170,7 @@ def grow(draft: DraftModel, cfg: DynaTreeConfig, committed: list[int], state: De
     zero = torch.zeros(1, dtype=torch.long, device=dev)
     root = Level(pending[-1:], torch.zeros(1, dtype=torch.float64, device=dev), one, zero)
     fed = [Fed(root, one.view(1, 1), zero + root_slot, top_p, top_t)]
-    room = torch.tensor(cfg.N_max, device=dev)  # [] drafted nodes the budget still allows
+    room = to_device(cfg.N_max, dev)  # [] drafted nodes the budget still allows
     if paper:  # l. 10: the root u0 is the draft's top-1 token after the prefix
         lp0 = top_p[:, 0].double().clamp_min(1e-30).log()
         nxt = Level(top_t[:, 0], lp0, one, zero)

@@ -32,6 +32,7 @@ import torch
 
 from engine.cache import CachedModel, head
 from engine.config import ENGINES, ConfigError
+from engine.transfer import to_device
 from engine.tree import additive_mask
 
 MIN_CAPACITY = 256
@@ -185,7 +186,7 @@ class StaticCachedModel(CachedModel):
             seen = cols[None, :] <= slots[:n, None]  # [n, width]
         else:
             seen = torch.zeros(n, width, dtype=torch.bool, device=dev)
-            seen[:, : start + n] = visible.to(dev, non_blocking=True)
+            seen[:, : start + n] = to_device(visible, dev)
         if rows > n:  # pad rows see only their own slot
             seen = torch.cat([seen, cols[None, :] == slots[n:, None]])
             tokens = torch.cat([tokens, tokens[-1:].expand(rows - n)])
@@ -224,8 +225,8 @@ class StaticCachedModel(CachedModel):
         n, k = self.committed, len(accepted_slots)
         moved = [(d, s) for d, s in enumerate(accepted_slots, start=n) if d != s]
         if moved:
-            dst = torch.tensor([d for d, _ in moved], device=self.device)
-            src = torch.tensor([s for _, s in moved], device=self.device)
+            dst = to_device([d for d, _ in moved], self.device)
+            src = to_device([s for _, s in moved], self.device)
             kv = self.cache.kv
             kv.index_copy_(4, dst, kv.index_select(4, src))
         self.committed = self._length = n + k

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.transfer import to_device
 from kernels.reference import ancestor_matrix
 
 SAMPLING_MODES = ("iid", "without_replacement", "deterministic")
@@ -167,13 +168,11 @@ def make_tree(
         raise ValueError("parents must satisfy parents[0] == -1 and 0 <= parents[i] < i")
     depth = depth_from_parents(parents)
     return Tree(
-        tokens=torch.tensor(tokens, dtype=torch.long, device=device),
-        parents=torch.tensor(parents, dtype=torch.long, device=device),
-        depth=torch.tensor(depth, dtype=torch.long, device=device),
+        tokens=to_device(tokens, device, torch.long),
+        parents=to_device(parents, device, torch.long),
+        depth=to_device(depth, device, torch.long),
         q=q,
         sampling=sampling,
-        multiplicity=None
-        if multiplicity is None
-        else torch.tensor(multiplicity, dtype=torch.long, device=device),
+        multiplicity=None if multiplicity is None else to_device(multiplicity, device, torch.long),
         height=max(depth),
     )

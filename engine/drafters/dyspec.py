@@ -50,6 +50,7 @@ import torch
 
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import draws_without_replacement
+from engine.transfer import to_device
 from engine.tree import Tree, TreeSampling, dfs_preorder
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -128,7 +129,7 @@ def _grow_threshold(
         room = cfg.budget - (draft.size - 1)
         tokens, q = _draws(draft, level, room, state, gen)  # [n, k]
         q = q.double()
-        value = torch.tensor(level_p, dtype=torch.float64, device=q.device)[:, None] * (
+        value = to_device(level_p, q.device, torch.float64)[:, None] * (
             1.0 - (q.cumsum(-1) - q)
         )  # [n, k] slot values, decreasing along k
         ok = (value >= cfg.threshold) & (q > 0)  # a prefix of every row

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
+from engine.transfer import to_device
 from engine.tree import DETERMINISTIC, Tree
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -42,7 +43,7 @@ def build(
         top_p, top_t = draft.expand_top(level, cfg.branch)  # [len(level), branch]
         cand = (
             torch.log(top_p.clamp(min=1e-30))
-            + torch.tensor([logp[i] for i in level], device=top_p.device)[:, None]
+            + to_device([logp[i] for i in level], top_p.device)[:, None]
         )  # [len(level), branch] log path probability of each child
         # one host read per level: the children's log path probabilities and tokens
         cand_h, tokens_h = torch.stack([cand.double(), top_t.double()]).tolist()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
+from engine.transfer import to_device
 from engine.tree import DETERMINISTIC, Tree
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -71,7 +72,7 @@ def grow(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig) -> list[int]:
             top_p, top_t = draft.expand_top(nodes, cfg.N)  # [b, k] the top N below each
             b, k = top_p.shape
             # [b, 2]: pr and builder node of each parent, on the draft's device
-            known = torch.tensor(kept, dtype=torch.float64, device=top_p.device)
+            known = to_device(kept, top_p.device, torch.float64)
             children = torch.stack(
                 [  # [b * k, 3] in insertion order
                     (known[:, 1:] * top_p.double()).flatten(),

@@ -36,6 +36,7 @@ import torch
 from engine.cache import CachedModel
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import Warp, draws_without_replacement, residual, warp
+from engine.transfer import to_device
 from engine.tree import Tree, TreeSampling
 
 # measure_profile(qwen2.5-coder-1.5b / 0.5b, first 6 Spec-Bench prompts with the chat template,
@@ -167,7 +168,7 @@ def measure_profile(
                 else int(torch.multinomial(warp(logits, w).cpu(), 1, generator=gen))
             )
             logits = cached.extend(seq[-1:])[-1]
-        x = torch.tensor([seq], device=t_model.device)
+        x = to_device([seq], t_model.device)
         p = warp(t_model(input_ids=x).logits[0, len(ids) - 1 : -1].float().cpu(), w)  # [T, V]
         qd = d_model(input_ids=x.to(d_model.device)).logits[0, len(ids) - 1 : -1].float().cpu()
         q = torch.softmax(qd, -1) if w.greedy else warp(qd, w)  # [T, V]

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import torch
 
+from engine.transfer import to_device
 from engine.tree import Tree
 
 
@@ -270,7 +271,7 @@ def capped_weights(
     w = [1.0]
     for r in ratio:
         w.append(min(1.0, w[-1] * r))
-    weights = torch.tensor(w[:-1], dtype=torch.float64, device=p.device)[:, None]  # [L, 1]
+    weights = to_device(w[:-1], p.device, torch.float64)[:, None]  # [L, 1]
     res = positive_part(weights * p[parents].double() - q[parents].double())  # [L, V]
     return w, res, res.sum(-1).tolist()
 

@@ -25,6 +25,7 @@ from typing import Callable
 import torch
 
 from engine.sampling import residual
+from engine.transfer import to_device
 from engine.tree import Tree
 from engine.verify import bv, khisti, khisti_tournament, specinfer, spectr, traversal, tv
 from engine.verify.common import layout, positive_part
@@ -136,7 +137,7 @@ def branching(
         return _random_order_average(counts, lambda i, t: a[t], final)
     if name == "specinfer":  # Algorithm 14
         if order is not None:  # without replacement: the draws are tried in draw order
-            x = torch.tensor(order, device=p.device)
+            x = to_device(order, p.device)
             qs = specinfer.round_drafts(q, x, iid=False)
             ps = specinfer.round_targets(p, qs)
             rounds = torch.arange(len(order), device=p.device)

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.transfer import to_device
 from engine.tree import Tree
 from engine.verify.common import Accept, canonical_verify, positive_part, tournament_law
 
@@ -136,7 +137,7 @@ def lp_round(p: torch.Tensor, q1: torch.Tensor, q2: torch.Tensor, s: int = S) ->
         tuple(held[i][j] / mass[i][j] if i < j and mass[i][j] > 0 else 1.0 for j in range(s))
         for i in range(s)
     )
-    top = base + torch.tensor([sum(row) for row in held], dtype=r.dtype, device=r.device)
+    top = base + to_device([sum(row) for row in held], r.device, r.dtype)
     r = torch.cat([top, r[s:]])
     return Round(rank=rank, w=w, r=r[rank])
 

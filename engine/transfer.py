@@ -1,0 +1,23 @@
+"""Host-to-device copies without a host synchronisation.
+
+`torch.tensor(data, device="cuda")` and `cpu_tensor.to("cuda")` copy with non_blocking=False,
+after which torch synchronises the stream (ATen's CUDA copy kernel): the host waits until every
+queued kernel has run, which costs what a read of a device value costs (bench/host_time.py
+counts reads; these it cannot see on a CPU). Built on the CPU and copied with
+non_blocking=True, the copy is queued behind those kernels instead: from pageable memory CUDA
+stages the bytes before the call returns, so the CPU tensor may be freed at once. On the CPU
+both forms give the same tensor.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def to_device(data, device, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """`data` (a list, a number, or a CPU tensor) as a tensor on `device` (dtype: as
+    torch.tensor infers it, unless given), copied without a host synchronisation."""
+    t = data if isinstance(data, torch.Tensor) else torch.tensor(data, dtype=dtype)
+    if dtype is not None and t.dtype != dtype:
+        t = t.to(dtype)
+    return t.to(device, non_blocking=True)
