@@ -7,9 +7,10 @@ method runs once per engine, eager then fast), so load drift hits both alike; th
 eager / fast in this one run. Outputs of both engines are checked to be equal.
 
 Host reads are the places where Python reads a tensor's value (`item`, `tolist`, `int()`,
-`bool()`, `float()`, indexing with a tensor, `.cpu()` of a device tensor): on a GPU each is a
-synchronisation. They are counted in a separate, untimed pass (every generation again) with a
-TorchFunctionMode, model forwards included. The same pass times the vocabulary-sized ops done
+`bool()`, `float()`, indexing with a tensor, `.cpu()` of a device tensor) and the ops whose
+output size depends on values (`nonzero`, indexing with a boolean mask, `unique`): on a GPU
+each is a synchronisation. They are counted in a separate, untimed pass (every generation
+again) with a TorchFunctionMode, model forwards included. The same pass times the vocabulary-sized ops done
 outside model forwards (softmax, top-k, argmax over [n, V]): device work that a GPU runs
 asynchronously but that on a CPU is part of the host time. The table splits the host time into
 those and the rest (Python, small tensor ops, masks, bookkeeping), the part a GPU cannot hide.
@@ -51,6 +52,8 @@ DEFAULT_METHODS = [
 ]
 ENGINES = ("eager", "fast")
 READS = {"item", "tolist", "__int__", "__bool__", "__float__", "__index__", "numpy"}
+# ops whose output size depends on the values: on a GPU the host waits for them too
+SIZED_BY_VALUES = {"nonzero", "masked_select", "unique", "unique_consecutive", "argwhere"}
 
 
 class HostReads(TorchFunctionMode):
@@ -68,7 +71,12 @@ class HostReads(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
-        if name in READS or (name in ("cpu", "to") and _to_host(name, args, kwargs or {})):
+        if (
+            name in READS
+            or name in SIZED_BY_VALUES
+            or (name in ("cpu", "to") and _to_host(name, args, kwargs or {}))
+            or (name == "__getitem__" and _bool_index(args))
+        ):
             self.counts[name] += 1
         if not self.vocab or _IN_FORWARD[0] or not any(_vocab_sized(a, self.vocab) for a in args):
             return func(*args, **(kwargs or {}))
@@ -76,6 +84,13 @@ class HostReads(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         self.vocab_s += time.perf_counter() - start
         return out
+
+
+def _bool_index(args) -> bool:
+    """x[mask] with a boolean tensor: its size is the mask's count, read by the host."""
+    index = args[1] if len(args) > 1 else None
+    items = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
 
 
 def _to_host(name: str, args, kwargs) -> bool:

@@ -11,8 +11,9 @@ def test_host_reads_counts_python_reads_of_tensor_values():
     t = torch.arange(6)
     with host_time.HostReads() as counter:
         int(t[2]), bool(t.all()), t.tolist(), t[1].item(), float(t[3]), [0, 1, 2][t[1]]
-        t + 1, t.sum(), t[1:3]  # device work only: no reads
-    assert sum(counter.counts.values()) == 6
+        t + 1, t.sum(), t[1:3], t[t[:2]]  # device work only: no reads
+        t[t > 2], t.nonzero(), t.unique()  # sized by the values: the host waits for them
+    assert sum(counter.counts.values()) == 9
 
 
 def test_device_copies_count_only_towards_the_host():
