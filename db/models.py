@@ -100,6 +100,8 @@ class Sweep(Base):
     code_version: Mapped[str] = mapped_column(String(80), default="")
     driver: Mapped[str | None] = mapped_column(String(200))  # the last driver to heartbeat
     heartbeat_at: Mapped[float | None] = mapped_column(Float)  # several drivers may run a sweep
+    # the --only cut of the latest run, [[key, [values]], ...]; None: the whole grid (0009)
+    only: Mapped[list[Any] | None] = mapped_column(nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()

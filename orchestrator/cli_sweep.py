@@ -249,8 +249,12 @@ def status(sweep, db_url, fmt) -> None:
 
     store = Store(db_url, mode="read")
     frame = status_frame(store, sweep)
-    etas = [
-        eta_s(store.finish_times(r.sweep), r.pending + r.running)
+    cuts = {r.sweep: store.cut(store.sweep(r.sweep)["id"]) for r in frame.itertuples()}
+    etas = [  # a run with --only takes only its cut's trials: those are what is left
+        eta_s(
+            store.finish_times(r.sweep),
+            cuts[r.sweep][1] if cuts[r.sweep] else r.pending + r.running,
+        )
         if r.status == SweepStatus.RUNNING
         else None
         for r in frame.itertuples()
@@ -267,6 +271,10 @@ def status(sweep, db_url, fmt) -> None:
 
         click.echo("")
         click.echo(progress_line(sweep, (store.counts(sweep) or [{}])[0]))
+        if cuts.get(sweep):
+            only, left = cuts[sweep]
+            shown = " ".join(f"--only {o.shown()}" for o in only)
+            click.echo(f"its latest run took a cut ({shown}): {left} of its trials left")
         sweep_id = store.sweep(sweep)["id"]
         rows = store.trials(sweep_id, (TrialStatus.RUNNING, TrialStatus.FAILED))
         if rows:

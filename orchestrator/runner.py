@@ -231,7 +231,7 @@ def run_sweep(
     start = time.perf_counter()
     sweep = store.sweep(sweep_id=sweep_id)
     name = sweep["name"]
-    store.begin_run(sweep_id)
+    store.begin_run(sweep_id, opts.only)
     sink = DriverSink(store, sweep_id, name, opts.progress)
     stop = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(store, sweep_id, stop), daemon=True)

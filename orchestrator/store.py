@@ -62,6 +62,7 @@ from db.session import (
 from engine.config import ConfigError
 from engine.profile import ForwardCurve
 from orchestrator.leases import HEARTBEAT_S, HOST, LEASE_S, new_driver_id, owner_alive
+from orchestrator.only import Only, matches
 from orchestrator.records import METRICS, PROFILE, TrialConfig, TrialFailure, TrialResult
 
 OPEN = (TrialStatus.PENDING, TrialStatus.RUNNING)  # trials a sweep still has to run
@@ -342,16 +343,49 @@ class Store:
             lambda s: s.scalar(select(Sweep.status).where(Sweep.id == sweep_id)),
         )
 
-    def begin_run(self, sweep_id: int) -> None:
-        """This driver starts on the sweep: running (also when it was cancelled: a resume)."""
+    def begin_run(self, sweep_id: int, only: Sequence[Only] = ()) -> None:
+        """This driver starts on the sweep: running (also when it was cancelled: a resume),
+        taking the trials that match `only` (stored as the sweep's cut; empty: all)."""
+        cut = [[o.key, list(o.values)] for o in only] or None
         self.transact(
             "starting the sweep",
             lambda s: s.execute(
                 update(Sweep)
                 .where(Sweep.id == sweep_id)
-                .values(status=SweepStatus.RUNNING, driver=self.owner, heartbeat_at=self._now)
+                .values(
+                    status=SweepStatus.RUNNING,
+                    driver=self.owner,
+                    heartbeat_at=self._now,
+                    only=cut,
+                )
             ),
         )
+
+    def cut(self, sweep_id: int) -> tuple[tuple[Only, ...], int] | None:
+        """The --only cut of the sweep's latest run and how many of its trials are still
+        pending or running; None when that run took the whole grid."""
+
+        def tx(s: Session):
+            only = s.scalar(select(Sweep.only).where(Sweep.id == sweep_id))
+            if not only:
+                return None
+            rows = s.execute(
+                select(Trial.status, Trial.config).where(
+                    Trial.id.in_(_members(sweep_id)),
+                    Trial.status.in_((TrialStatus.PENDING, TrialStatus.RUNNING)),
+                )
+            ).all()
+            return only, rows
+
+        found = self.transact("reading the sweep's cut", tx)
+        if found is None:
+            return None
+        filters = tuple(Only(key, tuple(values)) for key, values in found[0])
+        left = sum(
+            status == TrialStatus.RUNNING or matches(TrialConfig.from_dict(config), filters)
+            for status, config in found[1]
+        )
+        return filters, left
 
     def heartbeat(self, sweep_id: int) -> None:
         """Renew the leases of this driver's running trials and mark the sweep as run by it

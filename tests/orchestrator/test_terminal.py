@@ -368,6 +368,42 @@ def test_status_shows_the_eta_of_a_running_sweep(sqlite_url, fmt):
         assert "eta" in r.output.splitlines()[0] and "3m 00s" in r.output
 
 
+def test_status_eta_counts_only_the_cut_of_a_run_with_only(db_url):
+    """A run with --only takes the trials of its cut: the ETA and the cut line count those
+    (and the running ones), not every pending trial of the grid."""
+    import dataclasses
+    import json
+    import time
+
+    from orch_helpers import fake_config, fake_result
+
+    from orchestrator.only import parse_only
+
+    store = Store(db_url)
+    cfgs = [fake_config(i) for i in range(1, 11)]  # linear k=1..10
+    sid = store.submit("cut", {"name": "cut"}, cfgs, "v").sweep_id
+    store.begin_run(sid, parse_only(["k=1,2,3,4,5,6"]))
+    now = time.time()
+    for i, cfg in enumerate(cfgs[:4]):  # k=1..4 done, 30 s each, one after another
+        (tid,) = [t for t, c, _ in store.runnable(sid) if c.config_hash == cfg.config_hash]
+        assert store.mark_running(tid, "h", None)
+        start = now - 120 + 30 * i
+        r = dataclasses.replace(fake_result(cfg), started_at=start, finished_at=start + 30)
+        store.record_result(tid, r)
+    only, left = store.cut(sid)
+    assert [o.shown() for o in only] == ["k=1,2,3,4,5,6"] and left == 2  # k=5, 6
+    store.close()
+    out = CliRunner().invoke(main, ["status", "--db", db_url, "--format", "json"]).stdout
+    (row,) = json.loads(out)
+    assert (row["pending"], row["eta_s"]) == (6, 60.0)  # 2 trials of the cut, not 6
+    out = CliRunner().invoke(main, ["status", "cut", "--db", db_url]).stdout
+    assert "its latest run took a cut (--only k=1,2,3,4,5,6): 2 of its trials left" in out
+    store = Store(db_url)
+    store.begin_run(sid)  # a run over the whole grid: no cut
+    assert store.cut(sid) is None
+    store.close()
+
+
 # ---- a sweep whose trials all failed ends failed -----------------------------------------
 
 
