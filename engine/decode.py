@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from engine import chain_step, dynatree_step
+from engine import ar_step, chain_step, dynatree_step
 from engine.cache import CachedModel, sync
 from engine.config import ConfigError
 from engine.draft import DecodeState, DraftModel
@@ -114,6 +114,8 @@ def decode_step(
     On the fast path the greedy verifier follows the target's argmax (the one-hot warp's, and
     the one the acceptance counts need anyway), computed inside the target's forward, and the
     tree carries no q, which it never reads: no [N, V] tensor leaves the forward."""
+    if ar_step.applies(target, method, state):  # greedy autoregressive: no tree
+        return ar_step.ar_step(target, draft, committed, state)
     if chain_step.applies(target, draft, method, state):  # greedy linear, kept on the device
         return chain_step.chain_step(target, draft, method.cfg.k, committed, state)
     if dynatree_step.applies(target, draft, method, state):  # greedy DynaTree, static shapes

@@ -1,0 +1,53 @@
+"""One greedy autoregressive iteration on a fast path: the target's next token, no tree built.
+
+The general iteration (engine/decode.py `decode_step`) runs autoregressive decoding as the
+empty draft (engine/drafters/autoregressive.py): a root-only TreeBuilder frozen into a Tree
+(three host-to-device copies), its all-visible mask row built on the host and copied, the
+greedy verifier's read of the tree. Here the root goes to the device once and the target's
+forward over it is causal (the fast path's one-token mask is a view of a preallocated row);
+its argmax, computed inside the forward, is the iteration's one host read. The baseline of
+every speedup, and what bench/gpu.py holds against the bandwidth floor, so its overhead per
+token is what a GPU run sees. Output is token for token the general path's
+(tests/engine/test_fast_path.py, tests/engine/test_ar_step.py).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from engine.cache import CachedModel, sync
+from engine.draft import DecodeState
+from engine.transfer import to_device
+from engine.tree import Tree
+from engine.verify import Accept
+
+
+def applies(target: CachedModel, method, state: DecodeState) -> bool:
+    """Whether `method`'s iteration runs here: autoregressive with the greedy verifier on a
+    fast (static-cache) path."""
+    return target.fast and method.name == "autoregressive" and method.verifier == "greedy"
+
+
+def ar_step(target: CachedModel, draft, committed: list[int], state: DecodeState):
+    """One iteration (see the module docstring); returns engine.decode.Step. The draft is not
+    touched (the loop's draft.commit([]) keeps its committed prefix)."""
+    from engine.decode import forward_counters, make_step
+
+    device = target.device
+    before = forward_counters(target, draft.lm)
+    t0 = time.perf_counter()
+    root = to_device(committed[-1:], device)  # [1]
+    position = torch.full((1,), state.prefix_len, dtype=torch.long, device=device)  # [1]
+    t1 = time.perf_counter()
+    best = target.forward(root, position, argmax=True)  # [1] the target's next token
+    t2 = time.perf_counter()
+    token = best.tolist()[0]  # the one host read
+    zero = torch.zeros(1, dtype=torch.long, device=device)
+    tree = Tree(root, zero - 1, zero, sampling="deterministic", height=0)
+    counts = torch.zeros(2, dtype=torch.long, device=device)  # no drafted node
+    sync(device)
+    t3 = time.perf_counter()
+    accept = Accept(path=[], token=token)
+    return make_step(target, draft.lm, before, (t0, t1, t2, t3), tree, accept, [token], counts)
