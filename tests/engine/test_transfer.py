@@ -36,6 +36,24 @@ def test_to_device_gives_torch_tensors_values(data, dtype, want):
     assert got.dtype == want.dtype and got.device.type == "cpu" and torch.equal(got, want)
 
 
+def test_a_copy_towards_the_host_waits_for_the_values(monkeypatch):
+    """Only host-to-device copies may skip the wait: a non-blocking copy to the CPU could be
+    read before it lands. The meta device stands in for a GPU (its copies fail, after the
+    call shows which form was asked for)."""
+    asked = []
+    real = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        asked.append(kwargs.get("non_blocking", False))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    to_device([1, 2], "meta")
+    with pytest.raises(NotImplementedError):
+        to_device(torch.zeros(2, device="meta"), "cpu")
+    assert asked == [True, False]
+
+
 def test_per_iteration_code_copies_to_the_device_without_synchronising():
     blocking = re.compile(r"torch\.tensor\([^)]*device=|\.to\((dev|device|self\.device)\)")
     found = [
