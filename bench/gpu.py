@@ -109,7 +109,7 @@ from bench.gpu_models import (  # noqa: E402
     kv_bytes_per_token,
     weight_bytes_read,
 )
-from bench.gpu_predict import linear_tau, method_texts, predict_pair  # noqa: E402
+from bench.gpu_predict import from_report, linear_tau, method_texts, pair_prediction  # noqa: E402
 from bench.gpu_report import markdown, ms_cell  # noqa: E402
 from bench.host_time import host_seconds  # noqa: E402
 from bench.tree_attention import time_ms  # noqa: E402
@@ -500,38 +500,6 @@ def kernel_section(target, args, cuda: bool) -> dict:
         argv += ["--prefix", "16", "--nodes", "20", "--warmup", "0", "--reps", "1"]
         argv += ["--head-dim", "64"]
     return tree_attention.run(tree_attention.parse_args(argv), cuda)
-
-
-def pair_prediction(record: dict, res: dict, tc: dict, dc: dict, ar: dict | None) -> dict:
-    """bench/gpu_predict.py's prediction for one pair section `res`, from the curves of its
-    target and draft and our autoregressive measurement `ar` on this device, all of the
-    engine its methods ran on."""
-    host = {t: r["host_ms_per_iteration"] / 1e3 for t, r in res["methods"].items()}
-    h_ar = ar["host_ms_per_iteration"] / 1e3 if ar else None
-    return predict_pair(record, tc, dc, host, h_ar, res["hf_assisted"].get("constant_k"))
-
-
-def from_report(path: Path, record_path: Path) -> dict:
-    """--from-report: a stored report with each pair's predictions computed again from its own
-    curves and host times and the CPU record `record_path` (for a run whose time limit cut the
-    prediction, or to predict from a newer record without the device)."""
-    report = json.loads(path.read_text())
-    record = json.loads(record_path.read_text())
-    report["record"] = str(record_path)
-    models = report["models"]
-    for pname, res in report["pairs"].items():
-        tname, dname = PAIRS[pname]
-        # the draft built with its target's vocabulary ("<name>@vocab<V>") where there is one
-        drafts = sorted((k for k in models if k.split("@")[0] == dname), key=lambda k: "@" not in k)
-        engine = next((r["engine"] for r in res["methods"].values()), "fast")
-        tc = models.get(tname, {}).get("curves", {}).get(engine)
-        dc = models[drafts[0]]["curves"].get(engine) if drafts else None
-        if tc and dc:
-            ar = models[tname]["autoregressive"].get(f"ours_{engine}")
-            res["prediction"] = pair_prediction(record, res, tc, dc, ar)
-            cut = f"{pname} prediction:"
-            report["skipped"] = [x for x in report["skipped"] if not x.startswith(cut)]
-    return report
 
 
 class Models:

@@ -26,9 +26,12 @@ on this device (bench/gpu.py, constant k, no confidence stop) over tau_k:
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from bench.engine_overhead import parse_method
+from bench.gpu_models import PAIRS
 
 
 def method_texts(record: dict) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -138,3 +141,35 @@ def predict_pair(
         best = min(trees, key=lambda t: trees[t]["ms_per_token"])
         out["best_tree"] = {"method": best, **trees[best]}
     return out
+
+
+def pair_prediction(record: dict, res: dict, tc: dict, dc: dict, ar: dict | None) -> dict:
+    """bench/gpu_predict.py's prediction for one pair section `res`, from the curves of its
+    target and draft and our autoregressive measurement `ar` on this device, all of the
+    engine its methods ran on."""
+    host = {t: r["host_ms_per_iteration"] / 1e3 for t, r in res["methods"].items()}
+    h_ar = ar["host_ms_per_iteration"] / 1e3 if ar else None
+    return predict_pair(record, tc, dc, host, h_ar, res["hf_assisted"].get("constant_k"))
+
+
+def from_report(path: Path, record_path: Path) -> dict:
+    """--from-report: a stored report with each pair's predictions computed again from its own
+    curves and host times and the CPU record `record_path` (for a run whose time limit cut the
+    prediction, or to predict from a newer record without the device)."""
+    report = json.loads(path.read_text())
+    record = json.loads(record_path.read_text())
+    report["record"] = str(record_path)
+    models = report["models"]
+    for pname, res in report["pairs"].items():
+        tname, dname = PAIRS[pname]
+        # the draft built with its target's vocabulary ("<name>@vocab<V>") where there is one
+        drafts = sorted((k for k in models if k.split("@")[0] == dname), key=lambda k: "@" not in k)
+        engine = next((r["engine"] for r in res["methods"].values()), "fast")
+        tc = models.get(tname, {}).get("curves", {}).get(engine)
+        dc = models[drafts[0]]["curves"].get(engine) if drafts else None
+        if tc and dc:
+            ar = models[tname]["autoregressive"].get(f"ours_{engine}")
+            res["prediction"] = pair_prediction(record, res, tc, dc, ar)
+            cut = f"{pname} prediction:"
+            report["skipped"] = [x for x in report["skipped"] if not x.startswith(cut)]
+    return report

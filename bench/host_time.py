@@ -148,11 +148,6 @@ def host_seconds(stats) -> float:
     )
 
 
-def reads_of(reads: dict, method: str) -> dict:
-    """{engine: host reads per iteration} of one method."""
-    return {e: v for (t, e), v in reads.items() if t == method}
-
-
 def run(args: argparse.Namespace) -> dict:
     pair = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype)
     ids = load_prompts(pair, args.n_prompts, args.prompt_tokens, args.dataset)
@@ -195,15 +190,15 @@ def run(args: argparse.Namespace) -> dict:
     for t in methods:
         ms = {e: 1000 * acc[t, e]["host_s"] / acc[t, e]["iterations"] for e in engines}
         it_ms = {e: 1000 * acc[t, e]["iter_s"] / acc[t, e]["iterations"] for e in engines}
-        compiled = {
-            f"{k}_compiled": v["compiled"]
-            for k, v in (
-                ("host_ms", ms),
-                ("host_reads", reads_of(reads, t)),
-                ("iteration_ms", it_ms),
-            )
-            if "compiled" in v
-        }
+        compiled = (
+            {
+                "host_ms_compiled": ms["compiled"],
+                "host_reads_compiled": reads[t, "compiled"],
+                "iteration_ms_compiled": it_ms["compiled"],
+            }
+            if args.compiled
+            else {}
+        )
         rows.append(
             {
                 "method": t,
