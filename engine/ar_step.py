@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from engine.cache import CachedModel, sync
+from engine.cache import CachedModel
 from engine.draft import DecodeState
 from engine.transfer import to_device
 from engine.tree import Tree
@@ -46,8 +46,7 @@ def ar_step(target: CachedModel, draft, committed: list[int], state: DecodeState
     token = best.tolist()[0]  # the one host read
     zero = torch.zeros(1, dtype=torch.long, device=device)
     tree = Tree(root, zero - 1, zero, sampling="deterministic", height=0)
-    counts = torch.zeros(2, dtype=torch.long, device=device)  # no drafted node
-    sync(device)
+    counts = (0, 0)  # no drafted node
     t3 = time.perf_counter()
     accept = Accept(path=[], token=token)
     return make_step(target, draft.lm, before, (t0, t1, t2, t3), tree, accept, [token], counts)

@@ -35,6 +35,9 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+NO_CONTEXT = contextlib.nullcontext()  # reusable: a forward with nothing to enter
+
+
 class CachedModel:
     fast = False  # the eager reference path (engine/static_cache.py: the fast one)
     # hidden_states indices (0: embeddings) whose rows each forward keeps in `hidden`
@@ -50,6 +53,7 @@ class CachedModel:
 
         self.model = model
         self.device = model.device
+        self.on_cuda = self.device.type == "cuda"  # forwards synchronise to time themselves
         self.dtype = model.dtype
         self.cache = DynamicCache(config=model.config)
         self.committed = 0  # leading cache slots that hold committed tokens
@@ -89,11 +93,13 @@ class CachedModel:
         """
         n = tokens.shape[0]
         kwargs, ctx = self._inputs(tokens, positions, visible, parents)
-        sync(self.device)
+        if self.on_cuda:
+            torch.cuda.synchronize(self.device)
         start = time.perf_counter()
         with ctx:
             out = self._run_model(kwargs, keep, top, argmax)  # logits, top-k pair or argmax
-        sync(self.device)
+        if self.on_cuda:
+            torch.cuda.synchronize(self.device)
         self.forward_seconds += time.perf_counter() - start
         self.forward_calls += 1
         self.forward_tokens += n
@@ -127,7 +133,7 @@ class CachedModel:
             or self.length != self.committed
             or self.model.config._attn_implementation != "tree_triton"
         ):
-            return contextlib.nullcontext()
+            return NO_CONTEXT
         from kernels.hf_attention import tree_parents
 
         return tree_parents(parents)

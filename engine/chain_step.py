@@ -14,7 +14,7 @@ argmax after each node. So one iteration here is
     accept:  a = number of leading j with d_j = b_(j-1)    (Leviathan et al. 2023, Alg. 1 at
              emit d_1..d_a, then b_a                         temperature 0)
 
-with a single host read per iteration (the chain, the target's argmaxes and a, in one
+with a single host read per iteration (the chain and the target's argmaxes, in one
 `tolist`), made after the target forward, where the accept decision needs it anyway. The
 accepted slots of both caches are already in place (a chain is fed in order), so committing
 them moves nothing. Output is token for token the general path's (tests/engine/test_chain_step.py).
@@ -69,22 +69,22 @@ def chain_step(target: CachedModel, draft: DraftModel, k: int, committed: list[i
     chain = torch.cat([pending[-1:], *drafts])  # [k + 1] root, d_1..d_k
     sync(device)
     t1 = time.perf_counter()
-    arange = torch.arange(k + 1, device=device)
+    depth = positions[n_p:] - root  # [k + 1] 0..k
+    parents = depth - 1  # [k + 1] -1..k-1
     # [k + 1] the target's token after each node, computed inside the forward; causal: the
     # chain's mask (parents: for a target on the Triton tree kernel)
-    best = target.forward(chain, positions[n_p:], parents=arange - 1, argmax=True)
+    best = target.forward(chain, positions[n_p:], parents=parents, argmax=True)
     t2 = time.perf_counter()
-    match = best[:k] == chain[1:]  # [k]
-    accepted = match.long().cumprod(0).sum()  # [] a
-    read = torch.cat([accepted.view(1), chain[1:], best]).tolist()  # the one host read
-    a, best_host = read[0], read[k + 1 :]
+    read = torch.cat([chain[1:], best]).tolist()  # the one host read: d_1..d_k, b_0..b_k
+    drafted, best_host = read[:k], read[k:]
+    match = [d == b for d, b in zip(drafted, best_host)]  # d_j = b_(j-1)
+    a = match.index(False) if False in match else k
     accept = Accept(path=list(range(1, a + 1)), token=best_host[a])
     # the nodes the draft fed (root..d_(k-1)) and where: DraftModel.commit keeps the accepted
     draft.builder = None
     draft.path_slots = {i: [root + i] for i in range(k)}
-    tree = Tree(chain, arange - 1, arange, sampling="deterministic", height=k)
-    counts = torch.stack([match.sum(), (accepted < k).long()])  # see decode.acceptance_counts
-    sync(device)
+    tree = Tree(chain, parents, depth, sampling="deterministic", height=k)
+    counts = (sum(match), int(a < k))  # see decode.acceptance_counts
     t3 = time.perf_counter()
-    new = read[1 : a + 1] + [accept.token]
+    new = drafted[:a] + [accept.token]
     return make_step(target, lm, before, (t0, t1, t2, t3), tree, accept, new, counts)

@@ -60,8 +60,9 @@ class Step:
     # [2] long, on the device (read once per generation, not per iteration): drafted nodes
     # whose token is the target's top token after their parent (DynaTree Sec. 4.2), and 1 if
     # the last node the verifier reached has drafted children (for the depth-wise acceptance
-    # of the delayed-tree paper, Sec. 5; engine/metrics.py acceptance_definitions)
-    counts: torch.Tensor | None = None
+    # of the delayed-tree paper, Sec. 5; engine/metrics.py acceptance_definitions); or the
+    # pair as host ints, where the iteration knew them without a read (engine/chain_step.py)
+    counts: torch.Tensor | tuple[int, int] | None = None
 
 
 def forward_counters(target: CachedModel, lm: CachedModel) -> tuple[float, float, int, int]:
@@ -147,6 +148,14 @@ def decode_step(
     t3 = time.perf_counter()
     counts = acceptance_counts(tree, best, accept)
     return make_step(target, draft.lm, before, (t0, t1, t2, t3), tree, accept, new, counts)
+
+
+def read_counts(counts: list) -> list[tuple[int, int]]:
+    """Every iteration's Step.counts as host ints: the device ones in one read (one per
+    generation), the host pairs as they are."""
+    on_device = [c for c in counts if isinstance(c, torch.Tensor)]
+    read = iter(torch.stack(on_device).tolist() if on_device else [])
+    return [c if isinstance(c, tuple) else next(read) for c in counts]
 
 
 def acceptance_counts(tree: Tree, best: torch.Tensor, accept: Accept) -> torch.Tensor:
@@ -320,7 +329,7 @@ def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos
             )
         )
     total_s = time.perf_counter() - start
-    read = torch.stack(counts).tolist() if counts else []  # one host read per generation
+    read = read_counts(counts)
     iterations = [
         replace(it, top_match=top, tried=it.accepted + below)
         for it, (top, below) in zip(iterations, read)

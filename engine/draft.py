@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
+import numpy as np
 import torch
 
 from engine.cache import CachedModel
@@ -68,8 +69,9 @@ class Batch(NamedTuple):
     # ([n, k] probabilities descending, [n, k] tokens): the top-k of probs, computed inside
     # the draft forward (fast path, greedy: then probs is None); None: take them from probs
     top: tuple[torch.Tensor, torch.Tensor] | None = None
-    # the top pair as host lists ([n][k] floats, [n][k] ints), where the feed read it anyway
-    # (feed_chain), so that its user does not read it again
+    # the top pair as host lists ([n][k] log probabilities, [n][k] ints), where the feed read
+    # it anyway (feed_chain), so that its user does not read it again; logs taken on the
+    # device, as the user would (DDTree's Algorithm 1 sums them)
     host: tuple[list[list[float]], list[list[int]]] | None = None
 
 
@@ -242,6 +244,7 @@ class TreeBuilder:
             if multiplicity is None
             else to_device([multiplicity[i] for i in old_of], dev, torch.long),
             height=max(depth),
+            host_parents=tuple(parents),
         )
 
 
@@ -344,10 +347,12 @@ class DraftModel:
         for j, i in enumerate(new):  # ascending, so a parent in this batch comes first
             p = b.parents[i]
             self.path_slots[i] = (self.path_slots[p] if p >= 0 else []) + [base + n_p + j]
-        visible = torch.zeros(n, base + n, dtype=torch.bool)  # [n, cache slots after the chunk]
+        # [n, cache slots after the chunk], built in numpy: a few small ops cost several times
+        # less there than as CPU tensor ops, and it goes to the device in one copy
+        visible = np.zeros((n, base + n), dtype=bool)
         visible[:, : lm.committed] = True
         if n_p:  # pending committed tokens: causal among themselves, seen by every node
-            visible[:n_p, base : base + n_p] = torch.ones(n_p, n_p, dtype=torch.bool).tril()
+            visible[:n_p, base : base + n_p] = np.tri(n_p, dtype=bool)
             visible[n_p:, base : base + n_p] = True
         paths = [self.path_slots[i] for i in new]  # each node's ancestors' slots and its own
         rows = [r for r, a in enumerate(paths, n_p) for _ in a]
@@ -359,7 +364,7 @@ class DraftModel:
         inputs = (
             to_device(tokens, dev),
             to_device(positions, dev),
-            to_device(visible, dev),
+            to_device(torch.from_numpy(visible), dev),
         )
         nodes = torch.tensor(new)
         if top and lm.fast and self.warp.greedy and not b.keep_q and not extra:  # top-k only
@@ -393,7 +398,7 @@ class DraftModel:
             tops.append((p, t))
         top_p, top_t = torch.cat([p for p, _ in tops]), torch.cat([t for _, t in tops])  # [L, k]
         # the one host read: the whole top-k pair, the chain's tokens among it (y_i = top 1)
-        probs_h, tokens_h = torch.stack([top_p.double(), top_t.double()]).tolist()
+        logq_h, tokens_h = torch.stack([top_p.double().log(), top_t.double()]).tolist()
         tokens_h = [[int(x) for x in row] for row in tokens_h]
         chain = [0]
         for row in tokens_h[: L - 1]:
@@ -401,7 +406,7 @@ class DraftModel:
         slots = [base + n_p + j for j in range(L)]
         self.path_slots.update((node, slots[: j + 1]) for j, node in enumerate(chain))
         top = (top_p, top_t)
-        return Batch(torch.tensor(chain), None, None, top_t[:, 0], top, (probs_h, tokens_h))
+        return Batch(torch.tensor(chain), None, None, top_t[:, 0], top, (logq_h, tokens_h))
 
     def commit(self, path: list[int]) -> None:
         """Keep the cache of the root and of the accepted nodes the draft has seen, in order.

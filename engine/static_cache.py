@@ -25,12 +25,11 @@ as on the eager path.
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 
 import torch
 
-from engine.cache import CachedModel, head
+from engine.cache import NO_CONTEXT, CachedModel, head
 from engine.config import ENGINES, ConfigError
 from engine.transfer import to_device
 from engine.tree import additive_mask
@@ -81,6 +80,7 @@ class StaticCachedModel(CachedModel):
     def __init__(self, model, capacity: int = MIN_CAPACITY, compile: bool = False) -> None:
         self.model = model
         self.device = model.device
+        self.on_cuda = self.device.type == "cuda"
         self.dtype = model.dtype
         self.committed = 0
         self.forward_seconds = 0.0
@@ -104,9 +104,11 @@ class StaticCachedModel(CachedModel):
         kv = torch.zeros(
             layers, 2, 1, kv_heads, capacity, head_dim, dtype=self.dtype, device=self.device
         )
+        self._capacity = capacity
         self._slot_ids = torch.arange(capacity, device=self.device)  # [capacity]
-        # [capacity] the additive mask row of a one-token forward, read-only (a view per forward)
-        self._open = torch.zeros(capacity, dtype=self.dtype, device=self.device)
+        # [1, 1, 1, capacity] the additive mask of a one-token forward, read-only (a view of
+        # its first slots per forward)
+        self._open = torch.zeros(1, 1, 1, capacity, dtype=self.dtype, device=self.device)
         if self.compiled:
             torch._dynamo.mark_static_address(kv)
         return kv
@@ -121,7 +123,7 @@ class StaticCachedModel(CachedModel):
 
     @property
     def capacity(self) -> int:
-        return self.cache.kv.shape[4]
+        return self._capacity
 
     @property
     def length(self) -> int:
@@ -155,7 +157,6 @@ class StaticCachedModel(CachedModel):
         # the logits, or their top-k / argmax computed in the graph (CachedModel.forward)
         return head(out.logits[0], top, argmax)
 
-    @torch.inference_mode()
     def forward(self, tokens, positions, visible=None, parents=None, keep=0, top=0, argmax=False):
         out = super().forward(tokens, positions, visible, parents, keep, top, argmax)
         self._length += tokens.shape[0]
@@ -167,23 +168,31 @@ class StaticCachedModel(CachedModel):
         visible: [n, length + n] bool or None (causal continuation)."""
         n, start = tokens.shape[0], self._length
         self._n, self._graph = n, self.compiled and n <= GRAPH_MAX
+        if n == 1 and visible is None and not self._graph:  # one token sees every slot
+            width = start + 1  # (the commonest forward: every draft step of a chain)
+            if width > self._capacity:
+                self._grow(width)
+            self.cache.width = width
+            return (
+                dict(
+                    input_ids=tokens.view(1, 1),
+                    position_ids=positions.view(1, 1),
+                    mask=self._open[..., :width],  # zeros: nothing masked
+                    slots=self._slot_ids[start:width],
+                ),
+                NO_CONTEXT,
+            )
         rows = bucket(n) if self._graph else n
-        if start + rows > self.capacity:
+        if start + rows > self._capacity:
             self._grow(start + rows)
-        width = self.capacity if self._graph else start + n
+        width = self._capacity if self._graph else start + n
         dev = self.device
         cols = self._slot_ids[:width]  # [width]
         slots = self._slot_ids[start : start + rows]  # [rows]
-        if visible is None and n == 1 and not self._graph:  # one token sees every slot
-            self.cache.width = width
-            return dict(
-                input_ids=tokens.view(1, 1),
-                position_ids=positions.view(1, 1),
-                mask=self._open[:width].view(1, 1, 1, width),  # zeros: nothing masked
-                slots=slots,
-            ), contextlib.nullcontext()
         if visible is None:  # causal: node i sees every slot up to its own
             seen = cols[None, :] <= slots[:n, None]  # [n, width]
+        elif not self._graph:  # width = start + n: the visibility as it is
+            seen = to_device(visible, dev)
         else:
             seen = torch.zeros(n, width, dtype=torch.bool, device=dev)
             seen[:, : start + n] = to_device(visible, dev)
@@ -200,7 +209,7 @@ class StaticCachedModel(CachedModel):
         )
         # the tree kernel reads keys [P + N] with the tree last: uncompiled forwards only (a
         # compiled one attends to every slot, padded)
-        return kwargs, contextlib.nullcontext() if self._graph else self._tree_kernel(n, parents)
+        return kwargs, NO_CONTEXT if self._graph else self._tree_kernel(n, parents)
 
     def _run_model(self, kwargs: dict, keep: int, top: int = 0, argmax: bool = False):
         """[n or keep, V] (or the top-k pair, or the argmax): compiled forwards compute every

@@ -144,8 +144,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DDTreeConfig, gen: torch.
         marginals = drafter.block_marginals(state, block_size)  # [L, V]
         top_q, top_t = marginals.topk(min(cfg.B, marginals.shape[-1]), dim=-1)
     if getattr(drafter, "host", None) is not None:  # the chain's feed read them already
-        probs, tokens = drafter.host
-        logq = [[math.log(p) if p > 0 else -math.inf for p in row] for row in probs]
+        logq, tokens = drafter.host
     else:  # one host read: log q and the tokens together (ids < 2^53 are exact in float64)
         logq, tokens = torch.stack([torch.log(top_q.double()), top_t.double()]).tolist()
         tokens = [[int(t) for t in row] for row in tokens]
