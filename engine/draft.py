@@ -62,7 +62,7 @@ class DecodeState:
 class Batch(NamedTuple):
     """One draft forward: the nodes it fed and the draft's distributions below them."""
 
-    nodes: torch.Tensor  # [n] builder nodes, ascending
+    nodes: list[int]  # [n] builder nodes, ascending
     probs: torch.Tensor  # [n, V] drafting distribution, what expand() returns
     q: torch.Tensor | None  # [n, V] the tree's q rows (warped q); None when greedy
     argmax: torch.Tensor | None  # [n] greedy only: the draft's argmax, where q is one-hot
@@ -361,12 +361,9 @@ class DraftModel:
         positions = [base + j for j in range(n_p)] + [self.prefix_len + b.depth[i] for i in new]
         dev = lm.device
         extra = 1 if self.keep_prev and n_p else 0  # the preceding token's row (keep_prev)
-        inputs = (
-            to_device(tokens, dev),
-            to_device(positions, dev),
-            to_device(torch.from_numpy(visible), dev),
-        )
-        nodes = torch.tensor(new)
+        ids = to_device([tokens, positions], dev)  # [2, n]: one copy for both
+        inputs = (ids[0], ids[1], to_device(torch.from_numpy(visible), dev))
+        nodes = list(new)
         if top and lm.fast and self.warp.greedy and not b.keep_q and not extra:  # top-k only
             p, t = lm.forward(*inputs, keep=len(new), top=top)  # [len(new), top] twice
             lm.committed += n_p
@@ -406,7 +403,7 @@ class DraftModel:
         slots = [base + n_p + j for j in range(L)]
         self.path_slots.update((node, slots[: j + 1]) for j, node in enumerate(chain))
         top = (top_p, top_t)
-        return Batch(torch.tensor(chain), None, None, top_t[:, 0], top, (logq_h, tokens_h))
+        return Batch(list(chain), None, None, top_t[:, 0], top, (logq_h, tokens_h))
 
     def commit(self, path: list[int]) -> None:
         """Keep the cache of the root and of the accepted nodes the draft has seen, in order.

@@ -20,6 +20,9 @@ def to_device(data, device, dtype: torch.dtype | None = None) -> torch.Tensor:
     t = data if isinstance(data, torch.Tensor) else torch.tensor(data, dtype=dtype)
     if dtype is not None and t.dtype != dtype:
         t = t.to(dtype)
-    if t.device.type != "cpu" and torch.device(device).type == "cpu":
+    on_host = (device.type if isinstance(device, torch.device) else device) == "cpu"
+    if t.device.type == "cpu" and on_host:  # nothing to copy (decoding on the CPU)
+        return t
+    if on_host:
         return t.to(device)  # towards the host: a read, which must wait for the values
     return t.to(device, non_blocking=True)

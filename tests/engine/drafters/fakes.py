@@ -46,8 +46,8 @@ class PathFeed:
         probs = torch.stack([self.next_probs(tuple(builder.path_tokens(i))) for i in new])
         if top and self.top_only and not builder.keep_q:
             p, t = probs.topk(min(top, probs.shape[-1]), dim=-1)  # [n, top] twice
-            return Batch(torch.tensor(new), None, None, t[:, 0], (p, t))
-        return Batch(nodes=torch.tensor(new), probs=probs, q=probs, argmax=None)  # [n, V]
+            return Batch(list(new), None, None, t[:, 0], (p, t))
+        return Batch(nodes=list(new), probs=probs, q=probs, argmax=None)  # [n, V]
 
 
 def fake_builder(next_probs: NextProbs, root_token: int = 0) -> TreeBuilder:
