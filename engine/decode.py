@@ -138,15 +138,16 @@ def decode_step(
     t2 = time.perf_counter()
     if lean:  # the greedy verifier needs only the argmax, computed inside the forward
         best = out  # [N] the target's top token after each node
-        accept, host_tokens = greedy.read_and_walk(tree, best)
+        accept, best_h, host_tokens, parents_h = greedy.read_and_walk(tree, best)
         new = [host_tokens[i] for i in accept.path] + [accept.token]
+        counts = host_counts(best_h, host_tokens, parents_h, accept)
     else:
         best = top_token(out)  # [N] the target's top token after each node, at any warp
         accept = VERIFIERS[method.verifier].verify(tree, warp(out, state.warp), gen)
         new = tree.tokens[accept.path].tolist() + [accept.token]
+        counts = acceptance_counts(tree, best, accept)
     sync(device)
     t3 = time.perf_counter()
-    counts = acceptance_counts(tree, best, accept)
     return make_step(target, draft.lm, before, (t0, t1, t2, t3), tree, accept, new, counts)
 
 
@@ -167,6 +168,15 @@ def acceptance_counts(tree: Tree, best: torch.Tensor, accept: Accept) -> torch.T
     top_match = (tree.tokens[1:].to(best.device) == best[parents[1:]]).sum()
     last = accept.path[-1] if accept.path else 0
     return torch.stack([top_match, (parents == last).any().long()])
+
+
+def host_counts(
+    best: list[int], tokens: list[int], parents: list[int], accept: Accept
+) -> tuple[int, int]:
+    """acceptance_counts from a greedy verification's host read (greedy.read_and_walk)."""
+    top_match = sum(tokens[i] == best[parents[i]] for i in range(1, len(tokens)))
+    last = accept.path[-1] if accept.path else 0
+    return top_match, int(last in parents)
 
 
 def open_features(method: Method, pair: Pair, target: CachedModel, engine: str):

@@ -214,7 +214,7 @@ def pack(fed: list[Fed], last: Level, n_max: int):
 
 def dynatree_step(target, draft: DraftModel, cfg: DynaTreeConfig, committed: list[int], state):
     """One iteration (see the module docstring); returns engine.decode.Step."""
-    from engine.decode import acceptance_counts, forward_counters, make_step
+    from engine.decode import forward_counters, host_counts, make_step
 
     lm = draft.lm
     before = forward_counters(target, lm)
@@ -246,8 +246,7 @@ def dynatree_step(target, draft: DraftModel, cfg: DynaTreeConfig, committed: lis
         sampling=SAMPLING.at(True),
         height=max(depth_from_parents(par_h)),
     )
-    counts = acceptance_counts(tree, best[:n], accept)
-    sync(target.device)
+    counts = host_counts(best_h, tok_h, par_h, accept)
     t3 = time.perf_counter()
     new = [tok_h[i] for i in accept.path] + [accept.token]
     return make_step(target, lm, before, (t0, t1, t2, t3), tree, accept, new, counts)

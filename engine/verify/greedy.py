@@ -25,13 +25,13 @@ def follow(tree: Tree, best: torch.Tensor) -> Accept:
     return read_and_walk(tree, best)[0]
 
 
-def read_and_walk(tree: Tree, best: torch.Tensor) -> tuple[Accept, list[int]]:
-    """follow(), and the tree's tokens on the host (the decode loop's new tokens come from
-    them, with no second read). One host read: best, the tree's tokens and its parents."""
+def read_and_walk(tree: Tree, best: torch.Tensor) -> tuple[Accept, list[int], list[int], list[int]]:
+    """follow(), and best, the tree's tokens and its parents on the host (the decode loop's
+    new tokens and acceptance counts come from them, with no second read). One host read."""
     n = tree.size
     read = torch.cat([best, tree.tokens.to(best.device), tree.parents.to(best.device)]).tolist()
-    tokens = read[n : 2 * n]
-    return walk(read[:n], tokens, read[2 * n :]), tokens
+    best_h, tokens, parents = read[:n], read[n : 2 * n], read[2 * n :]
+    return walk(best_h, tokens, parents), best_h, tokens, parents
 
 
 def walk(best: list[int], tokens: list[int], parents: list[int]) -> Accept:

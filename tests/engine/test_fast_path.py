@@ -33,6 +33,26 @@ def test_fast_path_greedy_equals_autoregressive(tiny_pair, method, params):
     assert method == "autoregressive" or accepted > 0
 
 
+COUNTED = ("tree_size", "accepted", "emitted", "top_match", "tried", "draft_forwards")
+
+
+@pytest.mark.parametrize("method", ["linear", "dynatree", "dyspec", "salf", "ddtree", "fixed_tree"])
+def test_fast_path_iterations_count_as_the_eager_ones(tiny_pair, method):
+    """Per iteration the same tree sizes, acceptance and acceptance counts on both paths: the
+    fast path takes the counts from its one verification read (engine/decode.py host_counts,
+    engine/chain_step.py), the eager one from tensors (acceptance_counts)."""
+    ids = tiny_pair.target.tokenizer.encode(PROMPTS[0])
+    stats = {
+        e: [
+            {k: getattr(it, k) for k in COUNTED}
+            for it in generate(tiny_pair, ids, method, 40, engine=e).stats.iterations
+        ]
+        for e in ("eager", "fast")
+    }
+    assert stats["fast"] == stats["eager"]
+    assert sum(it["top_match"] for it in stats["fast"]) > 0
+
+
 def _tree_then_commit(lm: CachedModel) -> tuple[torch.Tensor, torch.Tensor]:
     """Prefill, one tree forward, keep a depth-4 path, one more token: (tree logits, last)."""
     tree = make_tree(TOKENS, PARENTS)
