@@ -234,10 +234,11 @@ class TreeBuilder:
         q = None
         if self.keep_q:
             q = gather_q(self._batches, torch.tensor(new_of), len(old_of), dev)
+        host = to_device([tokens, parents, depth], dev)  # [3, n]: one copy for the three
         return Tree(
-            tokens=to_device(tokens, dev),
-            parents=to_device(parents, dev),
-            depth=to_device(depth, dev),
+            tokens=host[0],
+            parents=host[1],
+            depth=host[2],
             q=q,
             sampling=sampling,
             multiplicity=None
