@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.tree import Tree, ancestor_matrix, dfs_preorder, make_tree
+from engine.tree import Tree, ancestor_matrix, ancestor_rows, dfs_preorder, make_tree
 from kernels.reorder import dfs_order
 from tests.trees import parent_arrays
 
@@ -63,6 +63,17 @@ def test_children_and_paths_are_consistent(tree: Tree):
         assert ([0] + path)[-1] == i
         for a, b in zip([0] + path, path):
             assert parents[b] == a
+
+
+@settings(max_examples=100, deadline=None)
+@given(parent_arrays(80))
+def test_host_ancestor_rows_equal_pointer_doubling(parents: list[int]):
+    """The mask of a tree with host parents (ancestor_rows, numpy) is the device one's."""
+    assert torch.equal(ancestor_rows(parents), ancestor_matrix(torch.tensor(parents)))
+    tree = make_tree(list(range(len(parents))), parents)
+    assert tree.host_parents == tuple(parents)
+    device_only = Tree(tree.tokens, tree.parents, tree.depth)  # no host parents
+    assert torch.equal(tree.visibility(7), device_only.visibility(7))
 
 
 def test_ancestor_matrix_on_a_deep_chain():
