@@ -24,7 +24,7 @@ import torch
 
 from engine.cache import CachedModel
 from engine.sampling import Warp, top_token, warp
-from engine.transfer import to_device
+from engine.transfer import read_pair, to_device
 from engine.tree import Tree
 
 
@@ -396,8 +396,7 @@ class DraftModel:
             tops.append((p, t))
         top_p, top_t = torch.cat([p for p, _ in tops]), torch.cat([t for _, t in tops])  # [L, k]
         # the one host read: the whole top-k pair, the chain's tokens among it (y_i = top 1)
-        logq_h, tokens_h = torch.stack([top_p.double().log(), top_t.double()]).tolist()
-        tokens_h = [[int(x) for x in row] for row in tokens_h]
+        logq_h, tokens_h = read_pair(top_p.double().log(), top_t)
         chain = [0]
         for row in tokens_h[: L - 1]:
             chain.append(b.add(chain[-1], row[0]))

@@ -1,4 +1,4 @@
-"""Host-to-device copies without a host synchronisation.
+"""Host-to-device copies without a host synchronisation, and device-to-host reads in one go.
 
 `torch.tensor(data, device="cuda")` and `cpu_tensor.to("cuda")` copy with non_blocking=False,
 after which torch synchronises the stream (ATen's CUDA copy kernel): the host waits until every
@@ -26,3 +26,13 @@ def to_device(data, device, dtype: torch.dtype | None = None) -> torch.Tensor:
     if on_host:
         return t.to(device)  # towards the host: a read, which must wait for the values
     return t.to(device, non_blocking=True)
+
+
+def read_pair(values: torch.Tensor, tokens: torch.Tensor) -> tuple[list, list]:
+    """`values` (float) and `tokens` (integer ids) of one shape, read to the host in one go
+    (one synchronisation): the values as float64 lists, the tokens as int lists (ids below
+    2^53 are exact in float64). What a tree builder reads per draft forward."""
+    values_h, tokens_h = torch.stack([values.double(), tokens.double()]).tolist()
+    if tokens.dim() == 1:
+        return values_h, [int(t) for t in tokens_h]
+    return values_h, [[int(t) for t in row] for row in tokens_h]

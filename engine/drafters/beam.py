@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
+from engine.transfer import read_pair
 from engine.tree import DETERMINISTIC, Tree
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -49,12 +50,12 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: BeamConfig, gen: torch.Ge
     for d in range(depth):
         top_p, top_t = draft.expand_top(layer_nodes, cfg.top_k)  # [k, top_k] twice
         # one host read per depth (float64: the products below are those of the tensors)
-        probs, tokens = torch.stack([top_p.double(), top_t.double()]).tolist()
+        probs, tokens = read_pair(top_p, top_t)
         start = len(pool_v)  # pool index of the first candidate of the deepest layer
         v = [lv * p for lv, row in zip(layer_v, probs) for p in row]  # [k * top_k] V_n
         pool_v += v
         pool_parent += [n for n, row in zip(layer_nodes, probs) for _ in row]
-        pool_token += [int(t) for row in tokens for t in row]
+        pool_token += [t for row in tokens for t in row]
         if d + 1 == depth:
             break
         best = sorted(_top(v, cfg.top_k))  # the deepest layer's top_k, in pool order

@@ -38,6 +38,7 @@ import torch
 
 from engine.config import ADDED_LATER
 from engine.draft import DecodeState, TreeBuilder
+from engine.transfer import read_pair
 from engine.tree import DETERMINISTIC, Tree
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -146,8 +147,7 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DDTreeConfig, gen: torch.
     if getattr(drafter, "host", None) is not None:  # the chain's feed read them already
         logq, tokens = drafter.host
     else:  # one host read: log q and the tokens together (ids < 2^53 are exact in float64)
-        logq, tokens = torch.stack([torch.log(top_q.double()), top_t.double()]).tolist()
-        tokens = [[int(t) for t in row] for row in tokens]
+        logq, tokens = read_pair(torch.log(top_q.double()), top_t)
     chain = getattr(drafter, "chain", [0])
     node_of: list[int] = []  # popped prefix -> builder node
     on_chain: list[bool] = []  # rank tuple is (1, .., 1): reuse the rolled-out chain node

@@ -69,6 +69,7 @@ from typing import ClassVar, Literal, Optional
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
+from engine.transfer import read_pair
 from engine.tree import DETERMINISTIC, Tree
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -177,9 +178,7 @@ def _top(draft: TreeBuilder, nodes: list[int], k: int) -> tuple[list, list[list[
     """The k most probable children below each node, as Python lists ([n][k] probabilities
     descending, [n][k] tokens): one host read per draft forward; the gates of Algorithm 1 then
     run in plain Python over a few numbers per node."""
-    top_p, top_t = draft.expand_top(nodes, k)  # [n, k] twice
-    probs, tokens = torch.stack([top_p.double(), top_t.double()]).tolist()  # float64: exact
-    return probs, [[int(t) for t in row] for row in tokens]
+    return read_pair(*draft.expand_top(nodes, k))  # [n, k] twice
 
 
 def build(

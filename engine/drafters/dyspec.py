@@ -50,7 +50,7 @@ import torch
 
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import draws_without_replacement
-from engine.transfer import to_device
+from engine.transfer import read_pair, to_device
 from engine.tree import Tree, TreeSampling, dfs_preorder
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -103,8 +103,8 @@ def grow_greedy(
         neg_value, _, u, k = heapq.heappop(heap)
         if u not in draws:
             t, q = _draws(draft, [u], budget, state, gen)  # [1, k] twice
-            tokens, probs = torch.stack([t[0].double(), q[0].double()]).tolist()  # one read
-            draws[u] = ([int(x) for x in tokens], probs)
+            probs, tokens = read_pair(q[0], t[0])  # one read
+            draws[u] = (tokens, probs)
         tokens, probs = draws[u]
         if k >= len(tokens) or probs[k] <= 0:
             continue  # the support of q_u is exhausted

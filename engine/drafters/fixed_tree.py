@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.transfer import to_device
+from engine.transfer import read_pair, to_device
 from engine.tree import DETERMINISTIC, Tree
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -46,14 +46,14 @@ def build(
             + to_device([logp[i] for i in level], top_p.device)[:, None]
         )  # [len(level), branch] log path probability of each child
         # one host read per level: the children's log path probabilities and tokens
-        cand_h, tokens_h = torch.stack([cand.double(), top_t.double()]).tolist()
+        cand_h, tokens_h = read_pair(cand, top_t)
         flat = [c for row in cand_h for c in row]
         width = len(cand_h[0])  # branch, or the vocabulary when smaller
         order = sorted(range(len(flat)), key=lambda f: -flat[f])[:room]  # most probable first
         nxt = []
         for f in sorted(order):  # kept children in (parent, rank) order
             row, col = divmod(f, width)
-            node = draft.add(level[row], int(tokens_h[row][col]))
+            node = draft.add(level[row], tokens_h[row][col])
             logp[node] = cand_h[row][col]
             nxt.append(node)
         level = nxt

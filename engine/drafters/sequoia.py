@@ -36,7 +36,7 @@ import torch
 from engine.cache import CachedModel
 from engine.draft import DecodeState, TreeBuilder
 from engine.sampling import Warp, draws_without_replacement, residual, warp
-from engine.transfer import to_device
+from engine.transfer import read_pair, to_device
 from engine.tree import Tree, TreeSampling
 
 # measure_profile(qwen2.5-coder-1.5b / 0.5b, first 6 Spec-Bench prompts with the chat template,
@@ -133,12 +133,12 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: SequoiaConfig, gen: torch
         tokens, q = draws_without_replacement(
             probs, max(shape[s] for s, _ in parents), state.draft_warp.greedy, gen
         )  # [n, k]
-        tokens, q = torch.stack([tokens.double(), q.double()]).tolist()  # one host read
+        q, tokens = read_pair(q, tokens)  # one host read
         level = {}
         for row, (s, u) in enumerate(parents):
             for k in range(min(shape[s], len(q[row]))):  # a missing draw (support
                 if q[row][k] > 0:  # exhausted) drops its subtree
-                    level[first_child[s] + k] = draft.add(u, int(tokens[row][k]))
+                    level[first_child[s] + k] = draft.add(u, tokens[row][k])
     return draft.tree(SAMPLING.at(state.draft_warp.greedy))
 
 
