@@ -12,7 +12,7 @@ time, wall, latency, seconds, ms, s). A table under a heading that names one (th
 of each table are compared sorted (--keep-order: as written), since several tables list
 their rows by a measured value.
 
-    python -m bench.report_diff REPORT_A REPORT_B [--keep-order]
+    python -m bench.report_diff REPORT_A REPORT_B [--keep-order] [--mask REGEX ...]
 
 REPORT_A and REPORT_B are report folders (holding report.md) or Markdown files. Exit 0 when
 the masked reports are identical, 1 when they differ (the diff is printed).
@@ -52,8 +52,10 @@ def _is_rule(line: str) -> bool:
     return bool(re.fullmatch(r"\|?(\s*:?-+:?\s*\|)+\s*:?-*:?\s*\|?", line.strip()))
 
 
-def mask(text: str, keep_order: bool = False) -> list[str]:
-    """The report's lines with measured-time table cells replaced by `*`."""
+def mask(text: str, keep_order: bool = False, extra: list[str] = ()) -> list[str]:
+    """The report's lines with measured-time table cells (and those of the columns whose
+    header matches one of the `extra` regular expressions) replaced by `*`."""
+    extra_re = [re.compile(x, re.I) for x in extra]
     out: list[str] = []
     lines = text.splitlines()
     heading_is_time = False
@@ -65,7 +67,10 @@ def mask(text: str, keep_order: bool = False) -> list[str]:
         if _is_row(line) and i + 1 < len(lines) and _is_rule(lines[i + 1]):
             header = _cells(line)
             masked = [
-                (heading_is_time and j > 0) or is_time_header(h) for j, h in enumerate(header)
+                (heading_is_time and j > 0)
+                or is_time_header(h)
+                or any(x.search(h.replace("\\", "")) for x in extra_re)
+                for j, h in enumerate(header)
             ]
             out += [line, lines[i + 1]]
             i += 2
@@ -86,11 +91,11 @@ def _report(path: Path) -> Path:
     return path / "report.md" if path.is_dir() else path
 
 
-def diff(a: Path, b: Path, keep_order: bool = False) -> list[str]:
+def diff(a: Path, b: Path, keep_order: bool = False, extra: list[str] = ()) -> list[str]:
     """Unified diff lines of the two masked reports (empty when identical)."""
     a, b = _report(a), _report(b)
-    ma = mask(a.read_text(), keep_order)
-    mb = mask(b.read_text(), keep_order)
+    ma = mask(a.read_text(), keep_order, extra)
+    mb = mask(b.read_text(), keep_order, extra)
     return list(difflib.unified_diff(ma, mb, str(a), str(b), lineterm=""))
 
 
@@ -99,12 +104,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("a", type=Path, help="report folder (with report.md) or Markdown file")
     p.add_argument("b", type=Path, help="report folder (with report.md) or Markdown file")
     p.add_argument("--keep-order", action="store_true", help="compare table rows as written")
+    p.add_argument(
+        "--mask",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="also mask the columns whose header matches REGEX (e.g. 'measured on' to compare "
+        "runs on different hosts); repeatable",
+    )
     args = p.parse_args(argv)
-    lines = diff(args.a, args.b, args.keep_order)
+    lines = diff(args.a, args.b, args.keep_order, args.mask)
     if not lines:
         print("identical after masking measured-time cells")
         return 0
-    print("\n".join(lines))
+    try:
+        print("\n".join(lines))
+    except BrokenPipeError:  # piped into head
+        pass
     changed = sum(1 for x in lines if x[:1] in "+-" and x[:3] not in ("+++", "---"))
     print(f"\n{changed} changed lines after masking", file=sys.stderr)
     return 1

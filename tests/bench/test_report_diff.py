@@ -51,3 +51,13 @@ def test_tokens_per_iteration_difference_is_reported(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "-| linear | k=5 | * | 2.783 | * | * |" in out
     assert "+| linear | k=5 | * | 2.900 | * | * |" in out
+
+
+def test_extra_masked_column(tmp_path):
+    a = _write(tmp_path / "a.md")
+    b = tmp_path / "b.md"
+    b.write_text(a.read_text().replace("| params |", "| measured on |"))
+    assert diff(a, b) != []
+    a.write_text(a.read_text().replace("| params |", "| measured on |").replace("k=5", "Xeon"))
+    assert diff(a, b) != []
+    assert diff(a, b, extra=["measured on"]) == []
