@@ -13,6 +13,7 @@ the accepted nodes' slots, so the prefix is never recomputed (SpecInfer Sec. 4; 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 
 import torch
@@ -36,6 +37,22 @@ def sync(device: torch.device) -> None:
 
 
 NO_CONTEXT = contextlib.nullcontext()  # reusable: a forward with nothing to enter
+
+
+def inference(fn):
+    """`torch.inference_mode` around fn, entered only when it is not on already. generate()
+    runs whole generations in inference mode, and entering it per forward (the decorator
+    `@torch.inference_mode()`) cost about 50 us of host time per forward on the real models,
+    more than the rest of a one-token forward's host work (docs/fast_path.md)."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if torch.is_inference_mode_enabled():
+            return fn(*args, **kwargs)
+        with torch.inference_mode():
+            return fn(*args, **kwargs)
+
+    return run
 
 
 class CachedModel:
@@ -65,7 +82,7 @@ class CachedModel:
     def length(self) -> int:
         return self.cache.get_seq_length()
 
-    @torch.inference_mode()
+    @inference
     def forward(
         self,
         tokens: torch.Tensor,
@@ -114,7 +131,7 @@ class CachedModel:
         mask = None
         if visible is not None and not bool(visible.all()):
             mask = additive_mask(visible, self.dtype)[None, None]  # [1, 1, n, length + n]
-        ctx = self._tree_kernel(n, parents)
+        ctx = self._tree_kernel(n, parents, self.length)
         kwargs = dict(
             input_ids=tokens.view(1, n),
             position_ids=positions.view(1, n),
@@ -123,14 +140,15 @@ class CachedModel:
         )
         return kwargs, ctx
 
-    def _tree_kernel(self, n: int, parents) -> contextlib.AbstractContextManager:
+    def _tree_kernel(self, n: int, parents, start: int) -> contextlib.AbstractContextManager:
         """The context a verification forward runs in: the Triton tree kernel's parents when
         the model was switched to the "tree_triton" attention (kernels/hf_attention.py) and the
-        n new tokens are one tree right after the committed prefix; else nothing."""
+        n new tokens are one tree right after the committed prefix (start: the cache length
+        before them); else nothing."""
         if (
             parents is None
             or n < 2
-            or self.length != self.committed
+            or start != self.committed
             or self.model.config._attn_implementation != "tree_triton"
         ):
             return NO_CONTEXT
@@ -167,7 +185,7 @@ class CachedModel:
         self.committed += len(tokens)
         return logits
 
-    @torch.inference_mode()
+    @inference
     def commit(self, accepted_slots: list[int]) -> None:
         """Keep the committed prefix followed by the given tree slots (ascending, as any
         root-to-leaf path in topological order is); drop every other tree node.

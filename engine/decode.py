@@ -240,9 +240,10 @@ def generate(
     features = open_features(method, pair, target, engine)
     taps = selector_taps(pair, method, engine, draft)
     try:
-        return _generate(
-            target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos, taps, features
-        )
+        with torch.inference_mode():  # once per generation, not per forward (engine/cache.py)
+            return _generate(
+                target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos, taps, features
+            )
     finally:
         if taps is not None:
             taps.close()

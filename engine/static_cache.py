@@ -29,7 +29,7 @@ import weakref
 
 import torch
 
-from engine.cache import NO_CONTEXT, CachedModel, head
+from engine.cache import NO_CONTEXT, CachedModel, head, inference
 from engine.config import ENGINES, ConfigError
 from engine.transfer import to_device
 from engine.tree import additive_mask
@@ -157,17 +157,15 @@ class StaticCachedModel(CachedModel):
         # the logits, or their top-k / argmax computed in the graph (CachedModel.forward)
         return head(out.logits[0], top, argmax)
 
-    def forward(self, tokens, positions, visible=None, parents=None, keep=0, top=0, argmax=False):
-        out = super().forward(tokens, positions, visible, parents, keep, top, argmax)
-        self._length += tokens.shape[0]
-        return out
-
     def _inputs(self, tokens, positions, visible, parents):
-        """Slots, positions and the additive mask [1, 1, rows, width], built on the device.
+        """Slots, positions and the additive mask [1, 1, rows, width], built on the device;
+        the cache's length then counts the n new tokens (CachedModel.forward runs the model
+        next, with no method call in between that reads it).
 
         visible: [n, length + n] bool or None (causal continuation)."""
         n, start = tokens.shape[0], self._length
         self._n, self._graph = n, self.compiled and n <= GRAPH_MAX
+        self._length = start + n
         if n == 1 and visible is None and not self._graph:  # one token sees every slot
             width = start + 1  # (the commonest forward: every draft step of a chain)
             if width > self._capacity:
@@ -209,7 +207,7 @@ class StaticCachedModel(CachedModel):
         )
         # the tree kernel reads keys [P + N] with the tree last: uncompiled forwards only (a
         # compiled one attends to every slot, padded)
-        return kwargs, NO_CONTEXT if self._graph else self._tree_kernel(n, parents)
+        return kwargs, NO_CONTEXT if self._graph else self._tree_kernel(n, parents, start)
 
     def _run_model(self, kwargs: dict, keep: int, top: int = 0, argmax: bool = False):
         """[n or keep, V] (or the top-k pair, or the argmax): compiled forwards compute every
@@ -227,7 +225,7 @@ class StaticCachedModel(CachedModel):
             out = tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
         return out
 
-    @torch.inference_mode()
+    @inference
     def commit(self, accepted_slots: list[int]) -> None:
         """Keep the committed prefix followed by the given slots (ascending): one gather and
         one scatter over all layers for the slots not already in place."""

@@ -19,6 +19,7 @@ Sec. 3.3), at position ``prefix_len + depth``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,8 +135,13 @@ class Tree:
 def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """bool visibility -> additive float mask (0 visible, most negative finite value hidden),
     in one op (a zero fill, a negation and a masked fill cost twice as much for small masks)."""
-    zero = torch.zeros((), dtype=dtype, device=visible.device)
-    return torch.where(visible, zero, torch.finfo(dtype).min)
+    return torch.where(visible, _zero(dtype, visible.device), torch.finfo(dtype).min)
+
+
+@functools.cache
+def _zero(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A 0-dim zero, made once per dtype and device (additive_mask runs once per forward)."""
+    return torch.zeros((), dtype=dtype, device=device)
 
 
 def ancestor_rows(parents: list[int]) -> torch.Tensor:
