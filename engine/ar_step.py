@@ -41,7 +41,7 @@ def ar_step(target: CachedModel, draft, committed: list[int], state: DecodeState
     root = to_device(committed[-1:], device)  # [1]
     position = torch.full((1,), state.prefix_len, dtype=torch.long, device=device)  # [1]
     t1 = time.perf_counter()
-    best = target.forward(root, position, argmax=True)  # [1] the target's next token
+    best = target.step(root, position, argmax=True)  # [1] the target's next token
     t2 = time.perf_counter()
     token = best.tolist()[0]  # the one host read
     zero = torch.zeros(1, dtype=torch.long, device=device)

@@ -64,7 +64,7 @@ def chain_step(target: CachedModel, draft: DraftModel, k: int, committed: list[i
     lm.committed += n_p
     drafts = [tok]
     for j in range(1, k):  # d_(j+1) below d_j, at position root + j
-        tok = lm.forward(tok, positions[n_p + j : n_p + j + 1], keep=1, argmax=True)
+        tok = lm.step(tok, positions[n_p + j : n_p + j + 1], argmax=True)
         drafts.append(tok)
     chain = torch.cat([pending[-1:], *drafts])  # [k + 1] root, d_1..d_k
     sync(device)

@@ -393,7 +393,7 @@ class DraftModel:
         lm.committed += n_p
         tops = [(p, t)]
         for i in range(1, L):  # position i below y_i, the argmax of position i
-            p, t = lm.forward(t[:, 0], positions[n_p + i : n_p + i + 1], keep=1, top=k)
+            p, t = lm.step(t[:, 0], positions[n_p + i : n_p + i + 1], top=k)
             tops.append((p, t))
         top_p, top_t = torch.cat([p for p, _ in tops]), torch.cat([t for _, t in tops])  # [L, k]
         # the one host read: the whole top-k pair, the chain's tokens among it (y_i = top 1)

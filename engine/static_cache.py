@@ -25,11 +25,12 @@ as on the eager path.
 
 from __future__ import annotations
 
+import time
 import weakref
 
 import torch
 
-from engine.cache import NO_CONTEXT, CachedModel, head, inference
+from engine.cache import NO_CONTEXT, CachedModel, head, inference, sync
 from engine.config import ENGINES, ConfigError
 from engine.transfer import to_device
 from engine.tree import additive_mask
@@ -157,6 +158,33 @@ class StaticCachedModel(CachedModel):
         # the logits, or their top-k / argmax computed in the graph (CachedModel.forward)
         return head(out.logits[0], top, argmax)
 
+    @inference
+    def step(self, token: torch.Tensor, position: torch.Tensor, top: int = 0, argmax=False):
+        """forward(token, position, keep=1, top=top, argmax=argmax) for one token [1] that sees
+        every slot, a causal continuation: the commonest forward of a generation (each draft
+        step of a chain, each autoregressive step), with a fraction of forward()'s host work
+        (its mask is a view of the preallocated open row, no keyword dict, fewer calls: on the
+        real pair about 20 us less per forward). Compiled models take forward() (padded
+        graph shapes)."""
+        if self.compiled:
+            return self.forward(token, position, keep=1, top=top, argmax=argmax)
+        start = self._length
+        width = self._length = start + 1
+        if width > self._capacity:
+            self._grow(width)
+        self.cache.width, self._graph = width, False
+        mask, slots = self._open[..., :width], self._slot_ids[start:width]  # zeros: all seen
+        if self.on_cuda:
+            sync(self.device)
+        t0 = time.perf_counter()
+        out = self._model_call(token.view(1, 1), position.view(1, 1), mask, slots, 1, top, argmax)
+        if self.on_cuda:
+            sync(self.device)
+        self.forward_seconds += time.perf_counter() - t0
+        self.forward_calls += 1
+        self.forward_tokens += 1
+        return out
+
     def _inputs(self, tokens, positions, visible, parents):
         """Slots, positions and the additive mask [1, 1, rows, width], built on the device;
         the cache's length then counts the n new tokens (CachedModel.forward runs the model
@@ -166,20 +194,6 @@ class StaticCachedModel(CachedModel):
         n, start = tokens.shape[0], self._length
         self._n, self._graph = n, self.compiled and n <= GRAPH_MAX
         self._length = start + n
-        if n == 1 and visible is None and not self._graph:  # one token sees every slot
-            width = start + 1  # (the commonest forward: every draft step of a chain)
-            if width > self._capacity:
-                self._grow(width)
-            self.cache.width = width
-            return (
-                dict(
-                    input_ids=tokens.view(1, 1),
-                    position_ids=positions.view(1, 1),
-                    mask=self._open[..., :width],  # zeros: nothing masked
-                    slots=self._slot_ids[start:width],
-                ),
-                NO_CONTEXT,
-            )
         rows = bucket(n) if self._graph else n
         if start + rows > self._capacity:
             self._grow(start + rows)

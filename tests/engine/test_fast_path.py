@@ -78,6 +78,27 @@ def test_static_cache_tree_forward_and_compaction_match_the_dynamic_cache(tiny_p
         assert lm.capacity >= lm.length  # doubled as needed
 
 
+@pytest.mark.parametrize("capacity", [4, 256])  # 4: step() grows the buffer too
+def test_step_is_a_one_token_causal_forward(tiny_pair, capacity):
+    model = tiny_pair.target.model
+    a, b = StaticCachedModel(model, capacity), StaticCachedModel(model, capacity)
+    for lm in (a, b):
+        lm.cache.kv = lm._alloc(capacity)  # below MIN_CAPACITY, to exercise growth
+        lm.extend(PROMPT)
+    tok = torch.tensor([PROMPT[-1]])
+    for i in range(3):  # a chain: each step's top token feeds the next
+        pos = torch.tensor([len(PROMPT) + i])
+        (p_a, t_a), (p_b, t_b) = a.step(tok, pos, top=4), b.forward(tok, pos, keep=1, top=4)
+        torch.testing.assert_close(p_a, p_b)
+        assert torch.equal(t_a, t_b) and t_a.shape == (1, 4)
+        tok = t_a[:, 0]
+    pos = torch.tensor([len(PROMPT) + 3])
+    assert torch.equal(a.step(tok, pos, argmax=True), b.forward(tok, pos, keep=1, argmax=True))
+    assert a.length == b.length == len(PROMPT) + 4 and a.committed == b.committed
+    assert (a.forward_calls, a.forward_tokens) == (b.forward_calls, b.forward_tokens)
+    assert a.forward_seconds > 0
+
+
 def test_draft_on_the_static_cache_matches_sequential(tiny_pair):
     model = tiny_pair.draft.model
     d = DraftModel(model, Warp(0.0), StaticCachedModel(model))
