@@ -297,7 +297,7 @@ def db() -> None:
 def db_upgrade(db_url, revision) -> None:
     """Create or upgrade the schema."""
     from db import DatabaseError, create_db_engine, redact, resolve_url, upgrade
-    from orchestrator.store import StoreError
+    from orchestrator.store_sql import StoreError
 
     try:
         url = resolve_url(db_url)
@@ -313,7 +313,7 @@ def db_upgrade(db_url, revision) -> None:
 def db_current(db_url) -> None:
     """Print the schema revision of the database and the one this code needs."""
     from db import DatabaseError, create_db_engine, current_revision, head_revision
-    from orchestrator.store import StoreError
+    from orchestrator.store_sql import StoreError
 
     try:
         rev = current_revision(create_db_engine(db_url, must_exist=True))

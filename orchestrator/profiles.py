@@ -18,7 +18,8 @@ from db.models import Profile
 from engine import cost_model
 from engine.config import ConfigError
 from engine.profile import ForwardCurve
-from orchestrator.store import Store, put_profiles
+from orchestrator.store import Store
+from orchestrator.store_trials import put_profiles
 
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 

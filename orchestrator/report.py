@@ -25,7 +25,8 @@ from sqlalchemy import func, select
 from db.models import METRIC_COLUMNS, Result, Sweep, SweepTrial, Trial
 from engine.config import ConfigError
 from orchestrator.records import HASH_DEFAULTS
-from orchestrator.store import Store, StoreError
+from orchestrator.store import Store
+from orchestrator.store_sql import StoreError
 
 BASELINE = "autoregressive"
 # --best-by whitelist: metric -> True when larger is better
