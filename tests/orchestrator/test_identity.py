@@ -21,7 +21,8 @@ from orchestrator.cli import main
 from orchestrator.preflight import placement
 from orchestrator.records import TrialConfig
 from orchestrator.runner import RunOptions
-from orchestrator.spec import load_sweep, place
+from orchestrator.spec import load_sweep
+from orchestrator.spec_expand import place
 from orchestrator.store import Store
 from orchestrator.store_sweeps import SweepChanged
 

@@ -14,7 +14,8 @@ import pytest
 
 import orchestrator.spec as spec
 from orchestrator.limits import DEFAULT, grid_size
-from orchestrator.spec import SpecError, load_sweep
+from orchestrator.spec import load_sweep
+from orchestrator.spec_values import SpecError
 from tests.orchestrator.orch_helpers import REPO, sweep_24
 from tests.reliability.cases import _drop_file_capabilities, populate, sweep
 
