@@ -31,7 +31,8 @@ def load(
     lists too. `db_url` as `--db` takes it (None: $ORCH_DB_URL, else sqlite:///orch.db).
     Raises orchestrator.store_sql.StoreError (unknown sweep, unreachable database) or
     orchestrator.report.QueryError (no finished trials)."""
-    from orchestrator.report import export_frame, load_frame
+    from orchestrator.report import load_frame
+    from orchestrator.report_output import export_frame
     from orchestrator.store import Store
 
     store = Store(db_url, mode="read")

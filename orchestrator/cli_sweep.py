@@ -244,7 +244,8 @@ def status(sweep, db_url, fmt) -> None:
     trials (a sweep's `profile:` block) with the device each one measured."""
     from db.models import SweepStatus, TrialStatus
     from orchestrator.eta import eta_s, format_eta
-    from orchestrator.report import render, status_frame
+    from orchestrator.report import status_frame
+    from orchestrator.report_output import render
     from orchestrator.store import Store
 
     store = Store(db_url, mode="read")
