@@ -41,7 +41,7 @@ def url_from_options(db_url: str | None, db_file: str | None) -> str | None:
     if db_file is None:
         return db_url
     from db.session import DatabaseError, read_url_file
-    from orchestrator.store import StoreError
+    from orchestrator.store_sql import StoreError
 
     try:
         return read_url_file(db_file, "--db-file")

@@ -80,8 +80,9 @@ def query(best_by, where, sweep, all_sweeps, top, rank_global, columns, db_url, 
     """Configs ranked by a metric (mean over repeats) within each group of one pair, dataset
     slice, sampling setting and device (`rank` restarts at 1 in each); `*` marks the
     autoregressive baseline. Example: orch query --best-by speedup --where 'depth>=4'"""
-    from orchestrator.report import BEST_BY, QueryError, render
-    from orchestrator.report import query as run
+    from orchestrator.report import BEST_BY, QueryError
+    from orchestrator.report_output import render
+    from orchestrator.report_query import query as run
     from orchestrator.tables import query_columns, render_query, varied_params
 
     if best_by not in BEST_BY:  # before touching the database
@@ -131,8 +132,9 @@ def compare(where, sweep, all_sweeps, predict_on, db_url, fmt) -> None:
     task where the dataset has several (spec_bench: its 6). With --predict-on, the speedup the
     cost model predicts on that device beside it (alone when no trial ran on that kind of
     device)."""
-    from orchestrator.report import apply_where, render
-    from orchestrator.report import compare as run
+    from orchestrator.report import apply_where
+    from orchestrator.report_output import render
+    from orchestrator.report_query import compare as run
     from orchestrator.tables import render_compare, varied_params
 
     df = _frame(
@@ -171,7 +173,8 @@ def compare(where, sweep, all_sweeps, predict_on, db_url, fmt) -> None:
 def export(fmt, output, details, where, sweep, all_sweeps, db_url) -> None:
     """One row per finished trial: resolved config (method parameters as params.<name>),
     placement, every metric; README "Export columns" lists them."""
-    from orchestrator.report import apply_where, check_output_file, export_frame, write_export
+    from orchestrator.report import apply_where
+    from orchestrator.report_output import check_output_file, export_frame, write_export
 
     if fmt == "parquet":
         from orchestrator.extras import require
@@ -198,7 +201,8 @@ def plot(out_dir, where, sweep, all_sweeps, db_url) -> None:
 
     require("matplotlib", "orch plot")  # before anything is read or written
     from orchestrator.plots import make_plots
-    from orchestrator.report import apply_where, check_output_dir
+    from orchestrator.report import apply_where
+    from orchestrator.report_output import check_output_dir
 
     check_output_dir(out_dir)  # before the database is read
     df = _frame(db_url, sweep, all_sweeps, functools.partial(click.echo, err=True))
@@ -226,7 +230,8 @@ def report(sweep, out_dir, db_url) -> None:
 
     require("matplotlib", "orch report")  # before anything is read or written
     from orchestrator.paper_report import write_report
-    from orchestrator.report import check_output_dir, resolve_sweep
+    from orchestrator.report import resolve_sweep
+    from orchestrator.report_output import check_output_dir
     from orchestrator.store import Store
 
     store = Store(db_url, mode="read")

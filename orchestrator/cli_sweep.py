@@ -244,7 +244,8 @@ def status(sweep, db_url, fmt) -> None:
     trials (a sweep's `profile:` block) with the device each one measured."""
     from db.models import SweepStatus, TrialStatus
     from orchestrator.eta import eta_s, format_eta
-    from orchestrator.report import render, status_frame
+    from orchestrator.report import status_frame
+    from orchestrator.report_output import render
     from orchestrator.store import Store
 
     store = Store(db_url, mode="read")
@@ -297,7 +298,7 @@ def db() -> None:
 def db_upgrade(db_url, revision) -> None:
     """Create or upgrade the schema."""
     from db import DatabaseError, create_db_engine, redact, resolve_url, upgrade
-    from orchestrator.store import StoreError
+    from orchestrator.store_sql import StoreError
 
     try:
         url = resolve_url(db_url)
@@ -313,7 +314,7 @@ def db_upgrade(db_url, revision) -> None:
 def db_current(db_url) -> None:
     """Print the schema revision of the database and the one this code needs."""
     from db import DatabaseError, create_db_engine, current_revision, head_revision
-    from orchestrator.store import StoreError
+    from orchestrator.store_sql import StoreError
 
     try:
         rev = current_revision(create_db_engine(db_url, must_exist=True))

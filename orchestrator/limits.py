@@ -47,7 +47,7 @@ NAMES = tuple(f.name for f in fields(Limits))
 
 
 def grid_size(sweep: Any) -> int:
-    """Trials of `sweep` (an orchestrator.spec.Sweep) before de-duplication, from the lengths
+    """Trials of `sweep` (an orchestrator.spec_types.Sweep) before de-duplication, from the lengths
     of its axes: nothing is expanded, so a huge grid costs nothing to measure."""
     per_setting = 0
     for m in sweep.methods:

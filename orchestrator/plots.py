@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from orchestrator.report import BASELINE, CONFIG_KEY, QueryError, compare
+from orchestrator.report import BASELINE, CONFIG_KEY, QueryError
+from orchestrator.report_query import compare
 
 # Units of the axes figures use (method parameters by their paper names).
 UNITS = {
@@ -62,7 +63,7 @@ def make_plots(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
             plt.close(fig)
             files.append(out / name)
         return files
-    except OSError as e:  # orchestrator.report.check_output_dir ran first; the disk said no
+    except OSError as e:  # orchestrator.report_output.check_output_dir ran first; the disk said no
         raise QueryError(f"cannot write plots to {out_dir}: {e.strerror or e}") from None
 
 

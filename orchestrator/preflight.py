@@ -57,8 +57,8 @@ def check_run(opts: Any, devices: Iterable[str]) -> None:
 
 def place_trials(trials: list, opts: Any) -> list:
     """The trials (TrialConfig) with device and dtype `auto` resolved for how they will run
-    (orchestrator.spec.place); the placement is asked for only when a trial needs it."""
-    from orchestrator.spec import place
+    (orchestrator.spec_expand.place); the placement is asked for only when a trial needs it."""
+    from orchestrator.spec_expand import place
 
     auto = any(t.device == "auto" for t in trials)
     return place(trials, placement(opts) if auto else "cpu")

@@ -18,7 +18,8 @@ from db.models import Profile
 from engine import cost_model
 from engine.config import ConfigError
 from engine.profile import ForwardCurve
-from orchestrator.store import Store, put_profiles
+from orchestrator.store import Store
+from orchestrator.store_trials import put_profiles
 
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -213,7 +214,7 @@ def compare_predicted(store: Store, df: pd.DataFrame, where, device: str) -> pd.
     device name a trial's worker had, only whether it had a GPU (trials.gpu_id): measured
     speedups are kept when every trial ran on the kind of device `device` is (GPU or CPU),
     else only the prediction is shown."""
-    from orchestrator.report import MEASURED, compare
+    from orchestrator.report_query import MEASURED, compare
 
     curves = device_curves(store, device)
     df = df.merge(predict_frame(df, curves, device), on="trial_id", how="left")

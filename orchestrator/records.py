@@ -17,10 +17,11 @@ from typing import Any
 from engine.metrics import METRICS as ENGINE_METRICS
 
 # Bump only when the meaning of a config field changes: it is part of every hash.
-# `device` and `dtype` are hashed as resolved for where the trial runs (orchestrator.spec.place):
-# trials stored with `auto` before that resolution existed keep their rows, but the same sweep
-# file submitted again gets new hashes for them (and runs them again); explicit configs keep
-# theirs. The device's model name is recorded per trial, outside the hash (trials.device_name).
+# `device` and `dtype` are hashed as resolved for where the trial runs
+# (orchestrator.spec_expand.place): trials stored with `auto` before that resolution existed keep
+# their rows, but the same sweep file submitted again gets new hashes for them (and runs them
+# again); explicit configs keep theirs. The device's model name is recorded per trial, outside
+# the hash (trials.device_name).
 CONFIG_VERSION = 1
 # Fields added after version 1, with the value every earlier trial had: a trial at that value
 # leaves the field out of its hash, so adding a field does not change the stored trials' ids.

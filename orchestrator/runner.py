@@ -29,13 +29,15 @@ from typing import Any, Callable
 from db.models import SweepStatus, TrialStatus
 from engine.config import ConfigError
 from orchestrator.executors import Job, Worker, make_executor
+from orchestrator.leases import LEASE_S
 from orchestrator.only import Only, check_only, matches
 from orchestrator.preflight import check_checkpoints, check_run, place_trials
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.runlog import run_log
 from orchestrator.scale import provenance
 from orchestrator.spec import load_sweep
-from orchestrator.store import DB_RETRY_S, LEASE_S, OPEN, Store, StoreError
+from orchestrator.store import DB_RETRY_S, Store
+from orchestrator.store_sql import OPEN, StoreError
 from orchestrator.trial import code_version
 
 CANCEL_POLL_S = 2.0  # how often a driver reads its sweep's status (cancel) and, idle, waits

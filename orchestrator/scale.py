@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.config import ConfigError
-from orchestrator.spec import SpecError, Sweep, parse_sweep
+from orchestrator.spec import parse_sweep
+from orchestrator.spec_types import Sweep
+from orchestrator.spec_values import SpecError, integer, mapping, nonempty_list
 from orchestrator.yaml_file import read_yaml
 
 SUFFIX = "-scaled"
@@ -77,16 +79,14 @@ def _shown(value: Any) -> str:
 
 
 def _block(value: Any, sweep: Sweep, where: str) -> dict[str, Any]:
-    from orchestrator.spec import _int, _list, _mapping
-
     if not isinstance(value, dict) or not value:
         raise ScaleError(f"{where}: expected a mapping with at least one of {', '.join(KEYS)}")
-    block = _mapping(value, where, optional=KEYS)
+    block = mapping(value, where, optional=KEYS)
     at = lambda key: f"{where}.{key}"  # noqa: E731
 
     def at_most(key: str, full: int | None, what: str, lo: int = 1) -> None:
         if key in block:
-            v = _int(block[key], at(key), lo=lo)
+            v = integer(block[key], at(key), lo=lo)
             if full is not None and v > full:
                 raise ScaleError(f"{at(key)}: {v} is more than the file's {what} ({full})")
 
@@ -97,14 +97,14 @@ def _block(value: Any, sweep: Sweep, where: str) -> dict[str, Any]:
     at_most("warmup", sweep.warmup, "warmup", lo=0)
     if "max_new_tokens" in block:
         v = block["max_new_tokens"]
-        values = _list(v, at("max_new_tokens")) if isinstance(v, list) else [v]
+        values = nonempty_list(v, at("max_new_tokens")) if isinstance(v, list) else [v]
         most = max(_lengths(sweep))
         for j, n in enumerate(values):
             path = at("max_new_tokens") + (f"[{j}]" if isinstance(v, list) else "")
-            if _int(n, path, lo=1) > most:
+            if integer(n, path, lo=1) > most:
                 raise ScaleError(f"{path}: {n} is more than the file's longest length ({most})")
     if "pairs" in block:
-        _list(block["pairs"], at("pairs"))  # entries are checked by the scaled parse
+        nonempty_list(block["pairs"], at("pairs"))  # entries are checked by the scaled parse
     if "profile" in block:
         _check_profile(block["profile"], sweep, at("profile"))
     return block
@@ -113,11 +113,11 @@ def _block(value: Any, sweep: Sweep, where: str) -> dict[str, Any]:
 def _check_profile(value: Any, sweep: Sweep, where: str) -> None:
     """The scale block's `profile:`: a mapping of the file's profile keys, each at most the
     file's (a smaller grid, never a larger one)."""
-    from orchestrator.spec import PROFILE_KEYS, _mapping, _profile
+    from orchestrator.spec import PROFILE_KEYS, _profile
 
     if sweep.profile is None:
         raise ScaleError(f"{where}: the file has no profile: block to scale")
-    _mapping(value, where, optional=PROFILE_KEYS)
+    mapping(value, where, optional=PROFILE_KEYS)
     full = sweep.profile
     small = _profile({**full.to_dict(), **value}, where)
     for key, what, mine, file_s in (

@@ -10,7 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.report import BASELINE, BEST_BY, QueryError, _plain, frame_column, render
+from orchestrator.report import BASELINE, BEST_BY, QueryError, frame_column, plain
+from orchestrator.report_output import render
 
 # Spec-Bench's names for our metrics (its tables' "mean accepted tokens" is tau, our
 # tokens_per_iteration; our mean_accepted_length is tau minus the bonus token)
@@ -134,7 +135,7 @@ def render_compare(
     cats = [c for c in best.columns if c.startswith("speedup.")]
     for key, block in best.groupby(setting, dropna=False, sort=False):
         pair, dataset, category, t, mnt, device = key
-        sel = f", {category}" if _plain(category) is not None else ""
+        sel = f", {category}" if plain(category) is not None else ""
         lines += ["", f"{pair} · {dataset}{sel} · T={t:g} · {mnt} new tokens · {device}"]
         measured = block["speedup"].notna()
         block = block.assign(

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from orch_helpers import REPO
 
 from orchestrator.cli import main
-from orchestrator.spec import SpecError, load_sweep
+from orchestrator.spec import load_sweep
+from orchestrator.spec_values import SpecError
 from orchestrator.store import Store
 
 EXAMPLES = REPO / "examples"

@@ -21,8 +21,10 @@ from orchestrator.cli import main
 from orchestrator.preflight import placement
 from orchestrator.records import TrialConfig
 from orchestrator.runner import RunOptions
-from orchestrator.spec import load_sweep, place
-from orchestrator.store import Store, SweepChanged
+from orchestrator.spec import load_sweep
+from orchestrator.spec_expand import place
+from orchestrator.store import Store
+from orchestrator.store_sweeps import SweepChanged
 
 TINY = "pairs: [{target: tiny-llama, draft: tiny-llama-draft}]\n"
 REAL = "pairs: [{target: qwen2.5-coder-1.5b, draft: qwen2.5-coder-0.5b}]\n"

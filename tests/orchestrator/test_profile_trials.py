@@ -17,7 +17,8 @@ from orchestrator.cli import main
 from orchestrator.profiles import load_profiles
 from orchestrator.records import PROFILE
 from orchestrator.runner import RunOptions, submit
-from orchestrator.spec import SpecError, load_sweep
+from orchestrator.spec import load_sweep
+from orchestrator.spec_values import SpecError
 from orchestrator.store import Store
 
 SWEEP = """\
@@ -118,7 +119,7 @@ def test_profile_trials_identity_and_draft_free_pair(tmp_path):
     plain_sweep, plain = load_sweep(_file(tmp_path, "", "d"))
     assert PROFILE not in {t.method for t in plain} and "profile" not in plain_sweep.to_dict()
 
-    from orchestrator.spec import place
+    from orchestrator.spec_expand import place
     from orchestrator.trial import run_trial
 
     lone = load_sweep(_file(tmp_path, PROFILE_BLOCK, "e"))[1][0]

@@ -162,8 +162,9 @@ def test_killed_actor_trial_is_retried(ray_session, local_results):
 
 
 def test_orch_submit_on_ray(ray_session, pg_url, tmp_path):
+    from db.models import Profile, Trial
     from orchestrator.cli import main
-    from orchestrator.store import Profile, Store, Trial
+    from orchestrator.store import Store
 
     spec = tmp_path / "r.yaml"
     spec.write_text(

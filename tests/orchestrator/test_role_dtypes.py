@@ -8,7 +8,9 @@ import torch
 
 from orchestrator import trial
 from orchestrator.records import TrialConfig
-from orchestrator.spec import SpecError, expand, parse_sweep
+from orchestrator.spec import parse_sweep
+from orchestrator.spec_expand import expand
+from orchestrator.spec_values import SpecError
 
 BASE = {
     "name": "dt",

@@ -17,9 +17,11 @@ from sqlalchemy import func, select, text, update
 
 from db import create_db_engine, current_revision, head_revision, upgrade
 from db.models import Base, ModelInfo, Result, Sweep, Trial
-from orchestrator.leases import owner_alive, proc_stat
+from orchestrator.leases import LEASE_S, owner_alive, proc_stat
 from orchestrator.records import TrialFailure
-from orchestrator.store import LEASE_S, CancelInfo, Store, StoreError
+from orchestrator.store import Store
+from orchestrator.store_sql import StoreError
+from orchestrator.store_sweeps import CancelInfo
 
 
 def _count(store, model, *where):

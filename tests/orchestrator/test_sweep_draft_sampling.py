@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.spec import SpecError, load_sweep
+from orchestrator.spec import load_sweep
+from orchestrator.spec_values import SpecError
 
 BASE = """\
 name: ds

@@ -20,9 +20,10 @@ from sqlalchemy import func, select
 
 from db.models import Result, Sweep, SweepStatus, SweepTrial, Trial
 from orchestrator.cli import main
+from orchestrator.leases import LEASE_S
 from orchestrator.records import TrialConfig
 from orchestrator.runner import PAUSE_ENV
-from orchestrator.store import DB_RETRY_S, LEASE_S, Store
+from orchestrator.store import DB_RETRY_S, Store
 
 
 def _cli(*args):

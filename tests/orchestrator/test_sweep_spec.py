@@ -8,7 +8,8 @@ import pytest
 from orch_helpers import REPO, sweep_24
 
 from orchestrator.records import TrialConfig
-from orchestrator.spec import SpecError, load_sweep
+from orchestrator.spec import load_sweep
+from orchestrator.spec_values import SpecError
 
 EXAMPLES = REPO / "examples"
 

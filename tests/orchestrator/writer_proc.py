@@ -11,7 +11,8 @@ import sys
 from orch_helpers import fake_config, fake_result
 from sqlalchemy import select
 
-from orchestrator.store import Store, SweepTrial, Trial
+from db.models import SweepTrial, Trial
+from orchestrator.store import Store
 
 SHARED = 40
 OWN = 10

@@ -1,6 +1,7 @@
-"""Every bad input of tests/reliability/cases.py: one line `error: ...` on stderr, its exit code,
-no traceback, and the database unchanged (row counts of every table; no new database file),
-on SQLite and, where the case touches the database, on the real Postgres server."""
+"""Every bad input of tests/reliability/cases.py (run by tests/reliability/harness.py): one line
+`error: ...` on stderr, its exit code, no traceback, and the database unchanged (row counts of
+every table; no new database file), on SQLite and, where the case touches the database, on the
+real Postgres server."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 import torch
 
 from tests.orchestrator.orch_helpers import PG_PASSWORD
-from tests.reliability.cases import CASES, classify, cleanup, counts, run, setup
+from tests.reliability.cases import CASES
+from tests.reliability.harness import classify, cleanup, counts, run, setup
 
 PARAMS = [pytest.param(c, b, id=f"{c.id}-{b}") for c in CASES for b in c.backends]
 

@@ -14,9 +14,10 @@ import pytest
 
 import orchestrator.spec as spec
 from orchestrator.limits import DEFAULT, grid_size
-from orchestrator.spec import SpecError, load_sweep
+from orchestrator.spec import load_sweep
+from orchestrator.spec_values import SpecError
 from tests.orchestrator.orch_helpers import REPO, sweep_24
-from tests.reliability.cases import _drop_file_capabilities, populate, sweep
+from tests.reliability.harness import drop_file_capabilities, populate, sweep
 
 
 def test_grid_of_ten_million_fails_before_expanding(tmp_path, monkeypatch):
@@ -124,7 +125,7 @@ def test_read_only_database_can_still_be_read(tmp_path):
             capture_output=True,
             text=True,
             timeout=120,
-            preexec_fn=_drop_file_capabilities,
+            preexec_fn=drop_file_capabilities,
         )
 
     try:

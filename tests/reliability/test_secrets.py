@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 
 from orchestrator.cli import main
 from tests.orchestrator.orch_helpers import REPO, orch
-from tests.reliability.cases import populate
+from tests.reliability.harness import populate
 
 SWEEP = """\
 name: secret-run
