@@ -37,11 +37,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import load_prompts, markdown_table  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
+from engine import transfer  # noqa: E402
 from engine.cache import CachedModel  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
 from engine.model_names import DEFAULT_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
+from engine.static_cache import StaticCachedModel  # noqa: E402
 
 DEFAULT_METHODS = [
     "linear:k=4",
@@ -68,10 +70,29 @@ class HostReads(TorchFunctionMode):
         self.counts: Counter = Counter()
         self.vocab = vocab
         self.vocab_s = 0.0
+        self._quiet = False  # inside a CPU pair read, counted once already
+
+    def __enter__(self):
+        # engine/transfer.py read_pair reads a CPU pair in two plain reads: count it as the
+        # one read it is on a GPU (this counter stands in for a GPU's synchronisations)
+        self._read_host, transfer.read_host = transfer.read_host, self._one_read
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        transfer.read_host = self._read_host
+        return super().__exit__(*exc)
+
+    def _one_read(self, values, tokens):
+        self.counts["read_pair"] += 1
+        self._quiet = True
+        try:
+            return self._read_host(values, tokens)
+        finally:
+            self._quiet = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
-        if (
+        if not self._quiet and (
             name in READS
             or name in SIZED_BY_VALUES
             or (name in ("cpu", "to") and _to_host(name, args, kwargs or {}))
@@ -119,22 +140,29 @@ def _vocab_sized(a, vocab: int) -> bool:
 
 @contextlib.contextmanager
 def vocab_time(vocab: int):
-    """Count host reads and time vocabulary-sized ops outside model forwards (HostReads)."""
-    forward = CachedModel.forward  # the static cache's forward calls it too
+    """Count host reads and time vocabulary-sized ops outside model forwards (HostReads).
+    Model forwards: CachedModel.forward (the static cache's too) and StaticCachedModel.step."""
+    forwards = [(CachedModel, "forward"), (StaticCachedModel, "step")]
+    originals = [getattr(cls, name) for cls, name in forwards]
 
-    def flagged(self, *args, **kwargs):
-        _IN_FORWARD[0] = True
-        try:
-            return forward(self, *args, **kwargs)
-        finally:
-            _IN_FORWARD[0] = False
+    def flagged(forward):
+        def run(self, *args, **kwargs):
+            _IN_FORWARD[0] = True
+            try:
+                return forward(self, *args, **kwargs)
+            finally:
+                _IN_FORWARD[0] = False
 
-    CachedModel.forward = flagged
+        return run
+
+    for (cls, name), forward in zip(forwards, originals):
+        setattr(cls, name, flagged(forward))
     try:
         with HostReads(vocab) as mode:
             yield mode
     finally:
-        CachedModel.forward = forward
+        for (cls, name), forward in zip(forwards, originals):
+            setattr(cls, name, forward)
 
 
 def iteration_seconds(stats) -> float:

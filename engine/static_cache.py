@@ -199,7 +199,7 @@ class StaticCachedModel(CachedModel):
             self._grow(start + rows)
         width = self._capacity if self._graph else start + n
         dev = self.device
-        cols = self._slot_ids[:width]  # [width]
+        cols = self._slot_ids[:width] if visible is None or rows > n else None  # [width]
         slots = self._slot_ids[start : start + rows]  # [rows]
         if visible is None:  # causal: node i sees every slot up to its own
             seen = cols[None, :] <= slots[:n, None]  # [n, width]

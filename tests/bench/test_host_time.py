@@ -31,6 +31,20 @@ def test_device_copies_count_only_towards_the_host():
     assert counter.counts == {"to": 2, "cpu": 1}
 
 
+def test_a_pair_read_counts_once_as_on_a_gpu():
+    """engine/transfer.py read_pair reads CPU tensors in two plain calls; a GPU reads the pair
+    in one synchronisation, which is what the counter stands for."""
+    from engine.transfer import read_pair
+
+    values, tokens = torch.rand(2, 3), torch.arange(6).view(2, 3)
+    with host_time.HostReads() as counter:
+        got = read_pair(values, tokens)
+        values.tolist()  # a plain read still counts
+    assert counter.counts == {"read_pair": 1, "tolist": 1}
+    assert got == (values.tolist(), tokens.tolist())
+    assert read_pair(values, tokens) == got  # the counter is gone after the block
+
+
 def test_vocab_ops_are_timed_outside_model_forwards_only(llama_pair):
     from engine.static_cache import cached_model
 
@@ -41,6 +55,8 @@ def test_vocab_ops_are_timed_outside_model_forwards_only(llama_pair):
         assert mode.vocab_s == 0.0
         torch.randn(3, 7).softmax(-1)  # not vocabulary-sized
         assert mode.vocab_s == 0.0
+        top = lm.step(torch.tensor([7]), torch.tensor([15]), top=4)  # its top-k, inside
+        assert mode.vocab_s == 0.0 and top[0].shape == (1, 4)
         logits.softmax(-1).topk(4)
     assert mode.vocab_s > 0.0
 
