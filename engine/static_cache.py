@@ -162,10 +162,9 @@ class StaticCachedModel(CachedModel):
     def step(self, token: torch.Tensor, position: torch.Tensor, top: int = 0, argmax=False):
         """forward(token, position, keep=1, top=top, argmax=argmax) for one token [1] that sees
         every slot, a causal continuation: the commonest forward of a generation (each draft
-        step of a chain, each autoregressive step), with a fraction of forward()'s host work
-        (its mask is a view of the preallocated open row, no keyword dict, fewer calls: on the
-        real pair about 20 us less per forward). Compiled models take forward() (padded
-        graph shapes)."""
+        step of a chain, each autoregressive step), with a fraction of forward()'s host work:
+        its mask is a view of the preallocated open row, and no keyword dict or context is
+        built. Compiled models take forward() (padded graph shapes)."""
         if self.compiled:
             return self.forward(token, position, keep=1, top=top, argmax=argmax)
         start = self._length
