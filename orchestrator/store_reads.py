@@ -108,11 +108,6 @@ def counts(s: Session, url: str, name: str | None = None) -> list[dict[str, Any]
 
 
 def trials(s: Session, sweep_id: int, statuses: tuple[TrialStatus, ...]) -> list[dict[str, Any]]:
-    rows = s.scalars(
-        select(Trial)
-        .where(Trial.id.in_(members(sweep_id)), Trial.status.in_(statuses))
-        .order_by(Trial.id)
-    ).all()
     return [
         {
             "trial": t.id,
@@ -124,8 +119,15 @@ def trials(s: Session, sweep_id: int, statuses: tuple[TrialStatus, ...]) -> list
             "driver": t.owner,
             "error": _last_line(t.error),
         }
-        for t in rows
+        for t in _sweep_trials(s, sweep_id, Trial.status.in_(statuses))
     ]
+
+
+def _sweep_trials(s: Session, sweep_id: int, condition) -> list[Trial]:
+    """The sweep's trials that meet `condition`, in id order."""
+    return s.scalars(
+        select(Trial).where(Trial.id.in_(members(sweep_id)), condition).order_by(Trial.id)
+    ).all()
 
 
 def configs(s: Session, sweep_id: int) -> list[TrialConfig]:
@@ -141,11 +143,7 @@ def configs(s: Session, sweep_id: int) -> list[TrialConfig]:
 def profile_trials(s: Session, sweep_id: int) -> list[dict[str, Any]]:
     """The sweep's profile trials (records.PROFILE), whatever their status, with the
     device that measured each one done."""
-    rows = s.scalars(
-        select(Trial)
-        .where(Trial.id.in_(members(sweep_id)), Trial.method == PROFILE)
-        .order_by(Trial.id)
-    ).all()
+    rows = _sweep_trials(s, sweep_id, Trial.method == PROFILE)
     return [
         {
             "trial": t.id,
