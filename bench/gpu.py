@@ -10,7 +10,9 @@ sections run in priority order and --time-limit-s stops starting new ones, see b
                 (also writes $OUT/gpu_profile.json)
 
 If the compiled sections do not fit, a second call can run them alone:
-`python3 bench/gpu.py --engines compiled --pairs '' --out $OUT/gpu_compiled.json`.
+`python3 bench/gpu.py --engines compiled --pairs '' --out $OUT/gpu_compiled.json`. The graphs
+engine (CUDA graphs recorded from the eager kernels, engine/cuda_graphs.py) costs a capture of
+about two forwards per size bucket, not a compilation, so it runs with the first sections.
 
 On a CPU at toy sizes (about a minute here; tests/bench/test_gpu.py runs a subset in seconds):
 
@@ -29,14 +31,14 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
    HF: (t(M) - t(1)) / (M - 1) for M = --new-tokens, the fastest of --repeats interleaved
    calls each, so the prefill cancels.
 3. per model: the forward-cost curve (engine/profile.py measure_curve: one forward of n new
-   tokens after C cached tokens, n = 1..256, C in --contexts; engine fast, and compiled at
-   --compiled-sizes) - the verification cost per tree size, also reported as c(n) / c(1) at
+   tokens after C cached tokens, n = 1..256, C in --contexts; engines fast and graphs, and
+   compiled at --compiled-sizes) - the verification cost per tree size, also reported as c(n) / c(1) at
    the prompt's context.
 4. per pair (bench/gpu_models.py PAIRS): every method of the acceptance record (--record,
    default: the newest bench/cost_model.py record in bench/records/, else
    bench/records/methods_real_pair.json; with its parameters) run with our engine on the
-   random pair, engine fast (--pair-engine compiled: CUDA graphs, and then the compiled curves
-   and our compiled autoregressive host time in the prediction), --method-tokens new tokens:
+   random pair, engine fast (--pair-engine graphs or compiled: CUDA graphs, and then that
+   engine's curves and autoregressive host time in the prediction), --method-tokens new tokens:
    host time per iteration (iteration wall time minus time inside model forwards, from
    IterationStats) and its share of the iteration (goal on a GPU: <= 10%). Random weights
    make the trees' shapes and acceptance meaningless (at tiny sizes a tied target and draft
@@ -74,9 +76,9 @@ A stored report's predictions can be computed again without the device, e.g. whe
 limit cut them or from a newer CPU record: `python bench/gpu.py --from-report gpu.json
 --record bench/records/cost_model_real_pair.json`.
 
-Order: bandwidth; per model autoregressive (eager, fast, HF greedy) and the fast curve; per
-pair the methods' host times, HF assisted and the predictions; the kernel; last the compiled
-path (autoregressive and curve, smallest model first: torch.compile captures one graph per
+Order: bandwidth; per model autoregressive (eager, fast, graphs, HF greedy) and the fast and
+graphs curves; per pair the methods' host times, HF assisted and the predictions; the kernel;
+last the compiled path (autoregressive and curve, smallest model first: torch.compile captures one graph per
 model, cache and size bucket, minutes for a 7B model). --time-limit-s (default 480, inside
 the device tool's 10 minutes): a section that would start after the limit is skipped and
 listed under "skipped"; the JSON is rewritten after every section, so what finished comes
@@ -113,7 +115,7 @@ from bench.gpu_predict import from_report, linear_tau, method_texts, pair_predic
 from bench.gpu_report import markdown, ms_cell  # noqa: E402
 from bench.host_time import host_seconds  # noqa: E402
 from bench.tree_attention import time_ms  # noqa: E402
-from engine.config import ENGINES, ConfigError  # noqa: E402
+from engine.config import ENGINES, PADDED, ConfigError  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
 from engine.models import LoadedModel, Pair, pick_device, pick_dtype  # noqa: E402
@@ -145,7 +147,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--tiny", action="store_true", help="toy sizes of every config (CPU test)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto", help="default bf16 on CUDA, fp32 on CPU")
-    ap.add_argument("--engines", default=None, help="AR engines (default eager,fast[,compiled])")
+    ap.add_argument(
+        "--engines", default=None, help="AR engines (default eager,fast[,graphs,compiled])"
+    )
     ap.add_argument("--prompt-tokens", type=int, default=None, help="default 128 (tiny 16)")
     ap.add_argument("--new-tokens", type=int, default=None, help="default 64 (tiny 8)")
     ap.add_argument("--method-tokens", type=int, default=None, help="per method run (32; tiny 8)")
@@ -156,7 +160,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--compiled-sizes", default="1,16,64", help="compiled curve sizes")
     ap.add_argument(
         "--pair-engine",
-        choices=["fast", "compiled"],
+        choices=["fast", "compiled", "graphs"],
         default="fast",
         help="the engine the pairs' methods run on, and whose curves their predictions use",
     )
@@ -398,7 +402,7 @@ def curve(model, name: str, args, engine: str, log):
     --compiled-sizes x the prompt's context (each size bucket is one compiled graph)."""
     from engine.profile import measure_curve
 
-    compiled = engine == "compiled"
+    compiled = engine == "compiled"  # graphs: every size and context (a capture is cheap)
     c = measure_curve(
         model,
         name,
@@ -544,7 +548,7 @@ def main(argv=None) -> int:
     device = pick_device(args.device)
     dtype = pick_dtype(args.dtype, device)
     cuda = device.type == "cuda"
-    engines = (args.engines or ("eager,fast,compiled" if cuda else "eager,fast")).split(",")
+    engines = (args.engines or ("eager,fast,graphs,compiled" if cuda else "eager,fast")).split(",")
     args.engines = [e for e in engines if e]
     if "compiled" in args.engines:  # one graph per model, size bucket and cache: many
         for key in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit"):
@@ -640,15 +644,16 @@ def main(argv=None) -> int:
                 )
         return entry["curves"].get(engine)
 
-    def compiled_ar(name: str, model) -> None:
+    def padded_ar(name: str, model, engine: str) -> None:
         entry = model_entry(name, model)
-        if "ours_compiled" not in entry["autoregressive"]:
+        if f"ours_{engine}" not in entry["autoregressive"]:
             floor = entry["floor_ms_per_token"]
             entry["autoregressive"].update(
-                ar_section(name, model, args, ["compiled"], False, floor, budget, log)
+                ar_section(name, model, args, [engine], False, floor, budget, log)
             )
 
-    # 1. per model: autoregressive against the floor (eager, fast, HF greedy); fast curves
+    # 1. per model: autoregressive against the floor (eager, fast, graphs, HF greedy); fast
+    # and graphs curves
     for name in args.models if first else []:
         model = budget.run(f"building {name}", lambda n=name: models.get(n))
         if model is None:
@@ -657,7 +662,9 @@ def main(argv=None) -> int:
         entry["autoregressive"].update(
             ar_section(name, model, args, first, True, entry["floor_ms_per_token"], budget, log)
         )
-        model_curve(name, model, "fast")
+        for engine in ("fast", "graphs"):
+            if engine in args.engines:
+                model_curve(name, model, engine)
         save()
     # 2. per pair: host overhead, HF assisted, predictions
     for pname in args.pairs:
@@ -671,8 +678,8 @@ def main(argv=None) -> int:
         if draft is None:
             continue
         engine = args.pair_engine
-        if engine == "compiled":  # our autoregressive host time on that path, for h_AR
-            compiled_ar(tname, target)
+        if engine in PADDED:  # our autoregressive host time on that path, for h_AR
+            padded_ar(tname, target, engine)
         res = pair_section(pname, target, draft, args, record, budget, log)
         tc, dc = model_curve(tname, target, engine), model_curve(dname, draft, engine)
         ar = model_entry(tname, target)["autoregressive"].get(f"ours_{engine}")
@@ -700,7 +707,7 @@ def main(argv=None) -> int:
             model = budget.run(f"building {name}", lambda n=name: models.get(n))
             if model is None:
                 continue
-            compiled_ar(name, model)
+            padded_ar(name, model, "compiled")
             model_curve(name, model, "compiled")
             save()
     report["elapsed_s"] = time.perf_counter() - budget.start

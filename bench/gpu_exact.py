@@ -1,9 +1,10 @@
 """Greedy exactness of every method on every engine path, on the device at hand (issue 22):
-the fast path's and the compiled path's (CUDA graphs on CUDA) output against autoregressive
+the fast path's, the graphs path's and the compiled path's (both CUDA graphs on CUDA) output
+against autoregressive
 decoding, and host reads per iteration. The CPU tests (tests/engine/test_fast_path.py) check
 the same on the CPU; this script runs the check where the CUDA-only code runs: the static
 chain and DynaTree steps (engine/chain_step.py, engine/dynatree_step.py) take over on CUDA
-on the fast path too, and the compiled path captures CUDA graphs. Needs only torch and
+on the fast path too, and the graphs and compiled paths capture CUDA graphs. Needs only torch and
 transformers (the tiny families are built locally), so the `device` tool's machine runs it:
 
     device run: PYTHONUNBUFFERED=1 python3 bench/gpu_exact.py --out $OUT/gpu_exact.json
@@ -53,7 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--families", default="llama,neox")
     ap.add_argument("--methods", default=",".join(DRAFTERS))
-    ap.add_argument("--engines", default="eager,fast,compiled")
+    ap.add_argument("--engines", default="eager,fast,graphs,compiled")
     ap.add_argument(
         "--compiled-methods",
         default="autoregressive,linear,dynatree,ddtree",

@@ -20,8 +20,9 @@ def markdown(report: dict) -> str:
         "",
         "Autoregressive decoding, ms per token (x bandwidth floor; goal on a GPU <= 1.25x):",
         "",
-        "| model | params | floor | ours eager | ours fast | ours compiled | HF greedy | host share (fast) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | params | floor | ours eager | ours fast | ours graphs | ours compiled "
+        "| HF greedy | host share (fast) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, m in report["models"].items():
         a = m["autoregressive"]
@@ -29,7 +30,8 @@ def markdown(report: dict) -> str:
         lines.append(
             f"| {name} | {m['params'] / 1e6:.1f} M | {m['floor_ms_per_token']:.3f} | "
             + " | ".join(
-                ms_cell(a.get(k)) for k in ("ours_eager", "ours_fast", "ours_compiled", "hf_greedy")
+                ms_cell(a.get(f"ours_{k}" if k != "hf_greedy" else k))
+                for k in ("eager", "fast", "graphs", "compiled", "hf_greedy")
             )
             + f" | {'-' if share is None else f'{share:.1%}'} |"
         )

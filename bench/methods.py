@@ -141,7 +141,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="",
         help="comma-separated METHOD or LABEL=METHOD (default: every method)",
     )
-    ap.add_argument("--engine", default="eager", help="our decoding path: eager, fast, compiled")
+    ap.add_argument(
+        "--engine", default="eager", help="our decoding path: eager, fast, compiled, graphs"
+    )
     ap.add_argument(
         "--param",
         action="append",

@@ -24,8 +24,13 @@ ADDED_LATER = {"omit_at_default": True}
 
 # how a trial runs its models (engine/static_cache.py): "eager" is the reference (a growing
 # DynamicCache, masks from the host); "fast" a preallocated cache compacted in place with masks
-# built on the device; "compiled" the fast path under torch.compile (CUDA graphs on CUDA)
-ENGINES = ("eager", "fast", "compiled")
+# built on the device; "compiled" the fast path under torch.compile (CUDA graphs on CUDA);
+# "graphs" the fast path's forwards recorded as CUDA graphs from its eager kernels, no compiler
+# (engine/cuda_graphs.py; on a CPU the same padded forwards without graphs)
+ENGINES = ("eager", "fast", "compiled", "graphs")
+# the engines whose forwards are padded to size buckets and replayed as graphs (padded rows:
+# no per-row hidden states for the NDE selector or the block drafter)
+PADDED = ("compiled", "graphs")
 
 
 def config_fields(cls: type) -> dict[str, Any]:

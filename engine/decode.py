@@ -22,7 +22,7 @@ import torch
 
 from engine import ar_step, chain_step, dynatree_step
 from engine.cache import CachedModel, sync
-from engine.config import ConfigError
+from engine.config import PADDED, ConfigError
 from engine.draft import DecodeState, DraftModel
 from engine.drafters import DRAFTERS
 from engine.drafters.ddtree import block_checkpoint
@@ -189,8 +189,8 @@ def open_features(method: Method, pair: Pair, target: CachedModel, engine: str):
     target.hidden_layers, target.hidden = (), None
     if name is None:
         return None
-    if engine == "compiled":
-        raise ConfigError("ddtree with drafter: block runs on engine eager or fast, not compiled")
+    if engine in PADDED:
+        raise ConfigError(f"ddtree with drafter: block runs on engine eager or fast, not {engine}")
     from engine.train.block_drafter import BlockContext, cached_drafter
 
     features = BlockContext(cached_drafter(name, pair.target.model), pair.target.model)
@@ -254,8 +254,8 @@ def selector_taps(pair: Pair, method: Method, engine: str, draft: DraftModel):
     with the draft set to re-feed the preceding token; None for every other method."""
     if getattr(method.cfg, "selector", "fixed") != "nde":
         return None
-    if engine == "compiled":  # padded compiled forwards would hand the taps padded rows
-        raise ConfigError("selector: nde runs with engine eager or fast, not compiled")
+    if engine in PADDED:  # padded graph forwards would hand the taps padded rows
+        raise ConfigError(f"selector: nde runs with engine eager or fast, not {engine}")
     from engine.select.nde import load
     from engine.select.taps import RootTaps
 

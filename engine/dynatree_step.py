@@ -26,7 +26,7 @@ The tree is node for node the one the Python builder grows (same nodes, same BFS
 the output is token for token autoregressive decoding (tests/engine/test_dynatree_step.py).
 The price of the static shapes is padding: every level up to the depth limit is fed at its
 full width, also after the tree stopped growing, and the target verifies N_max + 1 rows. So
-it runs on `engine: compiled` only, whose forwards are graph replays padded to fixed buckets
+it runs on `engine: compiled` and `graphs` only, whose forwards are graph replays padded to buckets
 anyway (each level's width one graph), where the saved host reads are what is left to save.
 `engine: fast` keeps the Python builder, which feeds only the expandable nodes: on the CPU a
 forward's cost grows with its rows, and on an H100 with eager forwards (bench/gpu_exact.py,
@@ -54,7 +54,7 @@ from kernels.reference import ancestor_matrix
 
 
 def static_device(target) -> bool:
-    """Whether the static-shape growth pays on this target's path: compiled forwards (see the
+    """Whether the static-shape growth pays on this target's path: padded graph forwards (see the
     module docstring)."""
     return target.compiled
 

@@ -180,7 +180,7 @@ def cached_factory(engine: str) -> Callable[[torch.nn.Module, int], CachedModel]
         return lambda model, capacity: CachedModel(model)
     from engine.static_cache import StaticCachedModel
 
-    return lambda model, capacity: StaticCachedModel(model, capacity, compile=engine == "compiled")
+    return lambda model, capacity: StaticCachedModel(model, capacity, engine)
 
 
 def parse_ints(text: str, option: str) -> list[int]:

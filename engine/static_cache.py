@@ -10,12 +10,14 @@ tree nodes of this iteration); what changes is how the keys/values are kept:
   once, then lowers the length; nothing is freed.
 - Masks are built on the model's device: no host read of a tensor value inside a forward (the
   eager path's `bool(visible.all())`).
-- Compiled (`compile=True`): each forward of up to GRAPH_MAX new tokens (tree verification,
-  draft steps; a long prompt's prefill runs uncompiled) is padded to a size bucket (a power of
-  two) and attends to all `capacity` slots with the unused tail masked, so every forward of one
-  bucket has the same shapes; `torch.compile` then captures one graph per bucket, with CUDA
-  graphs on CUDA (`mode="reduce-overhead"`) as gpt-fast and vLLM do. Pad rows see only their
-  own slot and their keys land past the length, where the next forward overwrites them.
+- Padded graph forwards (`engine: compiled` and `engine: graphs`, PADDED in engine/config.py):
+  each forward of up to GRAPH_MAX new tokens (tree verification, draft steps; a long prompt's
+  prefill runs as on the fast path) is padded to a size bucket (a power of two) and attends to
+  all `capacity` slots with the unused tail masked, so every forward of one bucket has the same
+  shapes. `compiled`: `torch.compile` captures one graph per bucket, with CUDA graphs on CUDA
+  (`mode="reduce-overhead"`). `graphs`: one CUDA graph per bucket recorded from the eager
+  kernels, no compilation (engine/cuda_graphs.py). Pad rows see only their own slot and their
+  keys land past the length, where the next forward overwrites them.
 
 Uncompiled, a forward attends to the first length + n slots only (views of the buffer), so
 attention costs what the eager path's does, and a target loaded with the "tree_triton"
@@ -31,7 +33,8 @@ import weakref
 import torch
 
 from engine.cache import NO_CONTEXT, CachedModel, head, inference, sync
-from engine.config import ENGINES, ConfigError
+from engine.config import ENGINES, PADDED, ConfigError
+from engine.cuda_graphs import GraphedForward
 from engine.transfer import to_device
 from engine.tree import additive_mask
 
@@ -78,7 +81,7 @@ class StaticCachedModel(CachedModel):
 
     fast = True
 
-    def __init__(self, model, capacity: int = MIN_CAPACITY, compile: bool = False) -> None:
+    def __init__(self, model, capacity: int = MIN_CAPACITY, engine: str = "fast") -> None:
         self.model = model
         self.device = model.device
         self.on_cuda = self.device.type == "cuda"
@@ -89,11 +92,13 @@ class StaticCachedModel(CachedModel):
         self.forward_tokens = 0
         self._length = 0
         self._n = 0  # rows of the current forward before padding
-        self._graph = False  # whether the current forward runs the compiled graph
-        self.compiled = compile
+        self._graph = False  # whether the current forward runs a graph (padded)
+        self.compiled = engine in PADDED  # forwards padded to buckets and run as graphs
         self.cache = SlotCache(self._alloc(max(capacity, MIN_CAPACITY)))
         self._graph_call = None
-        if compile:
+        if engine == "graphs":
+            self._graph_call = GraphedForward(self._model_call, self.device)
+        elif engine == "compiled":
             # every bucket of every compiled model is a recompile of one function (_model_call):
             # torch's default limit (8) would silently send later ones back to eager
             torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
@@ -132,13 +137,15 @@ class StaticCachedModel(CachedModel):
 
     def _grow(self, needed: int) -> None:
         """Double the buffer until `needed` slots fit (a long generation or a huge tree);
-        compiled graphs are captured again for the new shapes."""
+        graphs are captured again for the new shapes and buffer."""
         capacity = self.capacity
         while capacity < needed:
             capacity *= 2
         old = self.cache.kv
         self.cache.kv = self._alloc(capacity)
         self.cache.kv[..., : old.shape[4], :] = old
+        if isinstance(self._graph_call, GraphedForward):
+            self._graph_call.clear()
 
     def _model_call(
         self, input_ids, position_ids, mask, slots, keep: int = 0, top: int = 0, argmax=False
@@ -229,7 +236,8 @@ class StaticCachedModel(CachedModel):
             return self._model_call(**kwargs, keep=keep, top=top, argmax=argmax)
         rows = slice(self._n - keep, self._n) if keep else slice(0, self._n)
         cuda_graphs = self.device.type == "cuda"
-        if cuda_graphs:  # each call a new step of the CUDA-graph trees: earlier outputs are dead
+        if cuda_graphs and not isinstance(self._graph_call, GraphedForward):
+            # each call a new step of torch.compile's CUDA-graph trees: earlier outputs are dead
             torch.compiler.cudagraph_mark_step_begin()
         out = self._graph_call(**kwargs, top=top, argmax=argmax)
         out = (out[0][rows], out[1][rows]) if top and not argmax else out[rows]
@@ -266,7 +274,7 @@ def cached_model(model, engine: str = "eager", capacity: int = MIN_CAPACITY) -> 
         raise ConfigError(f"engine: {engine!r} is not one of {', '.join(ENGINES)}")
     per_model = _FAST.setdefault(model, {})
     if engine not in per_model:
-        per_model[engine] = StaticCachedModel(model, capacity, compile=engine == "compiled")
+        per_model[engine] = StaticCachedModel(model, capacity, engine)
     lm = per_model[engine]
     lm.reset(capacity)
     return lm

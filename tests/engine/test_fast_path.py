@@ -123,7 +123,9 @@ def test_cached_model_reuses_one_buffer_per_model_and_resets_it(tiny_pair):
     assert b.cache.kv is kv  # no reallocation between generations
     assert cached_model(model, "fast", 10 * kv.shape[4]).capacity >= 10 * kv.shape[4]
     assert isinstance(cached_model(model, "eager"), CachedModel)
-    with pytest.raises(ConfigError, match="engine: 'turbo' is not one of eager, fast, compiled"):
+    with pytest.raises(
+        ConfigError, match="engine: 'turbo' is not one of eager, fast, compiled, graphs"
+    ):
         cached_model(model, "turbo")
 
 

@@ -189,7 +189,7 @@ dataset: {name: spec_bench, prompts: 2}
         ("methods: [{name: linear}]\ndevice: gpu", "device: 'gpu' is not one of"),
         (
             "methods: [{name: linear}]\nengine: [fast, turbo]",
-            "engine[1]: 'turbo' is not one of eager, fast, compiled",
+            "engine[1]: 'turbo' is not one of eager, fast, compiled, graphs",
         ),
     ],
 )

@@ -1,0 +1,78 @@
+"""CUDA graphs of the static cache's padded forwards, captured from the eager kernels
+(`engine: graphs`), without torch.compile.
+
+`engine: compiled` hands the padded forward (engine/static_cache.py: every forward of up to
+GRAPH_MAX new tokens padded to a power-of-two bucket, attending to every cache slot) to
+torch.compile, whose inductor compiles one graph per bucket: on the first H100 lease one model's
+compilation took most of three minutes (docs/gpu.md). This path records the same padded
+forward's own kernels (cuBLAS, SDPA, the elementwise ops of the Hugging Face model) into one
+`torch.cuda.CUDAGraph` per input shape and head (top-k / argmax) the first time it is used, and
+replays it afterwards: a capture costs about two forwards, and a replay launches the whole
+forward at once, which is what removes the per-kernel launch cost that bounds an uncompiled
+forward on a GPU (docs/gpu.md: 20-40 ms per token whatever the model's size). This is the
+decoding-graph scheme of vLLM and gpt-fast, without kernel fusion.
+
+Static memory. A graph reads its inputs from buffers allocated once per key (a call copies its
+arguments into them) and writes its output into the graphs' shared memory pool, which the next
+replay of any graph may overwrite: the caller copies the output out
+(StaticCachedModel._run_model). The KV buffer's address is baked into every graph: a grown
+cache drops them all (`clear`).
+
+On a CPU there are no CUDA graphs: a "replay" calls the function again on the same static
+buffers, the data flow of a replay, so the CPU tests check the buffer handling, the keys and the
+padded shapes; the capture itself is checked on a GPU (bench/gpu_exact.py --engines graphs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+
+class GraphedForward:
+    """`fn(**inputs, top=, argmax=)` replayed from a CUDA graph per key: the inputs' names and
+    shapes, top and argmax (engine/cache.py head)."""
+
+    def __init__(self, fn: Callable, device: torch.device) -> None:
+        self.fn, self.device = fn, device
+        # key -> (graph, or None on a CPU; static inputs; the graph's output)
+        self.graphs: dict[tuple, tuple[torch.cuda.CUDAGraph | None, dict, object]] = {}
+        self.pool = None  # one memory pool shared by the graphs of this model (vLLM's scheme)
+        self.captures = 0
+
+    def clear(self) -> None:
+        """Drop every graph (the KV buffer they write was reallocated)."""
+        self.graphs.clear()
+
+    def __call__(self, top: int = 0, argmax: bool = False, **inputs: torch.Tensor):
+        key = (*((k, tuple(v.shape), v.dtype) for k, v in inputs.items()), top, argmax)
+        if key not in self.graphs:
+            self.graphs[key] = self._capture(inputs, top, argmax)
+            self.captures += 1
+        graph, static, out = self.graphs[key]
+        for name, value in inputs.items():
+            static[name].copy_(value)
+        if graph is None:  # CPU: run on the static buffers, as a replay reads them
+            return self.fn(**static, top=top, argmax=argmax)
+        graph.replay()
+        return out
+
+    def _capture(self, inputs: dict, top: int, argmax: bool):
+        static = {k: v.clone() for k, v in inputs.items()}
+        if self.device.type != "cuda":
+            return None, static, None
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
+        # one eager run on a side stream first (torch.cuda.graphs' recipe): lazy initialisation
+        # (cuBLAS handles and workspaces) must not happen inside the capture. It writes the
+        # keys/values of these inputs, which the replay that follows writes again.
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            self.fn(**static, top=top, argmax=argmax)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            out = self.fn(**static, top=top, argmax=argmax)
+        return graph, static, out

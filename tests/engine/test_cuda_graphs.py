@@ -1,0 +1,70 @@
+"""`engine: graphs` (engine/cuda_graphs.py): the padded forwards through one set of static
+input buffers per graph key. On the CPU a replay re-runs the forward on those buffers (the data
+flow of a CUDA-graph replay); the capture itself is checked on a GPU (bench/gpu_exact.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.cache import CachedModel
+from engine.cuda_graphs import GraphedForward
+from engine.decode import generate
+from engine.drafters import DRAFTERS
+from engine.static_cache import StaticCachedModel, cached_model
+from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
+from tests.engine.test_fast_path import _tree_then_commit
+
+
+@pytest.mark.parametrize("method", list(DRAFTERS))
+def test_graphs_path_greedy_equals_autoregressive(tiny_pair, method):
+    accepted = 0
+    for prompt, n in ((PROMPTS[0], 40), (PROMPTS[1], 37)):  # 37: a truncated last iteration
+        ids = tiny_pair.target.tokenizer.encode(prompt)
+        got = generate(tiny_pair, ids, method, n, engine="graphs")
+        assert tuple(got.tokens) == reference(tiny_pair, prompt, n), (method, prompt)
+        accepted += sum(s.accepted for s in got.stats.iterations)
+    assert method == "autoregressive" or accepted > 0
+
+
+def test_one_graph_per_shape_and_head_with_inputs_copied_into_its_buffers():
+    calls = []
+
+    def fn(x, top=0, argmax=False):
+        calls.append(x)
+        return x * 2 + top
+
+    g = GraphedForward(fn, torch.device("cpu"))
+    a, b = torch.tensor([1.0, 2.0]), torch.tensor([5.0, 7.0])
+    assert torch.equal(g(x=a), a * 2) and torch.equal(g(x=b), b * 2)
+    assert g.captures == 1 and calls[0] is calls[1]  # one static buffer, refilled per call
+    assert calls[0] is not a and calls[0] is not b
+    assert torch.equal(g(top=3, x=a), a * 2 + 3) and g.captures == 2  # another head
+    g(x=torch.ones(4))  # another shape
+    g(x=torch.ones(4, dtype=torch.float64))  # another dtype
+    assert g.captures == 4 and len(g.graphs) == 4
+    g.clear()
+    g(x=a)
+    assert g.captures == 5 and len(g.graphs) == 1
+
+
+def test_graphs_tree_forward_and_compaction_match_the_dynamic_cache_across_growth(tiny_pair):
+    """The eager reference against the graphs path whose buffer grows mid-way (the graphs of
+    the old buffer are dropped and captured again)."""
+    model = tiny_pair.target.model
+    want = _tree_then_commit(CachedModel(model))
+    lm = StaticCachedModel(model, 4, engine="graphs")
+    lm.cache.kv = lm._alloc(4)  # below MIN_CAPACITY: the tree forward grows it
+    got = _tree_then_commit(lm)
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-4)
+    assert lm.capacity >= 32 and len(lm._graph_call.graphs) >= 1
+    assert lm._graph_call.captures > len(lm._graph_call.graphs)  # some dropped on growth
+
+
+def test_graphs_and_compiled_are_separate_cached_models(tiny_pair):
+    model = tiny_pair.draft.model
+    g, f = cached_model(model, "graphs"), cached_model(model, "fast")
+    assert g is not f and g.compiled and not f.compiled
+    assert isinstance(g._graph_call, GraphedForward) and f._graph_call is None
+    assert cached_model(model, "graphs") is g
