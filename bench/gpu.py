@@ -119,6 +119,7 @@ from engine.config import ENGINES, PADDED, ConfigError  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
 from engine.models import LoadedModel, Pair, pick_device, pick_dtype  # noqa: E402
+from engine.static_cache import cached_model  # noqa: E402
 
 RECORD = ROOT / "bench/records/methods_real_pair.json"
 
@@ -167,6 +168,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--record", default=None, help="CPU acceptance record (see default_record)")
     ap.add_argument("--methods", default=None, help="methods to run (default: the record's)")
     ap.add_argument("--time-limit-s", type=float, default=480.0, help="see the docstring")
+    ap.add_argument("--no-kernel", action="store_true", help="skip the tree-attention kernel")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--from-report",
@@ -374,17 +376,21 @@ def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float,
     def ours_ar(pair, prompt, engine):
         stats = ours(pair, prompt, "autoregressive", args.new_tokens, engine, args.repeats)
         split = iteration_split(stats)
-        return {
+        out = {
             "ms_per_token": 1e3 * statistics.median(s.summary()["tpot_s"] for s in stats),
             "host_ms_per_iteration": split["host_ms_per_iteration"],
             "host_share": split["host_share"],
         }
+        if engine == "graphs" and model.device.type == "cuda":
+            out["replay_ms"] = replay_ms(cached_model(model, engine), args.repeats)
+        return out
 
     for engine in engines:
         r = budget.run(f"{name} autoregressive {engine}", lambda e=engine: ours_ar(pair, prompt, e))
         if r:
             out[f"ours_{engine}"] = r = {**r, "over_floor": r["ms_per_token"] / floor_ms}
-            log(f"  {name}: ours {engine} {ms_cell(r)} ms/token")
+            replay = f", graph replay alone {r['replay_ms']:.3f} ms" if r.get("replay_ms") else ""
+            log(f"  {name}: ours {engine} {ms_cell(r)} ms/token{replay}")
     x = torch.tensor([prompt], device=model.device)
     r = (
         budget.run(
@@ -398,6 +404,13 @@ def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float,
         out["hf_greedy"] = r = {**r, "over_floor": ms / floor_ms if ms else None}
         log(f"  {name}: HF greedy {ms_cell(r)} ms/token")
     return out
+
+
+def replay_ms(lm, repeats: int) -> float | None:
+    """The GPU time of a one-token forward's CUDA graph replayed alone (CUDA events, median of
+    10 x `repeats`): what an autoregressive step costs with no host work around it."""
+    one = [g for k, (g, _, _) in lm._graph_call.graphs.items() if k[0][1] == (1, 1)]
+    return time_ms(one[0].replay, warmup=3, reps=10 * repeats, cuda=True) if one else None
 
 
 def curve(model, name: str, args, engine: str, log):
@@ -695,6 +708,8 @@ def main(argv=None) -> int:
     # 3. the tree-attention kernel (CUDA)
     if not cuda:
         report["kernel"] = {"skipped": "no CUDA device: the Triton kernel is timed on a GPU only"}
+    elif args.no_kernel:
+        report["kernel"] = {"skipped": "--no-kernel"}
     else:
         report["kernel"] = {}
         for t in dict.fromkeys([PAIRS[p][0] for p in args.pairs] or args.models):

@@ -16,7 +16,12 @@ Static memory. A graph reads its inputs from buffers allocated once per key (a c
 arguments into them) and writes its output into the graphs' shared memory pool, which the next
 replay of any graph may overwrite: the caller copies the output out
 (StaticCachedModel._run_model). The KV buffer's address is baked into every graph: a grown
-cache drops them all (`clear`).
+cache drops them all (`clear`). The pool is the first graph's own (`graph.pool()`), shared by
+the later captures while that graph lives, and a new one after `clear`: a pool id from
+`torch.cuda.graph_pool_handle()` failed on the H100 (torch 2.11) with the caching allocator's
+`it->second->use_count > 0` assertion at a capture (an id whose graphs are all gone cannot be
+captured into again), and a failed capture leaves CUDA's generator state broken for the rest
+of the process.
 
 On a CPU there are no CUDA graphs: a "replay" calls the function again on the same static
 buffers, the data flow of a replay, so the CPU tests check the buffer handling, the keys and the
@@ -38,12 +43,13 @@ class GraphedForward:
         self.fn, self.device = fn, device
         # key -> (graph, or None on a CPU; static inputs; the graph's output)
         self.graphs: dict[tuple, tuple[torch.cuda.CUDAGraph | None, dict, object]] = {}
-        self.pool = None  # one memory pool shared by the graphs of this model (vLLM's scheme)
+        self.pool = None  # the first graph's memory pool, shared by the later ones (vLLM's scheme)
         self.captures = 0
 
     def clear(self) -> None:
-        """Drop every graph (the KV buffer they write was reallocated)."""
+        """Drop every graph (the KV buffer they write was reallocated), and their pool."""
         self.graphs.clear()
+        self.pool = None
 
     def __call__(self, top: int = 0, argmax: bool = False, **inputs: torch.Tensor):
         key = (*((k, tuple(v.shape), v.dtype) for k, v in inputs.items()), top, argmax)
@@ -62,8 +68,6 @@ class GraphedForward:
         static = {k: v.clone() for k, v in inputs.items()}
         if self.device.type != "cuda":
             return None, static, None
-        if self.pool is None:
-            self.pool = torch.cuda.graph_pool_handle()
         # one eager run on a side stream first (torch.cuda.graphs' recipe): lazy initialisation
         # (cuBLAS handles and workspaces) must not happen inside the capture. It writes the
         # keys/values of these inputs, which the replay that follows writes again.
@@ -73,6 +77,8 @@ class GraphedForward:
             self.fn(**static, top=top, argmax=argmax)
         torch.cuda.current_stream(self.device).wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
+        with torch.cuda.graph(graph, pool=self.pool):  # None: a new pool, this graph's
             out = self.fn(**static, top=top, argmax=argmax)
+        if self.pool is None:
+            self.pool = graph.pool()
         return graph, static, out
