@@ -176,6 +176,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         metavar="JSON",
         help="no measurement: a stored report's predictions again from --record (from_report)",
     )
+    ap.add_argument(
+        "--curves-from",
+        default=None,
+        metavar="JSON",
+        help="with --from-report: another report of the device whose curves fill missing ones",
+    )
     args = ap.parse_args(argv)
     tiny = args.tiny
     args.prompt_tokens = args.prompt_tokens or (16 if tiny else 128)
@@ -556,7 +562,8 @@ class Models:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.from_report:
-        report = from_report(Path(args.from_report), Path(args.record))
+        more = Path(args.curves_from) if args.curves_from else None
+        report = from_report(Path(args.from_report), Path(args.record), more)
         if args.out:
             Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
         print(markdown(report))

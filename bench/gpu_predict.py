@@ -152,24 +152,39 @@ def pair_prediction(record: dict, res: dict, tc: dict, dc: dict, ar: dict | None
     return predict_pair(record, tc, dc, host, h_ar, res["hf_assisted"].get("constant_k"))
 
 
-def from_report(path: Path, record_path: Path) -> dict:
+def from_report(path: Path, record_path: Path, curves_from: Path | None = None) -> dict:
     """--from-report: a stored report with each pair's predictions computed again from its own
     curves and host times and the CPU record `record_path` (for a run whose time limit cut the
-    prediction, or to predict from a newer record without the device)."""
+    prediction, or to predict from a newer record without the device). curves_from: another
+    report of the same device whose curves fill the ones this report lacks (a model and engine
+    this run did not reach); what was taken is listed under "curves_from"."""
     report = json.loads(path.read_text())
     record = json.loads(record_path.read_text())
     report["record"] = str(record_path)
     models = report["models"]
+    if curves_from:
+        other = json.loads(curves_from.read_text())
+        taken = []
+        for name, m in other["models"].items():
+            for engine, c in m.get("curves", {}).items():
+                entry = models.setdefault(name, {"autoregressive": {}, "curves": {}})
+                if engine not in entry.setdefault("curves", {}):
+                    entry["curves"][engine] = c
+                    taken.append(f"{name} {engine}")
+        report["curves_from"] = {"report": str(curves_from), "time": other["time"], "curves": taken}
     for pname, res in report["pairs"].items():
         tname, dname = PAIRS[pname]
-        # the draft built with its target's vocabulary ("<name>@vocab<V>") where there is one
-        drafts = sorted((k for k in models if k.split("@")[0] == dname), key=lambda k: "@" not in k)
         engine = next((r["engine"] for r in res["methods"].values()), "fast")
+        # the draft built with its target's vocabulary ("<name>@vocab<V>") where it has this
+        # engine's curve, else the draft of its own vocabulary
+        drafts = sorted((k for k in models if k.split("@")[0] == dname), key=lambda k: "@" not in k)
+        drafts = [k for k in drafts if engine in models[k].get("curves", {})]
         tc = models.get(tname, {}).get("curves", {}).get(engine)
-        dc = models[drafts[0]]["curves"].get(engine) if drafts else None
+        dc = models[drafts[0]]["curves"][engine] if drafts else None
         if tc and dc:
             ar = models[tname]["autoregressive"].get(f"ours_{engine}")
             res["prediction"] = pair_prediction(record, res, tc, dc, ar)
+            res["prediction_curves"] = {"target": tname, "draft": drafts[0]}
             cut = f"{pname} prediction:"
             report["skipped"] = [x for x in report["skipped"] if not x.startswith(cut)]
     return report

@@ -12,6 +12,7 @@ import sys
 
 import click
 
+from engine.config import ENGINES
 from orchestrator.cli_options import (
     db_option,
     format_option,
@@ -123,15 +124,32 @@ def _export_name(col: str) -> str:
     metavar="DEVICE",
     help="a profiled device name (orch profile): the cost model's predicted speedup there",
 )
+@click.option(
+    "--predict-engine",
+    type=click.Choice(ENGINES),
+    default=None,
+    help="with --predict-on: that engine path's curves (default: each trial's own engine)",
+)
+@click.option(
+    "--predict-dtype",
+    type=click.Choice(["float32", "bfloat16", "float16"]),
+    default=None,
+    help="with --predict-on: that dtype's curves for both roles (default: each trial's own)",
+)
 @db_option
 @format_option
-def compare(where, sweep, all_sweeps, predict_on, db_url, fmt) -> None:
+def compare(
+    where, sweep, all_sweeps, predict_on, predict_engine, predict_dtype, db_url, fmt
+) -> None:
     """Each method's best config per pair and setting, Spec-Bench style: its speedup over
     autoregressive decoding with the same pair and settings, the spread over prompts and
     repeats, tau (tokens per iteration) and acceptance, its parameters, and the speedup per
     task where the dataset has several (spec_bench: its 6). With --predict-on, the speedup the
     cost model predicts on that device beside it (alone when no trial ran on that kind of
     device)."""
+    if (predict_engine or predict_dtype) and predict_on is None:
+        flag = "--predict-engine" if predict_engine else "--predict-dtype"
+        raise click.UsageError(f"{flag} needs --predict-on")
     from orchestrator.report import apply_where
     from orchestrator.report_output import render
     from orchestrator.report_query import compare as run
@@ -148,7 +166,7 @@ def compare(where, sweep, all_sweeps, predict_on, db_url, fmt) -> None:
 
         store = Store(db_url, mode="read")
         try:
-            best = compare_predicted(store, df, where, predict_on)
+            best = compare_predicted(store, df, where, predict_on, predict_engine, predict_dtype)
         finally:
             store.close()
     if fmt == "table":

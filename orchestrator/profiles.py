@@ -151,10 +151,16 @@ def _trial_curve(curves, model: str, dtype: str, engine: str) -> ForwardCurve | 
     return curves.get((model, dtype, engine)) or curves.get((model, dtype, "eager"))
 
 
-def predict_frame(df: pd.DataFrame, curves: dict, device: str) -> pd.DataFrame:
+def predict_frame(
+    df: pd.DataFrame, curves: dict, device: str, engine: str | None = None, dtype: str | None = None
+) -> pd.DataFrame:
     """Per finished trial (a load_frame(details=True) row): the cost model's time per token
     and speedup on `device`, from the trial's iterations and the device's curves for its
-    target and draft (its dtypes; its engine's curve, else the eager one). h_i: the trial's
+    target and draft (its dtypes; the curve of `engine`, default the trial's own engine, else
+    the eager one: every engine emits the same greedy tokens, so a trial's acceptance profile
+    holds on any of them, e.g. a CPU trial predicted on a GPU's `graphs` curves; `dtype`, when
+    given, the curves of that dtype for both roles: the trial's acceptance stands in for that
+    dtype's, e.g. fp32 CPU trials predicted on a GPU's bf16 curves). h_i: the trial's
     own host time; h_AR: the host time per iteration of the autoregressive trial with the same
     settings when stored. Trials whose models the device has no curve for are left out."""
     device_type = "cuda" if is_gpu_name(device) else "cpu"
@@ -170,11 +176,11 @@ def predict_frame(df: pd.DataFrame, curves: dict, device: str) -> pd.DataFrame:
             h_ar.setdefault(key[i], cost_model.mean_host_per_token(gens_of[r["trial_id"]]))
     rows = []
     for i, r in df.iterrows():
-        t_dtype = normalise_dtype(r["dtype"], device_type)
-        d_dtype = normalise_dtype(_given(r.get("draft_dtype")) or r["dtype"], device_type)
-        engine = _given(r.get("engine")) or "eager"
-        ct = _trial_curve(curves, r["target"], t_dtype, engine)
-        cd = _trial_curve(curves, r["draft"], d_dtype, engine)
+        t_dtype = normalise_dtype(dtype or r["dtype"], device_type)
+        d_dtype = normalise_dtype(dtype or _given(r.get("draft_dtype")) or r["dtype"], device_type)
+        path = engine or _given(r.get("engine")) or "eager"
+        ct = _trial_curve(curves, r["target"], t_dtype, path)
+        cd = _trial_curve(curves, r["draft"], d_dtype, path)
         gens = gens_of[r["trial_id"]]
         needs_draft = any(it.draft_forwards for g in gens for it in g.iterations)
         if ct is None or (needs_draft and cd is None):
@@ -207,17 +213,25 @@ def _settings(df: pd.DataFrame) -> pd.Series:
     return settings_key(df)
 
 
-def compare_predicted(store: Store, df: pd.DataFrame, where, device: str) -> pd.DataFrame:
+def compare_predicted(
+    store: Store,
+    df: pd.DataFrame,
+    where,
+    device: str,
+    engine: str | None = None,
+    dtype: str | None = None,
+) -> pd.DataFrame:
     """report.compare of `df` (a report.load_frame(details=True) frame) with the cost model's
-    predicted speedup on `device` beside the measured one. The device is checked first (an
-    unknown one: ConfigError naming the profiled ones). The database does not record which
+    predicted speedup on `device` (with `engine`'s and `dtype`'s curves, see predict_frame)
+    beside the measured one. The device is checked first (an unknown one: ConfigError naming
+    the profiled ones). The database does not record which
     device name a trial's worker had, only whether it had a GPU (trials.gpu_id): measured
     speedups are kept when every trial ran on the kind of device `device` is (GPU or CPU),
     else only the prediction is shown."""
     from orchestrator.report_query import MEASURED, compare
 
     curves = device_curves(store, device)
-    df = df.merge(predict_frame(df, curves, device), on="trial_id", how="left")
+    df = df.merge(predict_frame(df, curves, device, engine, dtype), on="trial_id", how="left")
     best = compare(df, where)
     on_gpu = df["gpu_id"].notna()
     if not (on_gpu.all() if is_gpu_name(device) else not on_gpu.any()):

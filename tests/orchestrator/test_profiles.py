@@ -302,3 +302,60 @@ def test_profile_import_bad_file_is_one_line_before_the_database(tmp_path, conte
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
     assert not (tmp_path / "p.db").exists()
+
+
+H100_GRAPHS_PROFILE = str(
+    Path(__file__).resolve().parents[2] / "bench/records/gpu_h100_graphs_profile.json"
+)  # bench/gpu.py --pair-engine graphs on an H100, 2026-11-27
+
+
+def _real_pair_sweep(store, name: str, engine: str, dtype: str = "auto") -> None:
+    """Autoregressive and linear k=2 trials of the real pair's names on `engine`."""
+    pair = dict(target="qwen2.5-coder-1.5b", draft="qwen2.5-coder-0.5b", engine=engine, dtype=dtype)
+    trials = []
+    for method, lists in (("autoregressive", AR_ITS), ("linear", LIN_ITS)):
+        cfg = fake_config(method=method, **({"k": 2} if method == "linear" else {}))
+        cfg = type(cfg)(**{**cfg.__dict__, **pair})
+        res = fake_result(cfg)
+        res = type(res)(
+            **{
+                **res.__dict__,
+                "per_prompt": [{"id": "p0", "prompt_tokens": 4, "tokens": [1, 2, 3, 4]}],
+                "per_iteration": [_iters(lists)],
+            }
+        )
+        trials.append((cfg, res))
+    record_sweep(store, name, trials)
+
+
+def test_predict_engine_predicts_fast_trials_on_the_graphs_curves(sqlite_url):
+    """Trials stored on engine fast, predicted on the H100's `graphs` curves (CUDA graphs of
+    the eager kernels, the only engine in that profile): with --predict-engine graphs exactly
+    as the same trials stored on engine graphs are; without it the fast trials have no curve
+    there and get no prediction. Likewise fp32 trials on its bf16 curves (--predict-dtype)."""
+    r = CliRunner().invoke(main, ["profile-import", H100_GRAPHS_PROFILE, "--db", sqlite_url])
+    assert r.exit_code == 0, r.output
+    store = Store(sqlite_url)
+    _real_pair_sweep(store, "on_fast", "fast")
+    _real_pair_sweep(store, "on_graphs", "graphs")
+    _real_pair_sweep(store, "fp32_fast", "fast", "float32")  # a CPU run's dtype
+    store.close()
+
+    def predicted(sweep, *more):
+        args = ["compare", "--sweep", sweep, "--db", sqlite_url, "--predict-on", H100]
+        args += ["--format", "json"]
+        r = CliRunner().invoke(main, args + list(more))
+        assert r.exit_code == 0, r.output
+        return {x["method"]: x["predicted_speedup"] for x in json.loads(r.stdout)}
+
+    want = predicted("on_graphs")
+    assert want["autoregressive"] == pytest.approx(1.0) and 0 < want["linear"] < 10
+    assert predicted("on_fast", "--predict-engine", "graphs") == want
+    assert all(v is None for v in predicted("on_fast").values())
+    # fp32 trials: no fp32 curve on the H100; on its bf16 curves with --predict-dtype
+    assert all(v is None for v in predicted("fp32_fast", "--predict-engine", "graphs").values())
+    both = ("--predict-engine", "graphs", "--predict-dtype", "bfloat16")
+    assert predicted("fp32_fast", *both) == want
+    for flag, value in (("--predict-engine", "graphs"), ("--predict-dtype", "bfloat16")):
+        r = CliRunner().invoke(main, ["compare", "--db", sqlite_url, flag, value])
+        assert r.exit_code == 2 and f"{flag} needs --predict-on" in r.stderr
