@@ -1,7 +1,7 @@
 """Greedy exactness of every method on every engine path, on the device at hand (issue 22):
 the fast path's, the graphs path's and the compiled path's (both CUDA graphs on CUDA) output
 against autoregressive
-decoding, and host reads per iteration. The CPU tests (tests/engine/test_fast_path.py) check
+decoding, and per iteration the host reads and the device ops launched outside graph replays. The CPU tests (tests/engine/test_fast_path.py) check
 the same on the CPU; this script runs the check where the CUDA-only code runs: the static
 chain and DynaTree steps (engine/chain_step.py, engine/dynatree_step.py) take over on CUDA
 on the fast path too, and the graphs and compiled paths capture CUDA graphs. Needs only torch and
@@ -34,7 +34,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import markdown_table  # noqa: E402
-from bench.host_time import HostReads  # noqa: E402
+from bench.host_time import EagerOps, HostReads  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
 from engine.models import load_pair  # noqa: E402
@@ -66,10 +66,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def reads_per_iteration(pair, ids, method, n, engine) -> float:
-    with HostReads() as mode:
+def host_work(pair, ids, method, n, engine) -> dict:
+    """Per iteration: host reads (HostReads), device ops launched outside graph replays and
+    the matrix products among them (EagerOps: on `graphs`, a model forward run uncaptured)."""
+    with HostReads() as reads, EagerOps() as ops:
         g = generate(pair, ids, method, n, engine=engine)
-    return sum(mode.counts.values()) / max(1, len(g.stats.iterations))
+    its = max(1, len(g.stats.iterations))
+    return {
+        "reads_per_iteration": sum(reads.counts.values()) / its,
+        "ops_per_iteration": ops.ops() / its,
+        "matmuls_per_iteration": ops.matmuls() / its,
+    }
 
 
 def run(args) -> dict:
@@ -110,8 +117,8 @@ def run(args) -> dict:
                     its = [it for g in got for it in g.stats.iterations]
                     row["tokens_per_iteration"] = sum(it.accepted + 1 for it in its) / len(its)
                     if engine != "compiled":  # a TorchFunctionMode would break the graphs
-                        row["reads_per_iteration"] = reads_per_iteration(
-                            pair, prompts[family][0], method, args.new_tokens, engine
+                        row.update(
+                            host_work(pair, prompts[family][0], method, args.new_tokens, engine)
                         )
                 except Exception as e:  # noqa: BLE001 - one failed case must not end the run
                     traceback.print_exc()
@@ -132,7 +139,13 @@ def main(argv=None) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     cols = ["family", "method", "engine", "equal", "tokens_per_iteration"]
-    cols += ["reads_per_iteration", "seconds", "error"]
+    cols += [
+        "reads_per_iteration",
+        "ops_per_iteration",
+        "matmuls_per_iteration",
+        "seconds",
+        "error",
+    ]
     print(markdown_table([{c: r.get(c, "") for c in cols} for r in report["rows"]], cols))
     bad = [r for r in report["rows"] if not r.get("equal")]
     print(f"\n{len(report['rows']) - len(bad)}/{len(report['rows'])} cases equal to autoregressive")

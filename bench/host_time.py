@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -39,6 +40,7 @@ from bench.common import load_prompts, markdown_table  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
 from engine import transfer  # noqa: E402
 from engine.cache import CachedModel  # noqa: E402
+from engine.cuda_graphs import GraphedForward  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
 from engine.model_names import DEFAULT_PAIR  # noqa: E402
@@ -56,6 +58,56 @@ ENGINES = ("eager", "fast")
 READS = {"item", "tolist", "__int__", "__bool__", "__float__", "__index__", "numpy"}
 # ops whose output size depends on the values: on a GPU the host waits for them too
 SIZED_BY_VALUES = {"nonzero", "masked_select", "unique", "unique_consecutive", "argwhere"}
+
+
+# a model's layers (inference mode dispatches F.linear as `linear`): outside a replay, a
+# forward ran eager
+MATMULS = {"linear", "matmul", "mm", "addmm", "bmm", "baddbmm"}
+
+
+class EagerOps(TorchDispatchMode):
+    """Counts the device ops (aten ops that are not views) Python launches, outside CUDA-graph
+    replays: on a GPU each is a kernel launch the host pays for (tens of microseconds each on
+    the H100 VM of docs/gpu.md), while a replayed graph is one launch. `counts["replays"]`
+    counts the replays; `matmuls()` the matrix products outside them, which on `engine:
+    graphs` mean a model forward ran uncaptured. On a CPU the engine's stand-in of a replay
+    (engine/cuda_graphs.py GraphedForward.cpu_replay) is counted as one replay."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter = Counter()
+        self._off = 0
+
+    def __enter__(self):
+        self._cpu_replay = GraphedForward.cpu_replay
+        mode = self
+
+        def replay(graphed, static, top, argmax):
+            mode.counts["replays"] += 1
+            mode._off += 1
+            try:
+                return mode._cpu_replay(graphed, static, top, argmax)
+            finally:
+                mode._off -= 1
+
+        GraphedForward.cpu_replay = replay
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        GraphedForward.cpu_replay = self._cpu_replay
+        return super().__exit__(*exc)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not self._off and not func.is_view:
+            self.counts[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+    def ops(self) -> int:
+        """Device ops launched outside replays."""
+        return sum(v for k, v in self.counts.items() if k != "replays")
+
+    def matmuls(self) -> int:
+        return sum(self.counts[k] for k in MATMULS)
 
 
 class HostReads(TorchFunctionMode):

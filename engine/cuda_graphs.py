@@ -2,7 +2,7 @@
 (`engine: graphs`), without torch.compile.
 
 `engine: compiled` hands the padded forward (engine/static_cache.py: every forward of up to
-GRAPH_MAX new tokens padded to a power-of-two bucket, attending to every cache slot) to
+GRAPH_MAX new tokens padded to a size bucket, attending to every cache slot) to
 torch.compile, whose inductor compiles one graph per bucket: on the first H100 lease one model's
 compilation took most of three minutes (docs/gpu.md). This path records the same padded
 forward's own kernels (cuBLAS, SDPA, the elementwise ops of the Hugging Face model) into one
@@ -60,9 +60,14 @@ class GraphedForward:
         for name, value in inputs.items():
             static[name].copy_(value)
         if graph is None:  # CPU: run on the static buffers, as a replay reads them
-            return self.fn(**static, top=top, argmax=argmax)
+            return self.cpu_replay(static, top, argmax)
         graph.replay()
         return out
+
+    def cpu_replay(self, static: dict, top: int, argmax: bool):
+        """A replay's stand-in on a CPU (bench/host_time.py EagerOps counts it as the one
+        launch a replay is on a GPU)."""
+        return self.fn(**static, top=top, argmax=argmax)
 
     def _capture(self, inputs: dict, top: int, argmax: bool):
         static = {k: v.clone() for k, v in inputs.items()}

@@ -12,7 +12,8 @@ tree nodes of this iteration); what changes is how the keys/values are kept:
   eager path's `bool(visible.all())`).
 - Padded graph forwards (`engine: compiled` and `engine: graphs`, PADDED in engine/config.py):
   each forward of up to GRAPH_MAX new tokens (tree verification, draft steps; a long prompt's
-  prefill runs as on the fast path) is padded to a size bucket (a power of two) and attends to
+  prefill runs as on the fast path) is padded to a size bucket (`bucket`: 1 or 2^k + 1, the
+  sizes of a root plus a power-of-two budget) and attends to
   all `capacity` slots with the unused tail masked, so every forward of one bucket has the same
   shapes. `compiled`: `torch.compile` captures one graph per bucket, with CUDA graphs on CUDA
   (`mode="reduce-overhead"`). `graphs`: one CUDA graph per bucket recorded from the eager
@@ -39,7 +40,11 @@ from engine.transfer import to_device
 from engine.tree import additive_mask
 
 MIN_CAPACITY = 256
-GRAPH_MAX = 256  # compiled: forwards of more new tokens (a long prompt's prefill) run uncompiled
+# padded engines: forwards of more new tokens (a long prompt's prefill) run as on the fast path.
+# 513: the largest bucket, a root plus a 512-node budget (DDTree's B = 512; DynaTree's N_max +
+# 1 = 257 rows and DDTree's default 257 fit below it: with the earlier limit of 256 their
+# verification forwards ran eager on `graphs`, about 20 ms each on the H100 of docs/gpu.md)
+GRAPH_MAX = 513
 
 
 class SlotCache:
@@ -72,8 +77,11 @@ def kv_shape(config) -> tuple[int, int, int]:
 
 
 def bucket(n: int) -> int:
-    """The compiled forward size for n new tokens: the next power of two."""
-    return 1 << (n - 1).bit_length()
+    """The padded forward size for n new tokens: 1, else the smallest 2^k + 1 >= n. Trees are a
+    root plus a power-of-two budget (DynaTree N_max, DySpec's and SALF's budgets, DDTree's B),
+    so their verification forwards fit a bucket exactly, where the next power of two would pad
+    a 257-node tree to 512 rows; padding stays under 2x."""
+    return 1 if n <= 1 else (1 << (n - 2).bit_length()) + 1
 
 
 class StaticCachedModel(CachedModel):

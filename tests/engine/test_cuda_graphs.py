@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bench.host_time import EagerOps
 from engine.cache import CachedModel
 from engine.cuda_graphs import GraphedForward
 from engine.decode import generate
@@ -68,3 +69,34 @@ def test_graphs_and_compiled_are_separate_cached_models(tiny_pair):
     assert g is not f and g.compiled and not f.compiled
     assert isinstance(g._graph_call, GraphedForward) and f._graph_call is None
     assert cached_model(model, "graphs") is g
+
+
+@pytest.mark.parametrize("method", list(DRAFTERS))
+def test_every_forward_of_a_graphs_generation_is_a_replay(llama_pair, method):
+    """No model forward runs outside the graphs on `engine: graphs` with every method's
+    defaults: no matrix product is launched outside a replay (bench/host_time.py EagerOps).
+    DynaTree's N_max + 1 = 257 and DDTree's B + 1 = 257 verification rows once exceeded the
+    graphs' largest size and ran eager, about 20 ms a forward on the H100 (docs/gpu.md)."""
+    ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
+    with EagerOps() as ops:
+        got = generate(llama_pair, ids, method, 24, engine="graphs")
+    its = len(got.stats.iterations)
+    assert ops.matmuls() == 0, (method, ops.counts.most_common(8))
+    forwards = sum(it.draft_forwards for it in got.stats.iterations) + its + 1  # + prefill
+    assert ops.counts["replays"] >= forwards - 1  # the draft's prefill rides on its first step
+
+
+def test_eager_ops_counts_uncaptured_forwards_and_replays(llama_pair):
+    """The counter the test above relies on: the fast path's eager forwards show as matrix
+    products and no replays; the graphs path's as replays, with a few device ops per step
+    (the inputs copied into the graph's buffers, the mask, the output copied out)."""
+    ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
+    counted = {}
+    for engine in ("fast", "graphs"):
+        with EagerOps() as ops:
+            got = generate(llama_pair, ids, "autoregressive", 8, engine=engine)
+        counted[engine] = ops
+    steps = len(got.stats.iterations) + 1  # the prefill, then one forward per iteration
+    assert counted["fast"].matmuls() > 0 and counted["fast"].counts["replays"] == 0
+    assert counted["graphs"].matmuls() == 0 and counted["graphs"].counts["replays"] == steps
+    assert counted["graphs"].ops() < counted["fast"].ops() / 5

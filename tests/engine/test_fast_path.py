@@ -129,8 +129,10 @@ def test_cached_model_reuses_one_buffer_per_model_and_resets_it(tiny_pair):
         cached_model(model, "turbo")
 
 
-def test_bucket_is_the_next_power_of_two():
-    assert [bucket(n) for n in (1, 2, 3, 4, 5, 17, 64, 65)] == [1, 2, 4, 4, 8, 32, 64, 128]
+def test_bucket_is_one_or_the_next_power_of_two_plus_one():
+    ns = (1, 2, 3, 4, 5, 6, 9, 10, 17, 64, 65, 66, 257, 258, 513)
+    assert [bucket(n) for n in ns] == [1, 2, 3, 5, 5, 9, 9, 17, 17, 65, 65, 129, 257, 513, 513]
+    assert all(n <= bucket(n) < 2 * n for n in range(1, 600))
 
 
 @pytest.mark.slow
