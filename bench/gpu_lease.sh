@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # One `device` call's GPU checks (issue 22), in priority order, each under its own timeout so
 # that a hang or a slow compilation costs only its own step; every step writes its JSON as it
-# goes, so what finished comes back. About 7 minutes at most (timeout_s 450):
+# goes, so what finished comes back. About 9.5 minutes at most (timeout_s 580):
 #
-#   device run (timeout_s 450): bash bench/gpu_lease.sh
+#   device run (timeout_s 580): bash bench/gpu_lease.sh
 #
-# 1. exactness of every method on `engine: graphs` (CUDA graphs of the eager kernels), both
-#    tiny families, fp32 (bench/gpu_exact.py)
-# 2. bench/gpu.py on the graphs engine, both pairs: our autoregressive decoding (and its graph
-#    replayed alone), the forward-cost curves (the profile), every method's host time per
-#    iteration, HF assisted, the predictions. (The first lease of 2026-11-27 ran the models'
-#    section on fast and graphs, HF greedy and the Triton kernel: docs/gpu.md.)
-# 3. exactness on `engine: compiled` (torch.compile, CUDA-graph trees) of the methods that
-#    the 2026-11-26 and first 2026-11-27 leases did not reach, llama family
-# Files under $OUT: exact_graphs.json, gpu.json, gpu_profile.json, exact_compiled.json and a
-# log per step.
+# The 2026-11-27 leases (docs/gpu.md) ran this script's earlier versions; this one runs what
+# they left open:
+# 1. exactness of every method on `engine: graphs`, both tiny families, fp32, with the device
+#    ops launched outside graph replays per iteration (bench/gpu_exact.py; since 2026-11-27 the
+#    257-row verifications of DynaTree and DDTree replay too)
+# 2. where a `graphs` step's GPU time goes: kernels per token of the 0.5B model
+#    (bench/gpu_trace.py), then the same on `compiled`
+# 3. bench/gpu.py on graphs, both pairs, every curve of both (the 7B target's and its padded
+#    draft's were cut on 2026-11-27): host time per iteration, HF assisted, predictions
+# 4. exactness on `engine: compiled` of DynaTree and DDTree (about 35 s of compilation a case)
+# Files under $OUT: exact_graphs.json, trace.json, gpu.json, gpu_profile.json,
+# exact_compiled.json and a log per step (8 files at most come back: the logs of steps 1 and 4
+# go to one file).
 set -u
 OUT=${OUT:-/tmp/gpu_lease}
 mkdir -p "$OUT"
@@ -23,15 +26,19 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import torch, transformers, triton; print(torch.__version__, transformers.__version__, triton.__version__)"
 
 timeout 100 python3 bench/gpu_exact.py --engines graphs --time-limit-s 75 \
-    --out "$OUT/exact_graphs.json" >"$OUT/exact_graphs.log" 2>&1
-echo "exact graphs: exit $?"; grep -v Warning "$OUT/exact_graphs.log" | tail -3
+    --out "$OUT/exact_graphs.json" >>"$OUT/exact.log" 2>&1
+echo "exact graphs: exit $?"; grep -v Warning "$OUT/exact.log" | tail -3
+
+timeout 150 python3 bench/gpu_trace.py --model qwen2.5-0.5b --engines graphs,compiled \
+    --out "$OUT/trace.json" >"$OUT/trace.log" 2>&1
+echo "trace: exit $?"; grep -v "USDT\|Warning" "$OUT/trace.log" | head -30
 
 timeout 230 python3 bench/gpu.py --engines graphs --pair-engine graphs --models '' \
-    --pairs qwen2.5-1.5b/qwen2.5-0.5b,qwen2.5-7b/qwen2.5-0.5b --no-kernel \
-    --time-limit-s 190 --out "$OUT/gpu.json" >"$OUT/gpu.log" 2>&1
+    --pairs qwen2.5-7b/qwen2.5-0.5b,qwen2.5-1.5b/qwen2.5-0.5b --no-kernel \
+    --time-limit-s 200 --out "$OUT/gpu.json" >"$OUT/gpu.log" 2>&1
 echo "gpu.py: exit $?"; grep -E "ms/token|ms/iteration|errors|error:" "$OUT/gpu.log" | tail -24
 
 timeout 90 python3 bench/gpu_exact.py --engines compiled --families llama \
-    --compiled-methods dynatree,ddtree --time-limit-s 50 \
-    --out "$OUT/exact_compiled.json" >"$OUT/exact_compiled.log" 2>&1
-echo "exact compiled: exit $?"; grep -v Warning "$OUT/exact_compiled.log" | tail -4
+    --compiled-methods dynatree,ddtree --time-limit-s 60 \
+    --out "$OUT/exact_compiled.json" >>"$OUT/exact.log" 2>&1
+echo "exact compiled: exit $?"; grep -v Warning "$OUT/exact.log" | tail -4

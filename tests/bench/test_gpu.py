@@ -245,3 +245,22 @@ def test_from_report_predicts_again_from_a_stored_gpu_run(tmp_path, capsys):
         finite_positive(rows[text]["speedup_vs_ar"], text)
     assert pred["best_tree"]["method"] in rows
     assert "Predicted on this device" in capsys.readouterr().out
+
+
+def test_gpu_trace_counts_ops_per_token_on_each_engine(tmp_path):
+    """bench/gpu_trace.py at toy sizes: per engine, the profiled ops per token and their time
+    (CPU ops here, CUDA kernels on a GPU), ranked, written to JSON."""
+    from bench import gpu_trace
+
+    out = tmp_path / "trace.json"
+    argv = ["--tiny", "--engines", "fast,graphs", "--tokens", "4", "--top", "3"]
+    assert gpu_trace.main(argv + ["--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert set(report["engines"]) == {"fast", "graphs"}
+    for r in report["engines"].values():
+        assert r["unit"] == "cpu ops" and len(r["top"]) == 3
+        finite_positive(r["per_token"], "ops per token")
+        finite_positive(r["ms_per_token"], "ms per token")
+        assert r["top"][0]["ms_per_token"] >= r["top"][-1]["ms_per_token"]
+    with pytest.raises(SystemExit):
+        gpu_trace.parse_args(["--engines", "turbo"])

@@ -1,0 +1,131 @@
+"""Where a decoding step's GPU time goes (issue 22): one model's autoregressive steps on each
+engine path under torch.profiler, summarised as device kernels per token, device time per
+token and the kernels that take it. The question it answers (docs/gpu.md, 2026-11-27): our
+`graphs` step of the 7B model is 1.86x the bandwidth floor, and its graph replayed alone
+takes 94% of the step, so the gap is in the recorded kernels - how many, and which.
+
+On a GPU box (needs only torch and transformers; random weights, bench/gpu_models.py):
+
+    device run: python3 bench/gpu_trace.py --model qwen2.5-0.5b --engines graphs,compiled \
+        --out $OUT/trace.json
+
+Here, at toy sizes (the profiler's CPU ops stand in for kernels; a check that it runs):
+
+    python bench/gpu_trace.py --tiny --engines fast,graphs
+
+Method: one warm-up generation of --tokens tokens (captures and compilations), then one
+profiled generation of the same prompt; per engine the profiled kernels (CUDA activities on a
+GPU, CPU ops elsewhere), their count and summed self time divided by the tokens generated, and
+the --top kernels by time with their counts per token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.gpu import loaded, random_prompt, stub_draft  # noqa: E402
+from bench.gpu_models import ARCHS, build  # noqa: E402
+from engine.config import ENGINES  # noqa: E402
+from engine.decode import generate  # noqa: E402
+from engine.models import Pair, pick_device, pick_dtype  # noqa: E402
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="qwen2.5-0.5b", choices=list(ARCHS))
+    ap.add_argument("--engines", default="graphs,compiled")
+    ap.add_argument("--tokens", type=int, default=16)
+    ap.add_argument("--prompt-tokens", type=int, default=128)
+    ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    args.engines = [e for e in args.engines.split(",") if e]
+    if bad := [e for e in args.engines if e not in ENGINES]:
+        ap.error(f"unknown engine {bad[0]!r} (known: {', '.join(ENGINES)})")
+    if args.tokens < 2:
+        ap.error("--tokens must be >= 2")
+    return args
+
+
+def summarise(events, cuda: bool, tokens: int, top: int) -> dict:
+    """Kernels (self device time) or, without CUDA, CPU ops (self CPU time) per token."""
+    per = defaultdict(lambda: [0, 0.0])  # name -> [count, microseconds]
+    for e in events:
+        if cuda and e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        us = e.self_device_time_total if cuda else e.self_cpu_time_total
+        per[e.name][0] += 1
+        per[e.name][1] += us
+    count = sum(c for c, _ in per.values())
+    total_us = sum(t for _, t in per.values())
+    ranked = sorted(per.items(), key=lambda kv: -kv[1][1])[:top]
+    return {
+        "unit": "cuda kernels" if cuda else "cpu ops",
+        "per_token": count / tokens,
+        "ms_per_token": total_us / 1e3 / tokens,
+        "top": [
+            {"name": n[:120], "per_token": c / tokens, "ms_per_token": t / 1e3 / tokens}
+            for n, (c, t) in ranked
+        ],
+    }
+
+
+def trace(pair: Pair, prompt: list[int], engine: str, tokens: int, top: int) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = pair.target.device.type == "cuda"
+    generate(pair, prompt, "autoregressive", tokens, engine=engine)  # captures, compilation
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        got = generate(pair, prompt, "autoregressive", tokens, engine=engine)
+    if cuda:
+        torch.cuda.synchronize(pair.target.device)
+    n = len(got.tokens)
+    out = summarise(prof.events(), cuda, n, top)
+    out["wall_ms_per_token"] = 1e3 * got.stats.summary()["tpot_s"]
+    return out
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    device = pick_device(args.device)
+    dtype = pick_dtype(args.dtype, device)
+    spec = ARCHS[args.model].tiny() if args.tiny else ARCHS[args.model]
+    model = build(spec, device, dtype, args.seed)
+    pair = Pair(loaded(args.model, model), loaded("stub", stub_draft(model, args.seed)))
+    prompt = random_prompt(model, 16 if args.tiny else args.prompt_tokens, args.seed)
+    report = {"bench": "gpu_trace", "model": args.model, "tiny": args.tiny, "device": str(device)}
+    report["dtype"] = str(dtype).removeprefix("torch.")
+    if device.type == "cuda":
+        report["device_name"] = torch.cuda.get_device_name(device)
+    report["engines"] = {}
+    for engine in args.engines:
+        r = report["engines"][engine] = trace(pair, prompt, engine, args.tokens, args.top)
+        print(
+            f"{args.model} {engine}: {r['per_token']:.0f} {r['unit']} per token, "
+            f"{r['ms_per_token']:.3f} ms of their time per token, "
+            f"wall {r['wall_ms_per_token']:.3f} ms per token"
+        )
+        for k in r["top"]:
+            print(f"    {k['per_token']:6.1f} x {k['ms_per_token']:.4f} ms  {k['name']}")
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
