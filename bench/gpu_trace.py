@@ -32,8 +32,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.gpu import loaded, random_prompt, stub_draft  # noqa: E402
 from bench.gpu_models import ARCHS, build  # noqa: E402
+from bench.gpu_sections import loaded, random_prompt, stub_draft  # noqa: E402
 from engine.config import ENGINES  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.models import Pair, pick_device, pick_dtype  # noqa: E402

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import gpu, gpu_predict
+from bench import gpu, gpu_predict, gpu_sections
 from bench.gpu_models import ARCHS, build, floor_seconds, kv_bytes_per_token, weight_bytes_read
 from engine.decode import generate
 from engine.models import Pair
@@ -27,7 +27,7 @@ def tiny_record(path, prompt_tokens: int = 12, new_tokens: int = 6) -> dict:
     draft = build(
         spec, cpu, torch.float32, 0
     )  # tiny: the same shapes and seed, every draft accepted
-    pair = Pair(gpu.loaded("t", target), gpu.loaded("d", draft))
+    pair = Pair(gpu_sections.loaded("t", target), gpu_sections.loaded("d", draft))
     ids = list(range(1, prompt_tokens + 1))
     per_prompt = {}
     for text in ("autoregressive", "linear:k=3", "fixed_tree:depth=2,branch=2,budget=6"):
@@ -207,7 +207,7 @@ def test_kernel_section_runs_interpreted(shape):
     under TRITON_INTERPRET=1 (the test suite's setting): a check that it runs, not timing."""
     model = build(ARCHS[shape].tiny(), torch.device("cpu"), torch.float32, 0)
     args = gpu.parse_args(["--tiny"])
-    res = gpu.kernel_section(model, args, cuda=False)
+    res = gpu_sections.kernel_section(model, args, cuda=False)
     (row,) = [r for r in res["results"] if not r["reorder"]]
     assert row["max_abs_diff_vs_sdpa"] < 1e-2
 
