@@ -244,21 +244,7 @@ def test_profile_import_stores_a_gpu_run_and_predicts_on_it(sqlite_url):
     }
     assert all(x["driver"].startswith("cuda 13.0") and x["cores"] == 132 for x in rows)
     assert all(x["versions"]["torch"] == "2.11.0+cu130" for x in rows)
-    pair = dict(target="qwen2.5-coder-1.5b", draft="qwen2.5-coder-0.5b", engine="fast")
-    trials = []
-    for method, lists in (("autoregressive", AR_ITS), ("linear", LIN_ITS)):
-        cfg = fake_config(method=method, **({"k": 2} if method == "linear" else {}))
-        cfg = type(cfg)(**{**cfg.__dict__, **pair})
-        res = fake_result(cfg)
-        res = type(res)(
-            **{
-                **res.__dict__,
-                "per_prompt": [{"id": "p0", "prompt_tokens": 4, "tokens": [1, 2, 3, 4]}],
-                "per_iteration": [_iters(lists)],
-            }
-        )
-        trials.append((cfg, res))
-    record_sweep(store, "qwen", trials)
+    _real_pair_sweep(store, "qwen", "fast")
     store.close()
     again = CliRunner().invoke(main, ["profile-import", H100_PROFILE, "--db", sqlite_url])
     assert again.exit_code == 0  # a key's curve is replaced, not doubled
