@@ -71,7 +71,7 @@ class EagerOps(TorchDispatchMode):
     the H100 VM of docs/gpu.md), while a replayed graph is one launch. `counts["replays"]`
     counts the replays; `matmuls()` the matrix products outside them, which on `engine:
     graphs` mean a model forward ran uncaptured. On a CPU the engine's stand-in of a replay
-    (engine/cuda_graphs.py GraphedForward.cpu_replay) is counted as one replay."""
+    (engine/cuda_graphs.py GraphedForward.replay) counts as the one launch it is on a GPU."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -79,22 +79,22 @@ class EagerOps(TorchDispatchMode):
         self._off = 0
 
     def __enter__(self):
-        self._cpu_replay = GraphedForward.cpu_replay
+        self._replay = GraphedForward.replay
         mode = self
 
-        def replay(graphed, static, top, argmax):
+        def replay(graphed, *args):
             mode.counts["replays"] += 1
             mode._off += 1
             try:
-                return mode._cpu_replay(graphed, static, top, argmax)
+                return mode._replay(graphed, *args)
             finally:
                 mode._off -= 1
 
-        GraphedForward.cpu_replay = replay
+        GraphedForward.replay = replay
         return super().__enter__()
 
     def __exit__(self, *exc):
-        GraphedForward.cpu_replay = self._cpu_replay
+        GraphedForward.replay = self._replay
         return super().__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):

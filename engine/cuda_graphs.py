@@ -59,15 +59,15 @@ class GraphedForward:
         graph, static, out = self.graphs[key]
         for name, value in inputs.items():
             static[name].copy_(value)
-        if graph is None:  # CPU: run on the static buffers, as a replay reads them
-            return self.cpu_replay(static, top, argmax)
+        return self.replay(graph, static, out, top, argmax)
+
+    def replay(self, graph, static: dict, out, top: int, argmax: bool):
+        """The graph's replay; on a CPU its stand-in, the function run on the static buffers
+        (bench/host_time.py EagerOps counts either as the one launch a replay is on a GPU)."""
+        if graph is None:
+            return self.fn(**static, top=top, argmax=argmax)
         graph.replay()
         return out
-
-    def cpu_replay(self, static: dict, top: int, argmax: bool):
-        """A replay's stand-in on a CPU (bench/host_time.py EagerOps counts it as the one
-        launch a replay is on a GPU)."""
-        return self.fn(**static, top=top, argmax=argmax)
 
     def _capture(self, inputs: dict, top: int, argmax: bool):
         static = {k: v.clone() for k, v in inputs.items()}

@@ -13,9 +13,9 @@ tree nodes of this iteration); what changes is how the keys/values are kept:
 - Padded graph forwards (`engine: compiled` and `engine: graphs`, PADDED in engine/config.py):
   each forward of up to GRAPH_MAX new tokens (tree verification, draft steps; a long prompt's
   prefill runs as on the fast path) is padded to a size bucket (`bucket`: 1 or 2^k + 1, the
-  sizes of a root plus a power-of-two budget) and attends to
-  all `capacity` slots with the unused tail masked, so every forward of one bucket has the same
-  shapes. `compiled`: `torch.compile` captures one graph per bucket, with CUDA graphs on CUDA
+  sizes of a root plus a power-of-two budget) and attends to all `capacity` slots with the
+  unused tail masked, so every forward of one bucket has the same shapes. `compiled`:
+  `torch.compile` captures one graph per bucket, with CUDA graphs on CUDA
   (`mode="reduce-overhead"`). `graphs`: one CUDA graph per bucket recorded from the eager
   kernels, no compilation (engine/cuda_graphs.py). Pad rows see only their own slot and their
   keys land past the length, where the next forward overwrites them.
