@@ -35,7 +35,7 @@ test: test-fast
 	TRITON_INTERPRET=1 $(PY) -m pytest -q -m slow
 
 test-fast: lint
-	TRITON_INTERPRET=1 $(PY) -m pytest -q -n 2 -m "not slow"
+	TRITON_INTERPRET=1 $(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 # House rules (pyproject.toml [tool.ruff]): lint, and the formatter's layout.
 lint: setup

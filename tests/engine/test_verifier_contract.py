@@ -52,6 +52,9 @@ N = 100_000  # Monte Carlo samples per verifier (issue requirement for (b))
 N_OF = {"khisti_tournament": 20_000, "tv": 50_000}
 KEEP = 4_000  # trees kept per verifier for the E[tau | T] check (c)
 STOCHASTIC = [v for v in VERIFIERS if v != "greedy"]
+# one xdist worker for this module (`make test` runs `--dist loadgroup`): its tests share the
+# per-process Monte Carlo caches above, which split across two workers would compute twice
+pytestmark = pytest.mark.xdist_group("verifier_contract")
 CLAIMS = {v: VERIFIERS[v].modes for v in STOCHASTIC}  # declared by each verifier module
 ROOT_ACCEPTANCE = ("nss", "naive", "naive_tree", "spectr", "specinfer", *formulas.KHISTI)
 N_FIXED, FIXED_TREES = 3_000, 2  # verifications of each of a few fixed trees, per verifier
