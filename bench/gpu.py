@@ -101,9 +101,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.gpu_models import (  # noqa: E402
     ARCHS,
-    ORCH_TWINS,
     PAIRS,
-    build,
+    Models,
     floor_seconds,
     kv_bytes_per_token,
     weight_bytes_read,
@@ -237,37 +236,6 @@ class Budget:
                 f"{name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             )
             return None
-
-
-class Models:
-    """Built models by (name, vocabulary), so a pair's draft with its target's vocabulary is
-    its own model, and a model shared by sections is built once."""
-
-    def __init__(self, args, device, dtype) -> None:
-        self.args, self.device, self.dtype, self.built = args, device, dtype, {}
-
-    def spec(self, name: str):
-        return ARCHS[name].tiny() if self.args.tiny else ARCHS[name]
-
-    def get(self, name: str, vocab: int | None = None):
-        key = (name, vocab or self.spec(name).vocab)
-        if key not in self.built:  # a seed per architecture: the tiny ones share their shapes
-            seed = self.args.seed + list(ARCHS).index(name)
-            self.built[key] = build(self.spec(name), self.device, self.dtype, seed, key[1])
-        return self.built[key]
-
-    def key(self, name: str, model) -> str:
-        """A model's name in the report: a draft padded to its target's vocabulary says so."""
-        v = model.config.vocab_size
-        return name if v == self.spec(name).vocab else f"{name}@vocab{v}"
-
-    def profile_name(self, name: str, model) -> str:
-        """The name its curves are stored under: orch's model of the same shapes where there
-        is one (ORCH_TWINS), "<name>-tiny" for toy sizes."""
-        key = self.key(name, model)
-        if self.args.tiny:
-            return f"{key}-tiny"
-        return ORCH_TWINS.get(key, key)
 
 
 def main(argv=None) -> int:

@@ -32,7 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.gpu_models import ARCHS, build  # noqa: E402
+from bench.gpu_models import ARCHS, Models  # noqa: E402
 from bench.gpu_sections import loaded, random_prompt, stub_draft  # noqa: E402
 from engine.config import ENGINES  # noqa: E402
 from engine.decode import generate  # noqa: E402
@@ -103,8 +103,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     device = pick_device(args.device)
     dtype = pick_dtype(args.dtype, device)
-    spec = ARCHS[args.model].tiny() if args.tiny else ARCHS[args.model]
-    model = build(spec, device, dtype, args.seed)
+    model = Models(args, device, dtype).get(args.model)
     pair = Pair(loaded(args.model, model), loaded("stub", stub_draft(model, args.seed)))
     prompt = random_prompt(model, 16 if args.tiny else args.prompt_tokens, args.seed)
     report = {"bench": "gpu_trace", "model": args.model, "tiny": args.tiny, "device": str(device)}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import gpu, gpu_predict, gpu_sections
+from bench import gpu, gpu_models, gpu_predict, gpu_sections
 from bench.gpu_models import ARCHS, build, floor_seconds, kv_bytes_per_token, weight_bytes_read
 from engine.decode import generate
 from engine.models import Pair
@@ -167,7 +167,7 @@ def test_a_failing_measurement_is_listed_and_the_run_goes_on(tmp_path, monkeypat
     ],
 )
 def test_bad_input_fails_before_any_model(monkeypatch, capsys, argv, message):
-    monkeypatch.setattr(gpu, "build", lambda *a, **k: pytest.fail("built a model"))
+    monkeypatch.setattr(gpu_models, "build", lambda *a, **k: pytest.fail("built a model"))
     with pytest.raises(SystemExit) as e:
         gpu.main(["--tiny", *argv])
     assert message in capsys.readouterr().err + str(e.value)
