@@ -31,6 +31,17 @@ def head(logits: torch.Tensor, top: int, argmax: bool):
     return top_probs(logits, top) if top else logits
 
 
+def extras(out, layers: tuple[int, ...], tap: bool):
+    """A forward's outputs beside its head: the rows of hidden_states[i] for i in `layers`,
+    concatenated [n, H * len(layers)] (None without layers), and when `tap` its logits [r, V]
+    with the final hidden states of the same rows [r, H] (the LM head's input; None without)."""
+    hidden = torch.cat([out.hidden_states[i][0] for i in layers], -1) if layers else None
+    if not tap:
+        return hidden, None
+    logits = out.logits[0]  # [r, V]: `logits_to_keep` sliced the rows before the LM head
+    return hidden, (logits, out.hidden_states[-1][0, -logits.shape[0] :])
+
+
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -64,6 +75,11 @@ class CachedModel:
     # anyway), so keeping them costs no extra compute.
     hidden_layers: tuple[int, ...] = ()
     hidden: torch.Tensor | None = None
+    # the NDE selector's taps (engine/select/taps.py): when set, each forward keeps the logits
+    # [r, V] and final hidden states [r, H] of the rows it returns (r: `keep`, or all n) in
+    # `tapped`, read from the model's outputs (not by a hook: a replayed CUDA graph runs none)
+    tap: bool = False
+    tapped: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def __init__(self, model) -> None:
         from transformers import DynamicCache
@@ -157,19 +173,24 @@ class CachedModel:
         return tree_parents(parents)
 
     def _run_model(self, kwargs: dict, keep: int, top: int = 0, argmax: bool = False):
+        layers, tap = self.outputs
         out = self.model(
-            **kwargs,
-            use_cache=True,
-            logits_to_keep=keep,
-            output_hidden_states=bool(self.hidden_layers),
+            **kwargs, use_cache=True, logits_to_keep=keep, output_hidden_states=bool(layers) or tap
         )
-        self.keep_hidden(out)
+        self.keep_extras(*extras(out, layers, tap))
         return head(out.logits[0], top, argmax)
 
-    def keep_hidden(self, out) -> None:
-        """Keep the rows of `hidden_layers` of a forward's output (when asked for)."""
+    @property
+    def outputs(self) -> tuple[tuple[int, ...], bool]:
+        """What a forward returns beside its head: (hidden_layers, tap)."""
+        return self.hidden_layers, self.tap
+
+    def keep_extras(self, hidden: torch.Tensor | None, tapped) -> None:
+        """Keep a forward's extras (engine.cache.extras) that were asked for."""
         if self.hidden_layers:
-            self.hidden = torch.cat([out.hidden_states[i][0] for i in self.hidden_layers], -1)
+            self.hidden = hidden
+        if self.tap:
+            self.tapped = tapped
 
     def extend(self, tokens: list[int], keep: int = 1) -> torch.Tensor | None:
         """Feed committed tokens causally (prefill / catch-up); returns the logits of the last

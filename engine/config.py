@@ -28,8 +28,7 @@ ADDED_LATER = {"omit_at_default": True}
 # "graphs" the fast path's forwards recorded as CUDA graphs from its eager kernels, no compiler
 # (engine/cuda_graphs.py; on a CPU the same padded forwards without graphs)
 ENGINES = ("eager", "fast", "compiled", "graphs")
-# the engines whose forwards are padded to size buckets and replayed as graphs (padded rows:
-# no per-row hidden states for the NDE selector or the block drafter)
+# the engines whose forwards are padded to size buckets and replayed as graphs
 PADDED = ("compiled", "graphs")
 
 

@@ -36,8 +36,9 @@ import torch
 
 
 class GraphedForward:
-    """`fn(**inputs, top=, argmax=)` replayed from a CUDA graph per key: the inputs' names and
-    shapes, top and argmax (engine/cache.py head)."""
+    """`fn(**inputs, top=, argmax=, outputs=)` replayed from a CUDA graph per key: the inputs'
+    names and shapes, top and argmax (engine/cache.py head) and the extra outputs asked for
+    (engine/cache.py CachedModel.outputs)."""
 
     def __init__(self, fn: Callable, device: torch.device) -> None:
         self.fn, self.device = fn, device
@@ -51,25 +52,25 @@ class GraphedForward:
         self.graphs.clear()
         self.pool = None
 
-    def __call__(self, top: int = 0, argmax: bool = False, **inputs: torch.Tensor):
-        key = (*((k, tuple(v.shape), v.dtype) for k, v in inputs.items()), top, argmax)
+    def __call__(self, top: int = 0, argmax: bool = False, outputs=((), False), **inputs):
+        key = (*((k, tuple(v.shape), v.dtype) for k, v in inputs.items()), top, argmax, outputs)
         if key not in self.graphs:
-            self.graphs[key] = self._capture(inputs, top, argmax)
+            self.graphs[key] = self._capture(inputs, dict(top=top, argmax=argmax, outputs=outputs))
             self.captures += 1
         graph, static, out = self.graphs[key]
         for name, value in inputs.items():
             static[name].copy_(value)
-        return self.replay(graph, static, out, top, argmax)
+        return self.replay(graph, static, out, dict(top=top, argmax=argmax, outputs=outputs))
 
-    def replay(self, graph, static: dict, out, top: int, argmax: bool):
+    def replay(self, graph, static: dict, out, head: dict):
         """The graph's replay; on a CPU its stand-in, the function run on the static buffers
         (bench/host_time.py EagerOps counts either as the one launch a replay is on a GPU)."""
         if graph is None:
-            return self.fn(**static, top=top, argmax=argmax)
+            return self.fn(**static, **head)
         graph.replay()
         return out
 
-    def _capture(self, inputs: dict, top: int, argmax: bool):
+    def _capture(self, inputs: dict, head: dict):
         static = {k: v.clone() for k, v in inputs.items()}
         if self.device.type != "cuda":
             return None, static, None
@@ -79,11 +80,11 @@ class GraphedForward:
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
-            self.fn(**static, top=top, argmax=argmax)
+            self.fn(**static, **head)
         torch.cuda.current_stream(self.device).wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):  # None: a new pool, this graph's
-            out = self.fn(**static, top=top, argmax=argmax)
+            out = self.fn(**static, **head)
         if self.pool is None:
             self.pool = graph.pool()
         return graph, static, out

@@ -22,7 +22,7 @@ import torch
 
 from engine import ar_step, chain_step, dynatree_step
 from engine.cache import CachedModel, sync
-from engine.config import PADDED, ConfigError
+from engine.config import ConfigError
 from engine.draft import DecodeState, DraftModel
 from engine.drafters import DRAFTERS
 from engine.drafters.ddtree import block_checkpoint
@@ -179,7 +179,7 @@ def host_counts(
     return top_match, int(last in parents)
 
 
-def open_features(method: Method, pair: Pair, target: CachedModel, engine: str):
+def open_features(method: Method, pair: Pair, target: CachedModel):
     """The trained block drafter of a `ddtree` method with `drafter: block` (its BlockContext,
     engine/train/block_drafter.py) with the target set to return the features it reads, or
     None (the target returns none). The drafter conditions on the target's hidden states of
@@ -189,8 +189,6 @@ def open_features(method: Method, pair: Pair, target: CachedModel, engine: str):
     target.hidden_layers, target.hidden = (), None
     if name is None:
         return None
-    if engine in PADDED:
-        raise ConfigError(f"ddtree with drafter: block runs on engine eager or fast, not {engine}")
     from engine.train.block_drafter import BlockContext, cached_drafter
 
     features = BlockContext(cached_drafter(name, pair.target.model), pair.target.model)
@@ -237,8 +235,8 @@ def generate(
         draft = no_draft(method.name, device)
     else:
         draft = DraftModel(pair.draft.model, dw, cached_model(pair.draft.model, engine, capacity))
-    features = open_features(method, pair, target, engine)
-    taps = selector_taps(pair, method, engine, draft)
+    features = open_features(method, pair, target)
+    taps = selector_taps(method, target, draft)
     try:
         with torch.inference_mode():  # once per generation, not per forward (engine/cache.py)
             return _generate(
@@ -249,18 +247,16 @@ def generate(
             taps.close()
 
 
-def selector_taps(pair: Pair, method: Method, engine: str, draft: DraftModel):
+def selector_taps(method: Method, target: CachedModel, draft: DraftModel):
     """The NDE selector's taps (engine/select/taps.py) for `delayed` with `selector: nde`,
     with the draft set to re-feed the preceding token; None for every other method."""
     if getattr(method.cfg, "selector", "fixed") != "nde":
         return None
-    if engine in PADDED:  # padded graph forwards would hand the taps padded rows
-        raise ConfigError(f"selector: nde runs with engine eager or fast, not {engine}")
     from engine.select.nde import load
     from engine.select.taps import RootTaps
 
     draft.keep_prev = True
-    return RootTaps(pair.target.model, pair.draft.model, load(method.cfg.selector_checkpoint))
+    return RootTaps(target, draft.lm, load(method.cfg.selector_checkpoint))
 
 
 def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos, taps, features):

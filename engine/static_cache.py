@@ -33,7 +33,7 @@ import weakref
 
 import torch
 
-from engine.cache import NO_CONTEXT, CachedModel, head, inference, sync
+from engine.cache import NO_CONTEXT, CachedModel, extras, head, inference, sync
 from engine.config import ENGINES, PADDED, ConfigError
 from engine.cuda_graphs import GraphedForward
 from engine.transfer import to_device
@@ -156,9 +156,21 @@ class StaticCachedModel(CachedModel):
             self._graph_call.clear()
 
     def _model_call(
-        self, input_ids, position_ids, mask, slots, keep: int = 0, top: int = 0, argmax=False
+        self,
+        input_ids,
+        position_ids,
+        mask,
+        slots,
+        keep: int = 0,
+        top: int = 0,
+        argmax=False,
+        outputs: tuple[tuple[int, ...], bool] = ((), False),
     ):
+        """The model over the slot cache: the logits, or their top-k / argmax computed in the
+        forward (CachedModel.forward); `outputs` (CachedModel.outputs), the extras it also
+        returns. A graph (padded) returns (head, extras) for _run_model to slice and keep."""
         self.cache.slots = slots
+        layers, tap = outputs
         out = self.model(
             input_ids=input_ids,
             position_ids=position_ids,
@@ -166,12 +178,13 @@ class StaticCachedModel(CachedModel):
             past_key_values=self.cache,
             use_cache=True,
             logits_to_keep=keep,
-            output_hidden_states=bool(self.hidden_layers) and not self._graph,
+            output_hidden_states=bool(layers) or tap,
         )
-        if not self._graph:  # a compiled graph returns logits only (see cached_model)
-            self.keep_hidden(out)
-        # the logits, or their top-k / argmax computed in the graph (CachedModel.forward)
-        return head(out.logits[0], top, argmax)
+        result = head(out.logits[0], top, argmax)
+        if self._graph:
+            return result, extras(out, layers, tap)
+        self.keep_extras(*extras(out, layers, tap))
+        return result
 
     @inference
     def step(self, token: torch.Tensor, position: torch.Tensor, top: int = 0, argmax=False):
@@ -191,7 +204,9 @@ class StaticCachedModel(CachedModel):
         if self.on_cuda:
             sync(self.device)
         t0 = time.perf_counter()
-        out = self._model_call(token.view(1, 1), position.view(1, 1), mask, slots, 1, top, argmax)
+        out = self._model_call(
+            token.view(1, 1), position.view(1, 1), mask, slots, 1, top, argmax, self.outputs
+        )
         if self.on_cuda:
             sync(self.device)
         self.forward_seconds += time.perf_counter() - t0
@@ -241,17 +256,24 @@ class StaticCachedModel(CachedModel):
         """[n or keep, V] (or the top-k pair, or the argmax): compiled forwards compute every
         (padded) row, then drop pads."""
         if not self._graph:
-            return self._model_call(**kwargs, keep=keep, top=top, argmax=argmax)
+            return self._model_call(
+                **kwargs, keep=keep, top=top, argmax=argmax, outputs=self.outputs
+            )
         rows = slice(self._n - keep, self._n) if keep else slice(0, self._n)
         cuda_graphs = self.device.type == "cuda"
         if cuda_graphs and not isinstance(self._graph_call, GraphedForward):
             # each call a new step of torch.compile's CUDA-graph trees: earlier outputs are dead
             torch.compiler.cudagraph_mark_step_begin()
-        out = self._graph_call(**kwargs, top=top, argmax=argmax)
+        out, (hidden, tapped) = self._graph_call(
+            **kwargs, top=top, argmax=argmax, outputs=self.outputs
+        )
         out = (out[0][rows], out[1][rows]) if top and not argmax else out[rows]
+        hidden = None if hidden is None else hidden[: self._n]  # every row, as unpadded
+        tapped = None if tapped is None else (tapped[0][rows], tapped[1][rows])
         if cuda_graphs:  # the graph's output memory is overwritten by its next replay, while a
             # caller may keep an output across calls (a chain's draft tokens): copy it out
-            out = tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
+            out, hidden, tapped = _copy((out, hidden, tapped))
+        self.keep_extras(hidden, tapped)
         return out
 
     @inference
@@ -266,6 +288,13 @@ class StaticCachedModel(CachedModel):
             kv = self.cache.kv
             kv.index_copy_(4, dst, kv.index_select(4, src))
         self.committed = self._length = n + k
+
+
+def _copy(x):
+    """A copy of a graph's outputs (tensors, in nested tuples, or None)."""
+    if isinstance(x, tuple):
+        return tuple(_copy(t) for t in x)
+    return None if x is None else x.clone()
 
 
 _FAST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {engine: cached}

@@ -163,7 +163,7 @@ def collect(
         target = CachedModel(pair.target.model)
         draft = DraftModel(pair.draft.model, w, CachedModel(pair.draft.model))
         draft.keep_prev = True  # the preceding token is fed with the root (engine/select/taps.py)
-        taps = RootTaps(pair.target.model, pair.draft.model)
+        taps = RootTaps(target, draft.lm)
         try:
             for r in range(max(len(prompt) - 1, 1), len(full), cfg.stride):  # step 2
                 target.extend(full[target.committed : r])  # step 3: up to the preceding token

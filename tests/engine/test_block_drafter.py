@@ -153,7 +153,7 @@ def test_bad_flags_are_one_line(home):
         assert message in r.output and r.output.count("\n") == 1
 
 
-@pytest.mark.parametrize("engine", ["eager", "fast"])
+@pytest.mark.parametrize("engine", ["eager", "fast", "graphs"])
 def test_greedy_ddtree_with_block_drafter_is_autoregressive(tiny_pair, trained, engine):
     family = "llama" if "llama" in tiny_pair.target.name else "neox"
     ids = tiny_pair.target.tokenizer.encode("def add(a, b):\n    return")

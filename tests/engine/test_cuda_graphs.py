@@ -31,9 +31,9 @@ def test_graphs_path_greedy_equals_autoregressive(tiny_pair, method):
 def test_one_graph_per_shape_and_head_with_inputs_copied_into_its_buffers():
     calls = []
 
-    def fn(x, top=0, argmax=False):
+    def fn(x, top=0, argmax=False, outputs=((), False)):
         calls.append(x)
-        return x * 2 + top
+        return x * 2 + top + len(outputs[0])
 
     g = GraphedForward(fn, torch.device("cpu"))
     a, b = torch.tensor([1.0, 2.0]), torch.tensor([5.0, 7.0])
@@ -44,9 +44,35 @@ def test_one_graph_per_shape_and_head_with_inputs_copied_into_its_buffers():
     g(x=torch.ones(4))  # another shape
     g(x=torch.ones(4, dtype=torch.float64))  # another dtype
     assert g.captures == 4 and len(g.graphs) == 4
+    assert torch.equal(g(outputs=((1, 2), False), x=a), a * 2 + 2) and g.captures == 5  # extras
     g.clear()
     g(x=a)
-    assert g.captures == 5 and len(g.graphs) == 1
+    assert g.captures == 6 and len(g.graphs) == 1
+
+
+@pytest.mark.parametrize("engine", ["fast", "graphs"])
+def test_extras_come_back_unpadded_as_the_eager_forward_gives_them(tiny_pair, engine):
+    """The NDE taps' logits and final hidden states (CachedModel.tap) and the block drafter's
+    hidden rows (hidden_layers) of a padded graph forward: returned by the graph itself (a
+    replayed CUDA graph runs no module hook), cut to the rows the eager forward returns."""
+    model = tiny_pair.target.model
+    prompt, tree = torch.arange(3, 10), torch.tensor([5, 6, 7])  # tree: a root and two children
+    visible = torch.ones(3, 10, dtype=torch.bool)
+    visible[1, 9] = visible[2, 8] = False
+    positions = torch.tensor([7, 8, 8])
+    got = []
+    for lm in (CachedModel(model), StaticCachedModel(model, 64, engine)):
+        lm.tap, lm.hidden_layers = True, (1, 2)
+        lm.forward(prompt, torch.arange(7), keep=1)
+        rows = [lm.tapped]
+        lm.forward(tree, positions, visible, argmax=True)
+        got.append((rows[0], lm.tapped, lm.hidden))
+        lm.tap, lm.hidden_layers = False, ()
+    (prefill, verify, hidden), (prefill_g, verify_g, hidden_g) = got
+    assert prefill[0].shape == (1, model.config.vocab_size) and verify[1].shape == (3, 64)
+    assert hidden.shape == (3, 2 * 64)
+    for x, y in zip((*prefill, *verify, hidden), (*prefill_g, *verify_g, hidden_g)):
+        torch.testing.assert_close(y, x, atol=1e-5, rtol=1e-4)
 
 
 def test_graphs_tree_forward_and_compaction_match_the_dynamic_cache_across_growth(tiny_pair):

@@ -210,9 +210,37 @@ def test_greedy_delayed_nde_equals_autoregressive(tiny_pair, tiny_data, monkeypa
     params = {"selector": "nde", "selector_checkpoint": "nde-tiny"}
     for prompt in ([1, 2, 3, 4, 5], [9]):  # [9]: no token before the first root
         want = generate(tiny_pair, prompt, "autoregressive", 24).tokens
-        for engine in ("eager", "fast"):
+        for engine in ("eager", "fast", "graphs"):
             got = generate(tiny_pair, prompt, "delayed", 24, params=params, engine=engine)
             assert got.tokens == want
+
+
+def test_root_features_are_the_same_on_every_engine(llama_pair, tiny_data, monkeypatch, tmp_path):
+    """The taps read what the forwards return (engine/cache.py `tap`), also from the padded
+    graph forwards of `engine: graphs`: every root's features match the eager reference's."""
+    from engine.select.taps import RootTaps
+
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path))
+    train("nde-tiny", tiny_data, TrainConfig(steps=3, batch_size=4), {})
+    params = {"selector": "nde", "selector_checkpoint": "nde-tiny"}
+    seen: list = []
+    features = RootTaps.features
+    monkeypatch.setattr(
+        RootTaps, "features", lambda self, *a: seen.append(features(self, *a)) or seen[-1]
+    )
+    per_engine = {}
+    for engine in ("eager", "fast", "graphs"):
+        seen.clear()
+        g = generate(llama_pair, [1, 2, 3, 4, 5], "delayed", 24, params=params, engine=engine)
+        per_engine[engine] = (g.tokens, list(seen))
+    tokens, want = per_engine["eager"]
+    assert len(want) > 3
+    for engine in ("fast", "graphs"):
+        assert per_engine[engine][0] == tokens
+        for got, ref in zip(per_engine[engine][1], want, strict=True):
+            for name in ("h_prev_p", "h_prev_q", "h_cur_q", "scalars"):
+                x, y = getattr(got, name), getattr(ref, name)
+                torch.testing.assert_close(x, y, atol=1e-4, rtol=1e-4)
 
 
 def forced(tiny_data, action) -> None:
