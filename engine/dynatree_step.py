@@ -38,6 +38,8 @@ trees stop after one level.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import time
 from typing import NamedTuple
@@ -92,6 +94,20 @@ class Fed(NamedTuple):
     top_t: torch.Tensor  # [w, B] long and their tokens
 
 
+@functools.cache
+def _ranks(w: int, b: int, width: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Constants of a level of w rows with B children each, made once per shape: [B] each
+    child's rank, [w * B] each child's parent row, [width] the next level's rows."""
+    rows = torch.arange(max(b, w * b, width), device=device)
+    return rows[:b], rows[: w * b] // b, rows[:width]
+
+
+@functools.cache
+def _eye(w: int, device: torch.device) -> torch.Tensor:
+    """[w, w] bool identity (each row of a level sees itself), made once per width."""
+    return torch.eye(w, dtype=torch.bool, device=device)
+
+
 def _children(
     cfg: DynaTreeConfig, fed: Fed, expandable: torch.Tensor, gates, width: int, room
 ) -> Level:
@@ -105,7 +121,7 @@ def _children(
         breadth = torch.where(c >= tau_h, cfg.B_min, torch.where(c < tau_l, cfg.B_max, cfg.B_mid))
     else:
         breadth = torch.full_like(fed.top_t[:, 0], cfg.B_mid)
-    rank = torch.arange(b, device=p.device)
+    rank, rows, slots = _ranks(w, b, width, p.device)  # [B], [w * B], [width]
     cand = expandable[:, None] & (rank[None, :] < breadth[:, None])  # [w, B]
     lp = fed.level.lp[:, None] + p.clamp_min(1e-30).log()  # [w, B] log p of each child
     if cfg.variant == "ours":  # a child below tau is dropped, not kept as a leaf
@@ -114,11 +130,10 @@ def _children(
     order = cand.cumsum(0)  # [w * B] the rank of each candidate among them, from 1
     keep = cand & (order <= room)
     dest = torch.where(keep, order - 1, width)  # [w * B]; width: a dump slot past the end
-    rows = torch.arange(w, device=p.device).repeat_interleave(b)  # [w * B] each one's parent
     return Level(
         tok=fed.top_t.new_zeros(width + 1).scatter_(0, dest, fed.top_t.flatten())[:width],
         lp=lp.new_zeros(width + 1).scatter_(0, dest, lp.flatten())[:width],
-        valid=torch.arange(width, device=p.device) < keep.sum(),
+        valid=slots < keep.sum(),
         par=rows.new_zeros(width + 1).scatter_(0, dest, rows)[:width],
     )
 
@@ -128,7 +143,7 @@ def _feed(draft: DraftModel, level: Level, above: Fed, root_slot: int, position:
     and itself (padding rows: their parent row's ancestors, seen by no node)."""
     lm, dev = draft.lm, draft.lm.device
     w = level.tok.shape[0]
-    anc = torch.cat([above.anc[level.par], torch.eye(w, dtype=torch.bool, device=dev)], 1)
+    anc = torch.cat([above.anc[level.par], _eye(w, dev)], 1)
     visible = torch.cat([torch.ones(w, root_slot, dtype=torch.bool, device=dev), anc], 1)
     slots = torch.arange(lm.length, lm.length + w, device=dev)  # [w]
     positions = torch.full((w,), position, device=dev)
@@ -188,28 +203,42 @@ def grow(draft: DraftModel, cfg: DynaTreeConfig, committed: list[int], state: De
     return fed, nxt
 
 
+@functools.cache
+def _layout(widths: tuple[int, ...], size: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Constants of the concatenated levels of widths `widths` (made once per shape):
+    [R] each row's level (its depth), [R] the first row of the level above (added to a row's
+    `par`), [R] 2 at the root and 1 elsewhere (the root's parent comes out -1), and the packed
+    rows' initial values [4, size + 1] (tokens 0, parents 0, depth 1, slots -1: padding rows
+    are children of the root that no node sees; the last column a dump)."""
+    starts = [0, *itertools.accumulate(widths)]
+    level = [d for d, w in enumerate(widths) for _ in range(w)]
+    above = [starts[max(d - 1, 0)] for d in level]
+    first = [2] + [1] * (starts[-1] - 1)
+    rows = torch.tensor([level, above, first], device=device)  # [3, R]
+    blank = torch.tensor([[0], [0], [1], [-1]], device=device).expand(4, size + 1)
+    return rows[0], rows[1], rows[2], blank
+
+
 def pack(fed: list[Fed], last: Level, n_max: int):
     """The tree in BFS order, packed into N_max + 1 rows (node 0 the root, padding rows after
     the nodes: token 0, children of the root, slot -1): (tokens, parents, depth, draft slots,
-    node count), all on the device."""
-    dev = last.tok.device
-    size = n_max + 1
-    tokens = torch.zeros(size + 1, dtype=torch.long, device=dev)  # the last row: a dump
-    parents = torch.zeros(size + 1, dtype=torch.long, device=dev)
-    depth = torch.ones(size + 1, dtype=torch.long, device=dev)
-    slots = torch.full((size + 1,), -1, dtype=torch.long, device=dev)
-    levels = [(f.level, f.slots) for f in fed] + [(last, None)]
-    start = above = torch.zeros((), dtype=torch.long, device=dev)  # first row of a level
-    for d, (level, level_slots) in enumerate(levels):
-        rows = torch.arange(level.tok.shape[0], device=dev)
-        dest = torch.where(level.valid, start + rows, size)  # [w]
-        tokens.scatter_(0, dest, level.tok)
-        parents.scatter_(0, dest, above + level.par if d else level.par - 1)
-        depth.scatter_(0, dest, torch.full_like(rows, d))
-        if level_slots is not None:
-            slots.scatter_(0, dest, level_slots)
-        above, start = start, start + level.valid.sum()
-    return tokens[:size], parents[:size], depth[:size], slots[:size], start
+    node count), all on the device. The levels are concatenated, their nodes first within each
+    level, so a node's packed row is the number of nodes before it: one cumulative sum and one
+    scatter for the whole tree."""
+    levels = [f.level for f in fed] + [last]
+    dev, size = last.tok.device, n_max + 1
+    widths = tuple(lv.tok.shape[0] for lv in levels)
+    depth, above, first, blank = _layout(widths, size, dev)  # [R] each, [4, size + 1]
+    valid = torch.cat([lv.valid for lv in levels])  # [R]
+    order = valid.cumsum(0)  # [R] 1 + each node's packed row
+    parents = order[torch.cat([lv.par for lv in levels]) + above] - first  # [R]
+    slots = torch.cat([f.slots for f in fed] + [torch.full_like(last.par, -1)])  # [R]
+    rows = torch.stack([torch.cat([lv.tok for lv in levels]), parents, depth, slots])  # [4, R]
+    packed = blank.clone()
+    dest = torch.where(valid, order - 1, size)  # [R]; size: the dump column
+    packed.scatter_(1, dest.expand(4, -1), rows)
+    tokens, parents, depth, slots = packed[:, :size]
+    return tokens, parents, depth, slots, order[-1]
 
 
 def dynatree_step(target, draft: DraftModel, cfg: DynaTreeConfig, committed: list[int], state):
@@ -226,7 +255,7 @@ def dynatree_step(target, draft: DraftModel, cfg: DynaTreeConfig, committed: lis
     visible = torch.cat(
         [
             torch.ones(tokens.shape[0], state.prefix_len, dtype=torch.bool, device=tokens.device),
-            ancestor_matrix(parents, check=False),
+            ancestor_matrix(parents, check=False, height=len(fed)),
         ],
         1,
     )  # [N_max + 1, prefix_len + N_max + 1]

@@ -44,14 +44,17 @@ def node_depths(parents: torch.Tensor) -> torch.Tensor:
     return depth
 
 
-def ancestor_matrix(parents: torch.Tensor, check: bool = True) -> torch.Tensor:
+def ancestor_matrix(
+    parents: torch.Tensor, check: bool = True, height: int | None = None
+) -> torch.Tensor:
     """BoolTensor[N, N]: ``anc[j, i]`` is True iff node i is node j or an ancestor of j.
 
     Rows are queries and columns keys, so this is the tree part of the attention mask
     (lower triangular in topological order). Built by pointer doubling: after step s every
     row holds the ancestors closer than 2^s, so ceil(log2 N) steps of [N, N] row gathers cover
     any depth, with no host read (check=False also skips the validation's one read: for trees
-    a builder made, topological by construction).
+    a builder made, topological by construction). height: a bound on the tree's depth, when
+    known: ceil(log2(height + 1)) steps then suffice.
     """
     if check:
         check_parents(parents)
@@ -59,7 +62,8 @@ def ancestor_matrix(parents: torch.Tensor, check: bool = True) -> torch.Tensor:
     n = parents.numel()
     anc = torch.eye(n, dtype=torch.bool, device=parents.device)  # [N, N] distance < 1
     up = parents.clone()  # [N] the 2^s-th ancestor of each node, -1 past the top
-    for _ in range((n - 1).bit_length()):  # 2^steps > N - 1 >= any depth
+    bound = n - 1 if height is None else min(height, n - 1)
+    for _ in range(bound.bit_length()):  # 2^steps > bound >= any depth
         live = up >= 0  # [N]
         hop = up.clamp(min=0)  # [N]
         anc |= anc[hop] & live[:, None]  # ancestors at distance 2^s .. 2^(s+1) - 1
