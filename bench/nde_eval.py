@@ -5,7 +5,7 @@ its training prompts (config["prompts"]: dataset, offset, n); the evaluation pro
 dataset's first --prompts, which the training must have skipped (--prompt-offset).
 
     python bench/nde_eval.py --checkpoint NAME --prompts 3 --max-new-tokens 32 \
-        --temperature 1.0 --out bench/records/nde_real_pair.json
+        --temperature 1.0 --engine fast --out bench/records/nde_real_pair.json
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from engine.models import load_pair
 from engine.train import checkpoint
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--prompts", type=int, default=3)
@@ -31,8 +31,9 @@ def main() -> None:
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--verifier", default="specinfer")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--engine", default="eager", help="engine/config.py ENGINES")
     ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     ckpt, state = checkpoint.load(args.checkpoint, "nde")
     trained_on = ckpt.config.get("prompts") or {}
@@ -56,7 +57,7 @@ def main() -> None:
         seconds = 0.0
         for i, prompt in enumerate(ids):
             g = generate(pair, prompt, method, args.max_new_tokens, args.temperature,
-                         seed=args.seed + i, params=params)  # fmt: skip
+                         seed=args.seed + i, params=params, engine=args.engine)  # fmt: skip
             n, it = g.stats.new_tokens, len(g.stats.iterations)
             tokens, iterations, seconds = tokens + n, iterations + it, seconds + g.stats.total_s
             sizes = [s.tree_size for s in g.stats.iterations]
@@ -75,6 +76,7 @@ def main() -> None:
         "prompt_tokens": args.prompt_tokens,
         "max_new_tokens": args.max_new_tokens,
         "temperature": args.temperature,
+        "engine": args.engine,
         "threads": torch.get_num_threads(),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
         "rows": rows,
