@@ -2,7 +2,7 @@
 verification, on held-out prompts: tokens per iteration and tokens/s of each, same prompts and
 seeds. The checkpoint (`orch train nde`) names its best fixed action (state["base_action"]) and
 its training prompts (config["prompts"]: dataset, offset, n); the evaluation prompts are the
-dataset's first --prompts, which the training must have skipped (--prompt-offset).
+dataset's --prompts after its first --prompt-offset, which must lie outside the training's.
 
     python bench/nde_eval.py --checkpoint NAME --prompts 3 --max-new-tokens 32 \
         --temperature 1.0 --engine fast --out bench/records/nde_real_pair.json
@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--prompts", type=int, default=3)
+    ap.add_argument("--prompt-offset", type=int, default=0, help="skip the dataset's first N")
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--temperature", type=float, default=1.0)
@@ -37,7 +38,8 @@ def main(argv: list[str] | None = None) -> None:
 
     ckpt, state = checkpoint.load(args.checkpoint, "nde")
     trained_on = ckpt.config.get("prompts") or {}
-    if trained_on.get("offset", 0) < args.prompts:
+    start, n = trained_on.get("offset", 0), trained_on.get("n", 0)
+    if args.prompt_offset < start + n and start < args.prompt_offset + args.prompts:
         raise SystemExit("error: the evaluation prompts overlap the training prompts")
     K, L1, L2 = state["base_action"]
     fixed = {"K": K, "L1": L1, "L2": L2}
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     }  # fmt: skip
     pair = load_pair(ckpt.config["target"], ckpt.config["draft"])
     dataset = trained_on.get("dataset", "humaneval")
-    prompts = load_prompts(dataset, args.prompts)
+    prompts = load_prompts(dataset, args.prompt_offset + args.prompts)[args.prompt_offset :]
     ids = [encode_prompt(pair.target.tokenizer, p, args.prompt_tokens) for p in prompts]
     rows, per_prompt = [], []
     for label, (method, params) in methods.items():
@@ -73,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         "checkpoint": checkpoint.describe(args.checkpoint),
         "dataset": dataset,
         "eval_prompts": args.prompts,
+        "eval_prompt_offset": args.prompt_offset,
         "prompt_tokens": args.prompt_tokens,
         "max_new_tokens": args.max_new_tokens,
         "temperature": args.temperature,

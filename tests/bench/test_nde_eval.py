@@ -23,6 +23,7 @@ def trained(tmp_path, monkeypatch):
 def test_three_rows_on_held_out_prompts(trained, engine):
     out = trained / "nde.json"
     argv = ["--checkpoint", "toy", "--prompts", "2", "--prompt-tokens", "12"]
+    argv += ["--prompt-offset", "4" if engine == "graphs" else "0"]  # after or before training
     nde_eval.main([*argv, "--max-new-tokens", "8", "--engine", engine, "--out", str(out)])
     record = json.loads(out.read_text())
     assert record["engine"] == engine and record["checkpoint"]["name"] == "toy"
@@ -37,6 +38,9 @@ def test_three_rows_on_held_out_prompts(trained, engine):
     assert len(record["per_prompt"]) == 3 * 2
 
 
-def test_overlapping_prompts_are_refused(trained):
+@pytest.mark.parametrize("prompts, offset", [(3, 0), (1, 3), (5, 1)])
+def test_overlapping_prompts_are_refused(trained, prompts, offset):
+    """The toy checkpoint trained on prompts 2 and 3."""
+    argv = ["--checkpoint", "toy", "--prompts", str(prompts), "--prompt-offset", str(offset)]
     with pytest.raises(SystemExit, match="overlap"):
-        nde_eval.main(["--checkpoint", "toy", "--prompts", "3"])
+        nde_eval.main(argv)
