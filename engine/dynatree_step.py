@@ -214,8 +214,8 @@ def _layout(widths: tuple[int, ...], size: int, device: torch.device) -> tuple[t
     level = [d for d, w in enumerate(widths) for _ in range(w)]
     above = [starts[max(d - 1, 0)] for d in level]
     first = [2] + [1] * (starts[-1] - 1)
-    rows = torch.tensor([level, above, first], device=device)  # [3, R]
-    blank = torch.tensor([[0], [0], [1], [-1]], device=device).expand(4, size + 1)
+    rows = to_device([level, above, first], device)  # [3, R]
+    blank = to_device([[0], [0], [1], [-1]], device).expand(4, size + 1)
     return rows[0], rows[1], rows[2], blank
 
 
