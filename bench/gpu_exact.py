@@ -17,14 +17,19 @@ with its registered defaults (engine/drafters DRAFTERS; on the compiled engine t
 --compiled-methods), temperature 0, both tiny families, --prompts prompts of the greedy golden
 test (tests/engine/test_golden.py); engines in turn, the cheap ones first. A case that raises
 is recorded with its error and the run goes on; --time-limit-s stops starting new cases.
-Exit status 1 if any output differs or any case failed.
+--learned adds, per family, `delayed` with the NDE selector and `ddtree` with the block drafter
+(issue 19), each from a toy checkpoint trained here first (a few seconds, under a temporary
+ORCH_HOME): on the padded engines their features come back from inside the graphs, which only
+a GPU's replays check. Exit status 1 if any output differs or any case failed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -63,14 +68,39 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--prompts", type=int, default=2)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--time-limit-s", type=float, default=300.0)
+    ap.add_argument("--learned", action="store_true", help="also NDE and the block drafter")
     return ap.parse_args(argv)
 
 
-def host_work(pair, ids, method, n, engine) -> dict:
+def learned_cases(pair, family: str) -> list[tuple[str, str, dict]]:
+    """(label, method, params) of the learned components on `pair`, from toy checkpoints
+    trained now (the tests' toy scales: tests/engine/test_nde.py, test_block_drafter.py)."""
+    from engine.profile import CurvePoint, ForwardCurve
+    from engine.select.nde import Latency
+    from engine.select.nde_data import CollectConfig, collect
+    from engine.train import block_drafter_train, nde
+
+    points = tuple(
+        CurvePoint(c, n, 0.01 * (1 + c / 1000 + n / 64)) for c in (0, 1000) for n in (1, 64)
+    )
+    curve = ForwardCurve("toy", "any", "float32", "eager", points)
+    small = CollectConfig(k_max=2, l1_max=2, l2_max=2, samples=2, stride=4, max_new_tokens=8)
+    data = collect(pair, [[1, 2, 3, 4, 5], [7, 8, 9]], small, Latency(curve, curve))
+    nde.train(f"nde-{family}", data, nde.TrainConfig(steps=3, batch_size=4), {})
+    toy = dict(holdout=4, sequences=2, seq_len=24, batch=2, anchors=3, block_size=4, heads=2)
+    cfg = block_drafter_train.TrainConfig(target=f"tiny-{family}", steps=3, **toy)
+    block_drafter_train.train(f"bd-{family}", cfg, False, lambda *a: None)
+    return [
+        ("delayed+nde", "delayed", {"selector": "nde", "selector_checkpoint": f"nde-{family}"}),
+        ("ddtree+block", "ddtree", {"drafter": "block", "checkpoint": f"bd-{family}", "B": 12, "L": 4}),
+    ]  # fmt: skip
+
+
+def host_work(pair, ids, method, n, engine, params=None) -> dict:
     """Per iteration: host reads (HostReads), device ops launched outside graph replays and
     the matrix products among them (EagerOps: on `graphs`, a model forward run uncaptured)."""
     with HostReads() as reads, EagerOps() as ops:
-        g = generate(pair, ids, method, n, engine=engine)
+        g = generate(pair, ids, method, n, engine=engine, params=params)
     its = max(1, len(g.stats.iterations))
     return {
         "reads_per_iteration": sum(reads.counts.values()) / its,
@@ -86,7 +116,9 @@ def run(args) -> dict:
         for key in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit"):
             if hasattr(torch._dynamo.config, key):  # one graph per model and size bucket
                 setattr(torch._dynamo.config, key, 1024)
-    pairs, prompts, want = {}, {}, {}
+    pairs, prompts, want, learned = {}, {}, {}, {}
+    if args.learned:  # the toy checkpoints go to a new home, never the user's
+        os.environ["ORCH_HOME"] = tempfile.mkdtemp(prefix="orch_home_")
     for family in args.families.split(","):
         pair = pairs[family] = load_pair(
             f"tiny-{family}", f"tiny-{family}-draft", args.device, args.dtype
@@ -98,10 +130,12 @@ def run(args) -> dict:
         want[family] = [
             generate(pair, x, "autoregressive", args.new_tokens).tokens for x in prompts[family]
         ]
+        learned[family] = learned_cases(pair, family) if args.learned else []
     for engine in args.engines.split(","):  # the cheap engines first, for every method
         methods = args.compiled_methods if engine == "compiled" else args.methods
         for family, pair in pairs.items():
-            for method in methods.split(","):
+            cases = [(m, m, None) for m in methods.split(",")] + learned[family]
+            for method, name, params in cases:
                 case = f"{family} {method} {engine}"
                 if time.perf_counter() - start > args.time_limit_s:
                     report["skipped"].append(case)
@@ -110,16 +144,15 @@ def run(args) -> dict:
                 t0 = time.perf_counter()
                 try:
                     got = [
-                        generate(pair, x, method, args.new_tokens, engine=engine)
+                        generate(pair, x, name, args.new_tokens, engine=engine, params=params)
                         for x in prompts[family]
                     ]
                     row["equal"] = all(g.tokens == w for g, w in zip(got, want[family]))
                     its = [it for g in got for it in g.stats.iterations]
                     row["tokens_per_iteration"] = sum(it.accepted + 1 for it in its) / len(its)
                     if engine != "compiled":  # a TorchFunctionMode would break the graphs
-                        row.update(
-                            host_work(pair, prompts[family][0], method, args.new_tokens, engine)
-                        )
+                        ids = prompts[family][0]
+                        row.update(host_work(pair, ids, name, args.new_tokens, engine, params))
                 except Exception as e:  # noqa: BLE001 - one failed case must not end the run
                     traceback.print_exc()
                     row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

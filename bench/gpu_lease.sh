@@ -9,7 +9,8 @@
 # they left open:
 # 1. exactness of every method on `engine: graphs`, both tiny families, fp32, with the device
 #    ops launched outside graph replays per iteration (bench/gpu_exact.py; since 2026-11-27 the
-#    257-row verifications of DynaTree and DDTree replay too)
+#    257-row verifications of DynaTree and DDTree replay too), and with --learned the NDE
+#    selector and the block drafter, whose features the graphs now return (toy checkpoints)
 # 2. where a `graphs` step's GPU time goes: kernels per token of the 0.5B model
 #    (bench/gpu_trace.py), then the same on `compiled`
 # 3. bench/gpu.py on graphs, both pairs, every curve of both (the 7B target's and its padded
@@ -25,7 +26,7 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import torch, transformers, triton; print(torch.__version__, transformers.__version__, triton.__version__)"
 
-timeout 100 python3 bench/gpu_exact.py --engines graphs --time-limit-s 75 \
+timeout 100 python3 bench/gpu_exact.py --engines graphs --learned --time-limit-s 75 \
     --out "$OUT/exact_graphs.json" >>"$OUT/exact.log" 2>&1
 echo "exact graphs: exit $?"; grep -v Warning "$OUT/exact.log" | tail -3
 

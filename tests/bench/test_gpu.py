@@ -230,6 +230,20 @@ def test_gpu_exact_checks_each_engine_against_autoregressive(tmp_path, capsys):
     assert "4/4 cases equal to autoregressive" in capsys.readouterr().out
 
 
+def test_gpu_exact_learned_cases_train_toy_checkpoints_in_a_new_home(tmp_path, monkeypatch):
+    from bench import gpu_exact
+
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "user_home"))
+    out = tmp_path / "exact.json"
+    argv = ["--device", "cpu", "--families", "neox", "--engines", "graphs", "--learned"]
+    argv += ["--methods", "autoregressive", "--new-tokens", "8", "--prompts", "1"]
+    assert gpu_exact.main([*argv, "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["method"] for r in rows] == ["autoregressive", "delayed+nde", "ddtree+block"]
+    assert all(r["equal"] for r in rows)
+    assert not (tmp_path / "user_home").exists()  # the toy checkpoints went elsewhere
+
+
 def test_from_report_predicts_again_from_a_stored_gpu_run(tmp_path, capsys):
     """The H100 run's report (its time limit cut the prediction) with every method of the CPU
     record predicted from its own curves and host times, no model built."""
