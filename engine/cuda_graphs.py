@@ -54,13 +54,14 @@ class GraphedForward:
 
     def __call__(self, top: int = 0, argmax: bool = False, outputs=((), False), **inputs):
         key = (*((k, tuple(v.shape), v.dtype) for k, v in inputs.items()), top, argmax, outputs)
+        head = dict(top=top, argmax=argmax, outputs=outputs)
         if key not in self.graphs:
-            self.graphs[key] = self._capture(inputs, dict(top=top, argmax=argmax, outputs=outputs))
+            self.graphs[key] = self._capture(inputs, head)
             self.captures += 1
         graph, static, out = self.graphs[key]
         for name, value in inputs.items():
             static[name].copy_(value)
-        return self.replay(graph, static, out, dict(top=top, argmax=argmax, outputs=outputs))
+        return self.replay(graph, static, out, head)
 
     def replay(self, graph, static: dict, out, head: dict):
         """The graph's replay; on a CPU its stand-in, the function run on the static buffers

@@ -97,7 +97,7 @@ class Fed(NamedTuple):
 @functools.cache
 def _ranks(w: int, b: int, width: int, device: torch.device) -> tuple[torch.Tensor, ...]:
     """Constants of a level of w rows with B children each, made once per shape: [B] each
-    child's rank, [w * B] each child's parent row, [width] the next level's rows."""
+    child's rank, [w * B] each child's parent row, [width] the row numbers of the next level."""
     rows = torch.arange(max(b, w * b, width), device=device)
     return rows[:b], rows[: w * b] // b, rows[:width]
 
@@ -121,7 +121,7 @@ def _children(
         breadth = torch.where(c >= tau_h, cfg.B_min, torch.where(c < tau_l, cfg.B_max, cfg.B_mid))
     else:
         breadth = torch.full_like(fed.top_t[:, 0], cfg.B_mid)
-    rank, rows, slots = _ranks(w, b, width, p.device)  # [B], [w * B], [width]
+    rank, rows, next_rows = _ranks(w, b, width, p.device)  # [B], [w * B], [width]
     cand = expandable[:, None] & (rank[None, :] < breadth[:, None])  # [w, B]
     lp = fed.level.lp[:, None] + p.clamp_min(1e-30).log()  # [w, B] log p of each child
     if cfg.variant == "ours":  # a child below tau is dropped, not kept as a leaf
@@ -133,7 +133,7 @@ def _children(
     return Level(
         tok=fed.top_t.new_zeros(width + 1).scatter_(0, dest, fed.top_t.flatten())[:width],
         lp=lp.new_zeros(width + 1).scatter_(0, dest, lp.flatten())[:width],
-        valid=slots < keep.sum(),
+        valid=next_rows < keep.sum(),
         par=rows.new_zeros(width + 1).scatter_(0, dest, rows)[:width],
     )
 
