@@ -36,42 +36,47 @@ import torch
 
 
 class GraphedForward:
-    """`fn(**inputs, top=, argmax=, outputs=)` replayed from a CUDA graph per key: the inputs'
-    names and shapes, top and argmax (engine/cache.py head) and the extra outputs asked for
-    (engine/cache.py CachedModel.outputs)."""
+    """`fn(**inputs)` replayed from a CUDA graph per key: the tensor inputs' names, shapes and
+    dtypes (copied into the graph's static buffers at each call), and the other inputs'
+    values (hashable settings the graph is recorded for, passed as they are: the static
+    cache's head, top-k / argmax, and extra outputs, engine/cache.py; a block drafter's width,
+    engine/train/block_context.py)."""
 
     def __init__(self, fn: Callable, device: torch.device) -> None:
         self.fn, self.device = fn, device
-        # key -> (graph, or None on a CPU; static inputs; the graph's output)
+        # key -> (graph, or None on a CPU; static tensor inputs; the graph's output)
         self.graphs: dict[tuple, tuple[torch.cuda.CUDAGraph | None, dict, object]] = {}
         self.pool = None  # the first graph's memory pool, shared by the later ones (vLLM's scheme)
         self.captures = 0
 
     def clear(self) -> None:
-        """Drop every graph (the KV buffer they write was reallocated), and their pool."""
+        """Drop every graph (a buffer they read or write was reallocated), and their pool."""
         self.graphs.clear()
         self.pool = None
 
-    def __call__(self, top: int = 0, argmax: bool = False, outputs=((), False), **inputs):
-        key = (*((k, tuple(v.shape), v.dtype) for k, v in inputs.items()), top, argmax, outputs)
-        head = dict(top=top, argmax=argmax, outputs=outputs)
+    def __call__(self, **inputs):
+        tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+        settings = {k: v for k, v in inputs.items() if k not in tensors}
+        key = tuple(
+            (k, tuple(v.shape), v.dtype) if k in tensors else (k, v) for k, v in inputs.items()
+        )
         if key not in self.graphs:
-            self.graphs[key] = self._capture(inputs, head)
+            self.graphs[key] = self._capture(tensors, settings)
             self.captures += 1
         graph, static, out = self.graphs[key]
-        for name, value in inputs.items():
+        for name, value in tensors.items():
             static[name].copy_(value)
-        return self.replay(graph, static, out, head)
+        return self.replay(graph, static, out, settings)
 
-    def replay(self, graph, static: dict, out, head: dict):
+    def replay(self, graph, static: dict, out, settings: dict):
         """The graph's replay; on a CPU its stand-in, the function run on the static buffers
         (bench/host_time.py EagerOps counts either as the one launch a replay is on a GPU)."""
         if graph is None:
-            return self.fn(**static, **head)
+            return self.fn(**static, **settings)
         graph.replay()
         return out
 
-    def _capture(self, inputs: dict, head: dict):
+    def _capture(self, inputs: dict, settings: dict):
         static = {k: v.clone() for k, v in inputs.items()}
         if self.device.type != "cuda":
             return None, static, None
@@ -81,11 +86,11 @@ class GraphedForward:
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
-            self.fn(**static, **head)
+            self.fn(**static, **settings)
         torch.cuda.current_stream(self.device).wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):  # None: a new pool, this graph's
-            out = self.fn(**static, **head)
+            out = self.fn(**static, **settings)
         if self.pool is None:
             self.pool = graph.pool()
         return graph, static, out

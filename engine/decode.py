@@ -179,19 +179,21 @@ def host_counts(
     return top_match, int(last in parents)
 
 
-def open_features(method: Method, pair: Pair, target: CachedModel):
-    """The trained block drafter of a `ddtree` method with `drafter: block` (its BlockContext,
-    engine/train/block_drafter.py) with the target set to return the features it reads, or
-    None (the target returns none). The drafter conditions on the target's hidden states of
-    the committed context (DDTree Sec. 3): the prefill's, then each iteration's root and
-    accepted nodes' rows of the verification forward, which runs anyway."""
+def open_features(method: Method, pair: Pair, target: CachedModel, engine: str):
+    """The trained block drafter of a `ddtree` method with `drafter: block` (its BlockContext
+    on this engine path, engine/train/block_context.py) with the target set to return the
+    features it reads, or None (the target returns none). The drafter conditions on the
+    target's hidden states of the committed context (DDTree Sec. 3): the prefill's, then each
+    iteration's root and accepted nodes' rows of the verification forward, which runs anyway."""
     name = block_checkpoint(method.cfg) if method.name == "ddtree" else None
     target.hidden_layers, target.hidden = (), None
     if name is None:
         return None
-    from engine.train.block_drafter import BlockContext, cached_drafter
+    from engine.train.block_context import block_context
+    from engine.train.block_drafter import cached_drafter
 
-    features = BlockContext(cached_drafter(name, pair.target.model), pair.target.model)
+    model = pair.target.model
+    features = block_context(cached_drafter(name, model), model, engine)
     target.hidden_layers = features.layers
     return features
 
@@ -235,7 +237,7 @@ def generate(
         draft = no_draft(method.name, device)
     else:
         draft = DraftModel(pair.draft.model, dw, cached_model(pair.draft.model, engine, capacity))
-    features = open_features(method, pair, target)
+    features = open_features(method, pair, target, engine)
     taps = selector_taps(method, target, draft)
     try:
         with torch.inference_mode():  # once per generation, not per forward (engine/cache.py)

@@ -47,7 +47,7 @@ class DecodeState:
     # decides the tree's sampling mode (engine/tree.py TreeSampling); None: the target's
     draft_warp: Warp | None = None
     # the target's features of the committed context for drafters conditioned on them: the
-    # generation's trained block drafter (engine/train/block_drafter.py BlockContext, DDTree
+    # generation's trained block drafter (engine/train/block_context.py BlockContext, DDTree
     # with drafter: block), fed by the decode loop; None for every other method
     features: Any = None
     # the NDE selector's taps and trained network (engine/select/taps.py RootTaps) when the

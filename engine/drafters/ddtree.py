@@ -93,7 +93,7 @@ BLOCK_DRAFTERS = {"ar": ARBlockDrafter}  # built per round from the draft model
 
 def block_drafter(cfg: DDTreeConfig, draft: TreeBuilder, state: DecodeState):
     """This round's block drafter: for "block" the generation's trained drafter
-    (engine/train/block_drafter.py BlockContext), which the decode loop opened and keeps fed
+    (engine/train/block_context.py BlockContext), which the decode loop opened and keeps fed
     with the target's features; else BLOCK_DRAFTERS' over the draft model."""
     if cfg.drafter != "block":
         return BLOCK_DRAFTERS[cfg.drafter](draft)

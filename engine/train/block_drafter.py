@@ -16,10 +16,8 @@ and LM head (for the marginals) are reused frozen; the mask token's embedding is
 Shapes: D the target's hidden size (the drafter runs at D so that the embedding and the head
 fit), F = D * len(target_layers) the concatenated features, L the block size, C the context.
 
-`BlockContext` is the drafter at decoding time: the per-layer keys/values of the committed
-context, grown as the decode loop commits tokens (their features come back from the target's
-verification forward, engine/cache.py `hidden_layers`), and `block_marginals(state, L)`, the
-interface engine/drafters/ddtree.py builds its tree from. Training: block_drafter_train.py.
+The drafter at decoding time (its context's keys/values, one forward per round giving the
+marginals DDTree's builder reads): block_context.py. Training: block_drafter_train.py.
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.config import ConfigError
-from engine.sampling import warp
 
 KIND = "block-drafter"
 
@@ -193,57 +190,6 @@ def cached_drafter(name: str, model) -> BlockDrafter:
         _LOADED.clear()  # one drafter at a time, as the trial's pair cache
         _LOADED[key] = load_drafter(name, model)
     return _LOADED[key]
-
-
-class BlockContext:
-    """The drafter during one generation: the context's keys/values per layer, grown as tokens
-    are committed, and one forward per round giving the marginals (Sec. 3)."""
-
-    def __init__(self, drafter: BlockDrafter, target_model) -> None:
-        self.drafter = drafter
-        self.embed, self.head = target_parts(target_model)
-        self.layers = drafter.cfg.target_layers  # what the target's forwards must return
-        p = next(drafter.parameters())
-        self.device, self.dtype = p.device, p.dtype
-        h, dh = drafter.cfg.heads, drafter.cfg.hidden // drafter.cfg.heads
-        empty = torch.zeros(1, 0, h, dh, device=self.device, dtype=self.dtype)
-        self.kv = [(empty, empty) for _ in drafter.layers]  # per layer [1, C, H, Dh]
-        self.length = 0  # C: committed tokens whose features are in
-
-    @torch.inference_mode()
-    def extend(self, feats: torch.Tensor) -> None:
-        """Append the target features [n, F] of the next n committed tokens."""
-        n = feats.shape[0]
-        if n == 0:
-            return
-        pos = torch.arange(self.length, self.length + n, device=self.device)[None]  # [1, n]
-        ctx = self.drafter.project(feats.to(self.device, self.dtype)[None])  # [1, n, D]
-        self.kv = [
-            tuple(torch.cat([old, new], 1) for old, new in zip(kv, layer.context_kv(ctx, pos)))
-            for kv, layer in zip(self.kv, self.drafter.layers)
-        ]
-        self.length += n
-
-    @torch.inference_mode()
-    def block_marginals(self, state, block_size: int) -> torch.Tensor:
-        """q_1..q_L [L, V] after the root b = state.root_token at position state.prefix_len,
-        from one drafter forward (softmax at a greedy draft warp, the warped q otherwise)."""
-        cfg = self.drafter.cfg
-        if block_size > cfg.block_size:
-            raise ConfigError(
-                f"the block drafter drafts {cfg.block_size} positions, not {block_size}"
-            )
-        if self.length != state.prefix_len:
-            raise RuntimeError(f"drafter context {self.length} != prefix {state.prefix_len}")
-        b = torch.tensor([state.root_token], device=self.device)
-        block = self.drafter.block_input(self.embed(b).to(self.dtype))  # [1, 1 + L, D]
-        q_len = block.shape[1]
-        pos = torch.arange(self.length, self.length + q_len, device=self.device)[None]
-        mask = torch.ones(1, q_len, self.length + q_len, dtype=torch.bool, device=self.device)
-        out = self.drafter(block, pos, self.kv, mask)  # [1, 1 + L, D]
-        logits = self.head(out[0, 1 : 1 + block_size]).float()  # [L, V]
-        w = state.draft_warp
-        return torch.softmax(logits, -1) if w.greedy else warp(logits, w)
 
 
 def block_loss(

@@ -1,6 +1,7 @@
-"""DDTree's block-diffusion drafter (engine/train/block_drafter.py): one forward gives the L
-marginals of Sec. 3 from the target's context features; training and decoding see the same
-(context before the bonus token, bidirectional block); `orch train block-drafter` writes a
+"""DDTree's block-diffusion drafter (engine/train/block_drafter.py, at decoding time
+block_context.py): one forward gives the L marginals of Sec. 3 from the target's context
+features; training and decoding see the same (context before the bonus token, bidirectional
+block), on every engine path; `orch train block-drafter` writes a
 checkpoint that round-trips and resumes exactly; greedy DDTree with it is the target's greedy
 decoding (it changes speed, never output)."""
 
@@ -16,9 +17,9 @@ from engine.draft import DecodeState
 from engine.methods import resolve_method
 from engine.sampling import Warp
 from engine.train import checkpoint
+from engine.train.block_context import BlockContext
 from engine.train.block_drafter import (
     KIND,
-    BlockContext,
     BlockDrafter,
     BlockDrafterConfig,
     block_loss,
@@ -153,6 +154,35 @@ def test_bad_flags_are_one_line(home):
         assert message in r.output and r.output.count("\n") == 1
 
 
+def test_engine_paths_give_the_eager_marginals_across_buffer_growth(llama_pair):
+    """The fast path's context (the same slots, unpadded) gives the eager marginals exactly;
+    the padded one (extends padded to size buckets, the block attending to every slot with
+    those past the length masked, both replayed) equal up to rounding, while its buffer grows
+    from 4 slots (its graphs captured again) over extends of 1..5 rows."""
+    model = llama_pair.target.model
+    drafter = random_drafter(model)
+    gen = torch.Generator().manual_seed(2)
+    feats = torch.randn(30, drafter.cfg.features, generator=gen)  # [T, F]
+    ctxs = {e: BlockContext(drafter, model, e, capacity=4) for e in ("eager", "fast", "graphs")}
+    at = 0
+    for n in (3, 1, 5, 2, 4, 1, 5, 5):
+        qs = {}
+        for e, ctx in ctxs.items():
+            ctx.extend(feats[at : at + n])
+            state = DecodeState(prefix_len=at + n, root_token=7 * n, warp=Warp(0.0), remaining=9)
+            qs[e] = ctx.block_marginals(state, 4)  # [L, V]
+        at += n
+        assert torch.equal(qs["fast"], qs["eager"]), at
+        assert torch.allclose(qs["graphs"], qs["eager"], atol=1e-5), at
+    graphed = ctxs["graphs"]
+    # grown 4 -> 16 -> 32 at the extends to 9 and 21 slots (4 buckets: 1, 2, 3, 5 rows)
+    assert graphed.kv.shape[3] == 32 and graphed._extend_call.captures == 6
+    f = drafter.cfg.features  # since the last growth, only 5-row extends (4 and 5 rows)
+    want = (("feats", (5, f), torch.float32), ("slots", (5,), torch.int64))
+    assert list(graphed._extend_call.graphs) == [want]
+    assert list(graphed._block_call.graphs) == [(("root_length", (2,), torch.int64), ("width", 32))]
+
+
 @pytest.mark.parametrize("engine", ["eager", "fast", "graphs"])
 def test_greedy_ddtree_with_block_drafter_is_autoregressive(tiny_pair, trained, engine):
     family = "llama" if "llama" in tiny_pair.target.name else "neox"
@@ -163,6 +193,23 @@ def test_greedy_ddtree_with_block_drafter_is_autoregressive(tiny_pair, trained, 
     assert g.tokens == ar.tokens
     assert all(it.draft_forwards == 0 for it in g.stats.iterations)  # the draft LM never runs
     assert max(it.tree_size for it in g.stats.iterations) > 5  # real trees were verified
+
+
+def test_graphs_run_the_block_drafter_as_replays_only(llama_pair, trained):
+    """On `engine: graphs` no matrix product runs outside a replay in a DDTree generation with
+    the trained drafter (bench/host_time.py EagerOps): its extends and block forwards are
+    graphs as the target's forwards are (20 uncaptured products per iteration before)."""
+    from bench.host_time import EagerOps
+
+    ids = llama_pair.target.tokenizer.encode("def add(a, b):\n    return")
+    params = {"drafter": "block", "checkpoint": trained["llama"], "B": 12, "L": 4}
+    generate(llama_pair, ids, "ddtree", 8, params=params, engine="graphs")  # captures
+    with EagerOps() as ops:
+        g = generate(llama_pair, ids, "ddtree", 24, params=params, engine="graphs")
+    its = len(g.stats.iterations)
+    assert ops.matmuls() == 0, ops.counts.most_common(8)
+    # per iteration: the target's verification, the drafter's extend and block forward
+    assert ops.counts["replays"] >= 3 * its
 
 
 def test_config_needs_checkpoint_with_block():

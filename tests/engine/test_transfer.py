@@ -14,7 +14,7 @@ ENGINE = Path(__file__).resolve().parents[2] / "engine"
 # the code every decoding iteration runs: model caches, draft trees, the decode loop, verifiers
 PER_ITERATION = [
     *(ENGINE / f for f in ("cache.py", "static_cache.py", "draft.py", "decode.py", "tree.py")),
-    *(ENGINE / f for f in ("chain_step.py", "dynatree_step.py")),
+    *(ENGINE / f for f in ("chain_step.py", "dynatree_step.py", "train/block_context.py")),
     *sorted((ENGINE / "drafters").glob("*.py")),
     *sorted((ENGINE / "verify").glob("*.py")),
 ]
