@@ -238,7 +238,7 @@ def generate(
     else:
         draft = DraftModel(pair.draft.model, dw, cached_model(pair.draft.model, engine, capacity))
     features = open_features(method, pair, target, engine)
-    taps = selector_taps(method, target, draft)
+    taps = selector_taps(method, target, draft, engine)
     try:
         with torch.inference_mode():  # once per generation, not per forward (engine/cache.py)
             return _generate(
@@ -249,7 +249,7 @@ def generate(
             taps.close()
 
 
-def selector_taps(method: Method, target: CachedModel, draft: DraftModel):
+def selector_taps(method: Method, target: CachedModel, draft: DraftModel, engine: str):
     """The NDE selector's taps (engine/select/taps.py) for `delayed` with `selector: nde`,
     with the draft set to re-feed the preceding token; None for every other method."""
     if getattr(method.cfg, "selector", "fixed") != "nde":
@@ -258,7 +258,7 @@ def selector_taps(method: Method, target: CachedModel, draft: DraftModel):
     from engine.select.taps import RootTaps
 
     draft.keep_prev = True
-    return RootTaps(target, draft.lm, load(method.cfg.selector_checkpoint))
+    return RootTaps(target, draft.lm, load(method.cfg.selector_checkpoint), engine)
 
 
 def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos, taps, features):

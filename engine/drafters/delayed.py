@@ -67,9 +67,6 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: DelayedConfig, gen: torch
 def choose(draft: TreeBuilder, state: DecodeState) -> dict[str, int]:
     """The NDE selector's action at this root: expand the root first (the draft forward that
     yields the draft-side features, engine/select/taps.py), then argmax pi(a | x)."""
-    from engine.select.nde import choose as argmax_action
-
     draft.expand([0])
-    taps = state.selector
-    K, L1, L2 = argmax_action(taps.trained, taps.features(state, taps.trained.latency))
+    K, L1, L2 = state.selector.choose(state)
     return {"K": K, "L1": L1, "L2": L2}

@@ -39,6 +39,7 @@ import torch
 from torch import nn
 
 from engine.profile import ForwardCurve
+from engine.transfer import to_device
 
 K_MAX, L1_MAX, L2_MAX = 4, 8, 8  # the paper's action space (Sec. 6)
 SCALARS = (
@@ -174,13 +175,14 @@ def root_features(
     top_p: float,
     latency: Latency,
 ) -> RootFeatures:
-    """The features of Appendix E at one root (distributions: softmax at temperature 1)."""
+    """The features of Appendix E at one root (distributions: softmax at temperature 1), on
+    the logits' device: no host read (the scalars the host knows are copied there)."""
     p_prev = torch.softmax(p_prev_logits.double(), -1)  # [V]
     q_prev = torch.softmax(q_prev_logits.double(), -1)  # [V]
     q_root = torch.softmax(q_root_logits.double(), -1)  # [V]
     n = min(p_prev.shape[-1], q_prev.shape[-1])  # target and draft vocabularies may differ in
     p_prev, q_prev = p_prev[:n], q_prev[:n]  # padding rows only (Qwen2.5 0.5B vs 1.5B)
-    scalars = torch.tensor(
+    measured = torch.stack(
         [
             entropy(p_prev),
             entropy(q_prev),
@@ -188,17 +190,12 @@ def root_features(
             kl(p_prev, q_prev),
             kl(q_prev, p_prev),
             l1(p_prev, q_prev),
-            float(context_length),
-            temperature,
-            top_p,
-            latency.t_q(context_length),
-            latency.t_p(context_length),
-        ],
-        dtype=torch.float64,
-    )
-    return RootFeatures(
-        h_prev_p.float().cpu(), h_prev_q.float().cpu(), h_cur_q.float().cpu(), scalars
-    )
+        ]
+    )  # [6] float64
+    given = [float(context_length), temperature, top_p]
+    given += [latency.t_q(context_length), latency.t_p(context_length)]
+    scalars = torch.cat([measured, to_device(given, measured.device, torch.float64)])  # [11]
+    return RootFeatures(h_prev_p.float(), h_prev_q.float(), h_cur_q.float(), scalars)
 
 
 # ---- the policy (Eq. 10) ---------------------------------------------------------------------
@@ -316,8 +313,15 @@ def _load(name: str, sha256: str) -> Trained:
     return Trained(build_net(state), acts, Latency.from_dict(state["latency"]))
 
 
+def best_action(net: Selector, h_prev_p, h_prev_q, h_cur_q, scalars) -> torch.Tensor:
+    """argmax_a pi(a | x) (Sec. 6, inference) of one root's features: the action's index, a
+    0-d tensor on the features' device (engine/select/taps.py reads it once per iteration)."""
+    return net(h_prev_p[None], h_prev_q[None], h_cur_q[None], scalars[None])[0].argmax()
+
+
 @torch.no_grad()
 def choose(trained: Trained, f: RootFeatures) -> tuple[int, int, int]:
-    """argmax_a pi(a | x) (Sec. 6, inference)."""
-    z = trained.net(f.h_prev_p[None], f.h_prev_q[None], f.h_cur_q[None], f.scalars[None])
-    return trained.actions[int(z[0].argmax())]
+    """The action argmax_a pi(a | x) of features f (any device: moved to the network's)."""
+    dev = next(trained.net.parameters()).device
+    fs = (f.h_prev_p, f.h_prev_q, f.h_cur_q, f.scalars)
+    return trained.actions[int(best_action(trained.net, *(x.to(dev) for x in fs)))]

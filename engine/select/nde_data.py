@@ -180,7 +180,7 @@ def collect(
                     ("scalars", f.scalars),
                     ("E", E),
                 ):
-                    rows[key].append(value)
+                    rows[key].append(value.cpu())
                 lengths.append(r + 1)
                 if progress:
                     progress(1)

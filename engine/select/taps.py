@@ -10,15 +10,25 @@ padded engines from inside the graph: a replayed CUDA graph runs no module hook)
   runs with `DraftModel.keep_prev` (engine/draft.py): the last committed token before the root
   is always re-fed as a pending token and its logits row kept, the "extra draft forward pass"
   of footnote 4 folded into the first forward as one more token.
+
+The features stay on the decoding device, and so does a copy of the trained selector
+(`choose`): its one host read per iteration is the chosen action, which the host needs to
+draft the tree. On the padded engines the selector network is replayed from a CUDA graph
+(engine/cuda_graphs.py), as the models' forwards are.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+
 import torch
 
 from engine.cache import CachedModel
+from engine.config import PADDED
+from engine.cuda_graphs import GraphedForward
 from engine.draft import DecodeState
-from engine.select.nde import Latency, RootFeatures, Trained, root_features
+from engine.select.nde import Latency, RootFeatures, Trained, best_action, root_features
 
 
 class RootTaps:
@@ -26,13 +36,30 @@ class RootTaps:
     preceding token."""
 
     def __init__(
-        self, target: CachedModel, draft: CachedModel, trained: Trained | None = None
+        self,
+        target: CachedModel,
+        draft: CachedModel,
+        trained: Trained | None = None,
+        engine: str = "eager",
     ) -> None:
         self.target, self.draft = target, draft
         target.tap = draft.tap = True
         self.h_target = target.model.config.hidden_size
         self.trained = trained  # the selector, when decoding with selector: nde
         self.prev: tuple[torch.Tensor, torch.Tensor] | None = None  # ([V] logits, [Hp] hidden)
+        if trained is not None:  # its network on the decoding device
+            net = copy.deepcopy(trained.net).to(target.device)
+            pick = functools.partial(best_action, net)
+            self._pick = GraphedForward(pick, target.device) if engine in PADDED else pick
+
+    def choose(self, state: DecodeState) -> tuple[int, int, int]:
+        """The trained selector's action (K, L1, L2) at this root (Sec. 6), read right after
+        the iteration's first draft forward, as `features`."""
+        f = self.features(state, self.trained.latency)
+        best = self._pick(
+            h_prev_p=f.h_prev_p, h_prev_q=f.h_prev_q, h_cur_q=f.h_cur_q, scalars=f.scalars
+        )
+        return self.trained.actions[int(best)]  # the host read of the choice
 
     def keep_target_row(self, row: int) -> None:
         """Keep row `row` of the target's last forward: the preceding token of the next root."""
@@ -49,7 +76,7 @@ class RootTaps:
         if self.prev is not None:
             p_prev, h_p_prev = self.prev
         else:  # no target row before the root: no divergence to report, zero hidden state
-            p_prev, h_p_prev = q_prev, torch.zeros(self.h_target)
+            p_prev, h_p_prev = q_prev, torch.zeros(self.h_target, device=q_prev.device)
         return root_features(
             p_prev,
             h_p_prev,

@@ -243,6 +243,36 @@ def test_root_features_are_the_same_on_every_engine(llama_pair, tiny_data, monke
                 torch.testing.assert_close(x, y, atol=1e-4, rtol=1e-4)
 
 
+def test_graphs_run_the_selector_as_a_replay(llama_pair, tiny_data, monkeypatch, tmp_path):
+    """On `engine: graphs` the selector network runs on the decoding device as a graph replay
+    (engine/select/taps.py): no matrix product outside replays (bench/host_time.py EagerOps;
+    its 6 layers ran uncaptured on the host before), and the action equals the network's on
+    the checkpoint's own CPU copy (engine/select/nde.py choose)."""
+    from bench.host_time import EagerOps
+    from engine.select import nde as nde_mod
+    from engine.select.taps import RootTaps
+
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path))
+    train("nde-tiny", tiny_data, TrainConfig(steps=3, batch_size=4), {})
+    params = {"selector": "nde", "selector_checkpoint": "nde-tiny"}
+    picked: list = []
+    choose = RootTaps.choose
+
+    def check(self, state):
+        action = choose(self, state)
+        want = nde_mod.choose(self.trained, self.features(state, self.trained.latency))
+        picked.append((action, want))
+        return action
+
+    with monkeypatch.context() as m:
+        m.setattr(RootTaps, "choose", check)
+        generate(llama_pair, [1, 2, 3, 4, 5], "delayed", 24, params=params, engine="graphs")
+    with EagerOps() as ops:
+        generate(llama_pair, [1, 2, 3, 4, 5], "delayed", 24, params=params, engine="graphs")
+    assert ops.matmuls() == 0, ops.counts.most_common(8)
+    assert len(picked) > 3 and all(a == w for a, w in picked)
+
+
 def forced(tiny_data, action) -> None:
     """Checkpoint 'nde-forced': a selector whose last layer picks `action` at every root."""
     train("nde-forced", tiny_data, TrainConfig(steps=1, batch_size=2), {})
