@@ -10,7 +10,8 @@
 # 1. exactness of every method on `engine: graphs`, both tiny families, fp32, with the device
 #    ops launched outside graph replays per iteration (bench/gpu_exact.py; since 2026-11-27 the
 #    257-row verifications of DynaTree and DDTree replay too), and with --learned the NDE
-#    selector and the block drafter, whose features the graphs now return (toy checkpoints)
+#    selector and the block drafter, whose features the graphs now return and whose own
+#    networks replay from graphs too (toy checkpoints)
 # 2. where a `graphs` step's GPU time goes: kernels per token of the 0.5B model
 #    (bench/gpu_trace.py), then the same on `compiled`
 # 3. bench/gpu.py on graphs, both pairs, every curve of both (the 7B target's and its padded
