@@ -264,25 +264,39 @@ def model_info(m: Any) -> dict[str, Any]:
     return info
 
 
+# tracked files a run may write that are not code: a SQLite database kept in the repository
+# (docs/repro/orch.db) changes with every trial run into it, and must not mark the code +dirty
+NOT_CODE = (":(exclude)*.db", ":(exclude)*.sqlite", ":(exclude)*.sqlite3")
+
+
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
     """The git commit of this checkout (+dirty), else the installed package version."""
-    root = Path(__file__).resolve().parents[1]
+    return git_version(Path(__file__).resolve().parents[1]) or installed_version()
+
+
+def git_version(root: Path) -> str | None:
+    """HEAD of the checkout at `root`, +dirty when a tracked file other than a database
+    (NOT_CODE) has uncommitted changes; None outside a git checkout."""
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
         ).stdout.strip()
-        if sha:
-            dirty = subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=root,
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout
-            return sha + ("+dirty" if dirty.strip() else "")
+        if not sha:
+            return None
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
+        return sha + ("+dirty" if dirty.strip() else "")
     except (OSError, subprocess.SubprocessError):
-        pass
+        return None
+
+
+def installed_version() -> str:
     try:
         from importlib.metadata import version
 
