@@ -11,11 +11,11 @@ On `engine: eager` and `fast` the block forward attends to the first `length` sl
 buffer), the same keys in the same order as training's block_loss. On the padded engines
 (`compiled`, `graphs`: engine/config.py PADDED) both of the drafter's per-iteration calls run
 with fixed shapes and are replayed from CUDA graphs (engine/cuda_graphs.py GraphedForward, on
-`compiled` too: the drafter is a few layers, where a graph removes the launches that dominate and
-compilation adds little):
+`compiled` too: a graph of the few layers' eager kernels removes their launches without a
+compilation):
 
 - `extend` of n committed tokens is padded to the static cache's size buckets
-  (engine/static_cache.py `bucket`); pad rows write zeros' keys/values past the length, where
+  (engine/static_cache.py `bucket`); pad rows (zero features) write past the length, where
   the next extend overwrites them;
 - the block forward attends to all `capacity` slots, those at or past the length masked, and
   reads the root token and the length from one small device tensor.
