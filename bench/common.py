@@ -1,6 +1,9 @@
-"""Shared helpers of the bench scripts: prompts as token ids, markdown tables."""
+"""Shared helpers of the bench scripts: prompts as token ids, markdown tables, JSON records."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 from engine.datasets import encode_prompt
 from engine.datasets import load_prompts as load_dataset
@@ -15,6 +18,12 @@ def load_prompts(
     return [
         encode_prompt(pair.target.tokenizer, p, prompt_tokens) for p in load_dataset(dataset, n=n)
     ]
+
+
+def write_record(path, record: dict) -> None:
+    """Write a bench's JSON record to `path`, making its folder."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(record, indent=1) + "\n")
 
 
 def markdown_table(rows: list[dict], columns: list[str]) -> str:

@@ -23,11 +23,10 @@ import argparse
 import json
 import statistics
 import sys
-from pathlib import Path
 
 import torch
 
-from bench.common import markdown_table
+from bench.common import markdown_table, write_record
 from engine.decode import generate
 from engine.models import load_pair
 from engine.sampling import Warp, warp
@@ -112,8 +111,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     report = run(args)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        write_record(args.out, report)
     cols = ["target_temperature", "method", "params", "tokens_per_iteration", "mean_tree_size"]
     print(markdown_table([{c: r[c] for c in cols} for r in report["rows"]], cols))
     print(

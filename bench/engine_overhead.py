@@ -14,7 +14,6 @@ forward, verification, bookkeeping).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
@@ -24,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import load_prompts  # noqa: E402
+from bench.common import load_prompts, write_record  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
 from engine.methods import method_params, resolve_method  # noqa: E402
@@ -134,8 +133,7 @@ def main() -> None:
     ap.add_argument("--out", default="bench/results/engine_overhead.json")
     args = ap.parse_args()
     result = run(args)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2))
+    write_record(args.out, result)
     print(
         f"{args.target} / {args.draft}, {result['n_prompts']} {args.dataset} prompts, "
         f"{args.max_new_tokens} new tokens, greedy, {result['device']} {result['dtype']}"

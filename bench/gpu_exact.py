@@ -38,7 +38,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import markdown_table  # noqa: E402
+from bench.common import markdown_table, write_record  # noqa: E402
 from bench.host_time import EagerOps, HostReads  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
@@ -169,8 +169,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     report = run(args)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        write_record(args.out, report)
     cols = ["family", "method", "engine", "equal", "tokens_per_iteration"]
     cols += [
         "reads_per_iteration",

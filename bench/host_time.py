@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 import time
 from collections import Counter
@@ -36,7 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import load_prompts, markdown_table  # noqa: E402
+from bench.common import load_prompts, markdown_table, write_record  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
 from engine import transfer  # noqa: E402
 from engine.cache import CachedModel  # noqa: E402
@@ -333,8 +332,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="bench/results/host_time.json")
     args = ap.parse_args(argv)
     result = run(args)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2))
+    write_record(args.out, result)
     print(
         f"{args.target} / {args.draft} {result['dtype']} on {result['device']}, "
         f"{result['n_prompts']} prompts x {args.max_new_tokens} tokens, greedy"

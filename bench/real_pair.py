@@ -13,7 +13,6 @@ autoregressive output (HF stops at EOS like we do).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import load_prompts  # noqa: E402
+from bench.common import load_prompts, write_record  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
 from bench.hf_contenders import stock_attention  # noqa: E402
 from engine.config import ENGINES  # noqa: E402
@@ -143,8 +142,7 @@ def main() -> None:
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
         "rows": rows,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2))
+    write_record(args.out, result)
     print(
         f"{args.target} / {args.draft} {result['dtype']}, {len(ids)} {args.dataset} prompts, "
         f"{args.max_new_tokens} new tokens, greedy"
