@@ -28,8 +28,6 @@ size Dh, L the block size, Q = 1 + L block rows.
 
 from __future__ import annotations
 
-import weakref
-
 import torch
 
 from engine.config import PADDED, ConfigError
@@ -140,15 +138,21 @@ class BlockContext:
         return self.head(out[0, 1:]).float()
 
 
-_OPEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # drafter -> {engine: context}
+# the current drafter and its context per engine path: one drafter at a time, as
+# block_drafter.cached_drafter keeps one (a context holds its drafter, so a weak mapping keyed
+# by the drafter would never let an earlier one go)
+_OPEN: dict = {"drafter": None, "contexts": {}}
 
 
 def block_context(drafter: BlockDrafter, target_model, engine: str) -> BlockContext:
-    """An empty BlockContext for one generation: one per drafter and engine path, reset, so that
-    its buffer is allocated, and its graphs captured, once per process, not per generation."""
-    per_drafter = _OPEN.setdefault(drafter, {})
-    if engine not in per_drafter:
-        per_drafter[engine] = BlockContext(drafter, target_model, engine)
-    ctx = per_drafter[engine]
+    """An empty BlockContext for one generation: one per engine path of the current drafter,
+    reset, so that its buffer is allocated, and its graphs captured, once per process, not per
+    generation."""
+    if _OPEN["drafter"] is not drafter:
+        _OPEN.update(drafter=drafter, contexts={})
+    contexts = _OPEN["contexts"]
+    if engine not in contexts:
+        contexts[engine] = BlockContext(drafter, target_model, engine)
+    ctx = contexts[engine]
     ctx.reset()
     return ctx

@@ -221,3 +221,24 @@ def test_config_needs_checkpoint_with_block():
     from engine.methods import method_params
 
     assert "checkpoint" not in method_params(resolve_method("ddtree", {}))
+
+
+def test_one_open_context_per_engine_and_only_the_current_drafters(llama_pair):
+    """block_context reuses a drafter's context per engine path (reset for each generation)
+    and lets an earlier drafter's contexts go when another drafter comes."""
+    import gc
+    import weakref
+
+    from engine.train.block_context import block_context
+
+    model = llama_pair.target.model
+    first = random_drafter(model)
+    ctx = block_context(first, model, "fast")
+    ctx.extend(torch.zeros(3, first.cfg.features))
+    assert block_context(first, model, "fast") is ctx and ctx.length == 0
+    assert block_context(first, model, "graphs") is not ctx
+    gone = weakref.ref(first)
+    del first, ctx
+    block_context(random_drafter(model), model, "fast")
+    gc.collect()
+    assert gone() is None
