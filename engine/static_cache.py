@@ -29,7 +29,6 @@ as on the eager path.
 from __future__ import annotations
 
 import time
-import weakref
 
 import torch
 
@@ -297,7 +296,11 @@ def _copy(x):
     return None if x is None else x.clone()
 
 
-_FAST: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {engine: cached}
+# the fast paths' cached models live on the model itself, {engine: StaticCachedModel}: a
+# reference cycle (each holds its model) that the garbage collector frees with the model. A
+# mapping keyed by the model, even a weak one, would keep every model a process ever decoded
+# with alive through its entry (a worker running several pairs' trials, one after another).
+_CACHED = "_orch_cached_models"
 
 
 def cached_model(model, engine: str = "eager", capacity: int = MIN_CAPACITY) -> CachedModel:
@@ -309,7 +312,7 @@ def cached_model(model, engine: str = "eager", capacity: int = MIN_CAPACITY) -> 
         return CachedModel(model)
     if engine not in ENGINES:
         raise ConfigError(f"engine: {engine!r} is not one of {', '.join(ENGINES)}")
-    per_model = _FAST.setdefault(model, {})
+    per_model = vars(model).setdefault(_CACHED, {})
     if engine not in per_model:
         per_model[engine] = StaticCachedModel(model, capacity, engine)
     lm = per_model[engine]
