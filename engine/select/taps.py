@@ -47,10 +47,8 @@ class RootTaps:
         self.h_target = target.model.config.hidden_size
         self.trained = trained  # the selector, when decoding with selector: nde
         self.prev: tuple[torch.Tensor, torch.Tensor] | None = None  # ([V] logits, [Hp] hidden)
-        if trained is not None:  # its network on the decoding device
-            net = copy.deepcopy(trained.net).to(target.device)
-            pick = functools.partial(best_action, net)
-            self._pick = GraphedForward(pick, target.device) if engine in PADDED else pick
+        if trained is not None:
+            self._pick = device_selector(trained, target.device, engine)
 
     def choose(self, state: DecodeState) -> tuple[int, int, int]:
         """The trained selector's action (K, L1, L2) at this root (Sec. 6), read right after
@@ -93,3 +91,20 @@ class RootTaps:
     def close(self) -> None:
         for lm in (self.target, self.draft):
             lm.tap, lm.tapped = False, None
+
+
+# the current selector's network per decoding device and engine path: one checkpoint at a time,
+# so that its device copy is made, and its graph captured, once per process, not per generation
+_PICKS: dict = {"trained": None, "picks": {}}
+
+
+def device_selector(trained: Trained, device: torch.device, engine: str):
+    """best_action over a copy of `trained`'s network on `device`, replayed from a CUDA graph
+    on the padded engines."""
+    if _PICKS["trained"] is not trained:
+        _PICKS.update(trained=trained, picks={})
+    picks = _PICKS["picks"]
+    if (device, engine) not in picks:
+        pick = functools.partial(best_action, copy.deepcopy(trained.net).to(device))
+        picks[device, engine] = GraphedForward(pick, device) if engine in PADDED else pick
+    return picks[device, engine]
