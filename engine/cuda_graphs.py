@@ -26,6 +26,12 @@ of the process.
 On a CPU there are no CUDA graphs: a "replay" calls the function again on the same static
 buffers, the data flow of a replay, so the CPU tests check the buffer handling, the keys and the
 padded shapes; the capture itself is checked on a GPU (bench/gpu_exact.py --engines graphs).
+With `TRACE_ON_CPU` set (the tests' `traced_graphs` fixture) a CPU "capture" records the
+function's aten ops with `make_fx` instead and a replay runs that record: like a CUDA graph it
+keeps every value the function read on the host at capture time (a cache length, a Python
+float), so a graphed function that depends on anything but its tensor inputs and settings
+decodes wrongly on the CPU too, and a host read inside it (`.item()`, `.tolist()`, `if t:`)
+is refused, as a CUDA capture refuses it.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+TRACE_ON_CPU = False  # CPU captures recorded with make_fx (see the module docstring)
 
 
 class GraphedForward:
@@ -48,6 +57,7 @@ class GraphedForward:
         self.graphs: dict[tuple, tuple[torch.cuda.CUDAGraph | None, dict, object]] = {}
         self.pool = None  # the first graph's memory pool, shared by the later ones (vLLM's scheme)
         self.captures = 0
+        self.traced = TRACE_ON_CPU  # the mode the graphs were made in (on a CPU, see above)
 
     def clear(self) -> None:
         """Drop every graph (a buffer they read or write was reallocated), and their pool."""
@@ -60,6 +70,9 @@ class GraphedForward:
         key = tuple(
             (k, tuple(v.shape), v.dtype) if k in tensors else (k, v) for k, v in inputs.items()
         )
+        if self.traced != TRACE_ON_CPU:  # the CPU stand-ins made in the other mode
+            self.clear()
+            self.traced = TRACE_ON_CPU
         if key not in self.graphs:
             self.graphs[key] = self._capture(tensors, settings)
             self.captures += 1
@@ -73,13 +86,15 @@ class GraphedForward:
         (bench/host_time.py EagerOps counts either as the one launch a replay is on a GPU)."""
         if graph is None:
             return self.fn(**static, **settings)
+        if isinstance(graph, torch.fx.GraphModule):  # TRACE_ON_CPU's record
+            return graph(*static.values())
         graph.replay()
         return out
 
     def _capture(self, inputs: dict, settings: dict):
         static = {k: v.clone() for k, v in inputs.items()}
         if self.device.type != "cuda":
-            return None, static, None
+            return (_trace(self.fn, static, settings) if TRACE_ON_CPU else None), static, None
         # one eager run on a side stream first (torch.cuda.graphs' recipe): lazy initialisation
         # (cuBLAS handles and workspaces) must not happen inside the capture. It writes the
         # keys/values of these inputs, which the replay that follows writes again.
@@ -94,3 +109,11 @@ class GraphedForward:
         if self.pool is None:
             self.pool = graph.pool()
         return graph, static, out
+
+
+def _trace(fn: Callable, static: dict, settings: dict) -> torch.fx.GraphModule:
+    """fn's aten ops on the static inputs, as a CUDA capture records its kernels: the CPU
+    stand-in of a capture under TRACE_ON_CPU. make_fx refuses a host read ("trying to get
+    value out of a tracing tensor"), as a capture does."""
+    names = list(static)
+    return make_fx(lambda *args: fn(**dict(zip(names, args)), **settings))(*static.values())

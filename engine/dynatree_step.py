@@ -22,12 +22,24 @@ with the verification result:
     read:    the node count, the target's argmaxes, the tree's tokens, parents and draft
              slots, in one `tolist`; the greedy walk (engine/verify/greedy.py) runs on the host
 
+Everything below the root (`grow`: the levels' draft forwards, the gates and the packing) is a
+function of device tensors and settings only: the root's cache slot, position and token and
+Phase 3's thresholds come in as one float64 tensor, each level's mask over all cache slots is
+built from the root's slot, and each level's rows go to the slots after the root's. On `engine:
+graphs` it is recorded whole, draft forwards included, as one CUDA graph per (config, d0, depth
+limit) and replayed (StaticCachedModel.graphed): an iteration launches the root's forward, that
+graph, the target's forward and a few copies (bench/gpu_exact.py, tiny llama pair: 24 device
+ops per iteration outside replays, where the tree building between per-level replays launched
+359). The draft's forward seconds then count the tree building recorded with its forwards.
+
 The tree is node for node the one the Python builder grows (same nodes, same BFS order), and
-the output is token for token autoregressive decoding (tests/engine/test_dynatree_step.py).
+the output is token for token autoregressive decoding (tests/engine/test_dynatree_step.py,
+on `graphs` also with the graph replayed from a make_fx record, which keeps any host value
+read at capture as a CUDA graph does).
 The price of the static shapes is padding: every level up to the depth limit is fed at its
 full width, also after the tree stopped growing, and the target verifies N_max + 1 rows. So
-it runs on `engine: compiled` and `graphs` only, whose forwards are graph replays padded to buckets
-anyway (each level's width one graph), where the saved host reads are what is left to save.
+it runs on `engine: compiled` and `graphs` only, whose forwards are graph replays anyway,
+where the saved host reads and launches are what is left to save.
 `engine: fast` keeps the Python builder, which feeds only the expandable nodes: on the CPU a
 forward's cost grows with its rows, and on an H100 with eager forwards (bench/gpu_exact.py,
 2026-11-26, tiny pairs, 2 prompts x 32 tokens) `engine: fast` with this step took 2.78 s
@@ -50,7 +62,7 @@ from engine.cache import sync
 from engine.draft import DecodeState, DraftModel
 from engine.drafters.dynatree import SAMPLING, DynaTreeConfig, adapted
 from engine.transfer import to_device
-from engine.tree import Tree, depth_from_parents
+from engine.tree import Tree, additive_mask, depth_from_parents
 from engine.verify import greedy
 from kernels.reference import ancestor_matrix
 
@@ -138,30 +150,54 @@ def _children(
     )
 
 
-def _feed(draft: DraftModel, level: Level, above: Fed, root_slot: int, position: int, b: int):
+def widths(cfg: DynaTreeConfig, max_depth: int) -> tuple[int, ...]:
+    """The rows of each fed level below the root, and last the unfed level's (Python ints:
+    the static shapes of one iteration, see the module docstring)."""
+    lift = 1 if cfg.variant == "paper" else 0
+    w = 1 if lift else min(cfg.B_max, cfg.N_max)  # level 1: u0 (l. 10), or the root's children
+    out = [w]
+    for _ in range(1, max_depth + lift):  # levels 1 .. max_depth - 1 + lift are fed
+        w = min(w * cfg.B_max, cfg.N_max)
+        out.append(w)
+    return tuple(out)
+
+
+def _feed(lm, level: Level, above: Fed, scalars, offset: int, depth: int, b: int) -> Fed:
     """One draft forward over a level's rows, each seeing the committed prefix, its ancestors
-    and itself (padding rows: their parent row's ancestors, seen by no node)."""
-    lm, dev = draft.lm, draft.lm.device
+    and itself (padding rows: their parent row's ancestors, seen by no node). The rows go to
+    the cache slots root + offset + i, and attend to all its slots: the mask [w, capacity] is
+    built from the root's slot, a device scalar, so a graph of it serves every iteration."""
+    dev = lm.device
     w = level.tok.shape[0]
-    anc = torch.cat([above.anc[level.par], _eye(w, dev)], 1)
-    visible = torch.cat([torch.ones(w, root_slot, dtype=torch.bool, device=dev), anc], 1)
-    slots = torch.arange(lm.length, lm.length + w, device=dev)  # [w]
-    positions = torch.full((w,), position, device=dev)
-    top_p, top_t = lm.forward(level.tok, positions, visible, top=b)  # [w, B] twice
+    root, position = scalars[0].long(), scalars[1].long() + depth  # [] each
+    anc = torch.cat([above.anc[level.par], _eye(w, dev)], 1)  # [w, S]: tree slots root first
+    rel = lm.slot_ids - root  # [capacity] each cache slot's tree slot (< 0: the prefix)
+    inside = (rel >= 0) & (rel < anc.shape[1])  # [capacity]
+    seen = (rel < 0) | (anc[:, rel.clamp(0, anc.shape[1] - 1)] & inside)  # [w, capacity]
+    slots = root + offset + _ranks(w, 1, w, dev)[2]  # [w]
+    (top_p, top_t), _ = lm.recorded_call(
+        input_ids=level.tok.view(1, w),
+        position_ids=position.expand(1, w),
+        mask=additive_mask(seen, lm.dtype)[None, None],
+        slots=slots,
+        top=b,
+    )  # [w, B] twice
     return Fed(level, anc, slots, top_p, top_t)
 
 
-def grow(draft: DraftModel, cfg: DynaTreeConfig, committed: list[int], state: DecodeState):
-    """The levels of this iteration's tree (Algorithm 1 on the device; the module docstring):
-    [Fed of each fed level] and the last, unfed level."""
-    lm, dev = draft.lm, draft.lm.device
-    d0, tau_h, tau_l = adapted(cfg, state)  # Phase 3 from the history: Python values
-    paper = cfg.variant == "paper"
-    lift = 1 if paper else 0  # the paper's depth d(u) of level l is l - lift (root u0 at l = 1)
-    max_depth = min(cfg.D_max if cfg.dynamic_depth else d0, state.remaining - lift)
+def grow(lm, scalars, top_p, top_t, *, cfg: DynaTreeConfig, d0: int, max_depth: int):
+    """Algorithm 1 below the root on the device (see the module docstring), from the root's
+    draft forward (top_p, top_t [1, B_max]) and scalars [5] float64 (the root's cache slot and
+    position, Phase 3's tau_h and tau_l, the root's token): the tree packed (pack), and its
+    ancestor matrix [N_max + 1, N_max + 1]. A function of its tensors and settings only, so
+    `engine: graphs` records it, every level's draft forward included, as one CUDA graph per
+    (cfg, d0, max_depth); on `engine: compiled` it runs eagerly, each level's forward the
+    compiled one (StaticCachedModel.recorded_call)."""
+    dev = top_p.device
+    lift = 1 if cfg.variant == "paper" else 0  # the paper's depth d(u) of level l is l - lift
     log_tau = math.log(cfg.tau) if cfg.tau > 0 else -math.inf
     log_stop, log_deep = math.log(cfg.rho_stop), math.log(cfg.rho_deep)
-    gates = (tau_h, tau_l, log_tau)
+    gates = (scalars[2], scalars[3], log_tau)
 
     def expandable(level: Level, d: int) -> torch.Tensor:  # Alg. 1 l. 14-25, [w] bool
         ok = level.valid & (level.lp >= log_tau)
@@ -173,34 +209,26 @@ def grow(draft: DraftModel, cfg: DynaTreeConfig, committed: list[int], state: De
                 ok &= level.lp >= log_deep
         return ok
 
-    # the root, fed with the committed tokens the draft has not seen yet (causal)
-    if lm.length > lm.committed:
-        lm.commit([])
-    positions = torch.arange(lm.committed, len(committed), device=dev)  # [n_p + 1]
-    pending = to_device(committed[lm.committed :], dev)  # [n_p + 1], the root last
-    top_p, top_t = lm.forward(pending, positions, keep=1, top=cfg.B_max)  # [1, B] twice
-    lm.committed = len(committed) - 1
-    root_slot = lm.committed
     one = torch.ones(1, dtype=torch.bool, device=dev)
     zero = torch.zeros(1, dtype=torch.long, device=dev)
-    root = Level(pending[-1:], torch.zeros(1, dtype=torch.float64, device=dev), one, zero)
-    fed = [Fed(root, one.view(1, 1), zero + root_slot, top_p, top_t)]
-    room = to_device(cfg.N_max, dev)  # [] drafted nodes the budget still allows
-    if paper:  # l. 10: the root u0 is the draft's top-1 token after the prefix
-        lp0 = top_p[:, 0].double().clamp_min(1e-30).log()
-        nxt = Level(top_t[:, 0], lp0, one, zero)
+    root_tok = scalars[4:].long()  # [1]
+    root = Level(root_tok, torch.zeros(1, dtype=torch.float64, device=dev), one, zero)
+    fed = [Fed(root, one.view(1, 1), scalars[:1].long(), top_p, top_t)]
+    room = torch.full((), cfg.N_max, device=dev)  # [] drafted nodes the budget still allows
+    sizes = widths(cfg, max_depth)
+    if lift:  # l. 10: the root u0 is the draft's top-1 token after the prefix
+        nxt = Level(top_t[:, 0], top_p[:, 0].double().clamp_min(1e-30).log(), one, zero)
     else:
-        width = min(top_p.shape[1], cfg.N_max)
-        nxt = _children(cfg, fed[0], expandable(root, 0), gates, width, room)
+        nxt = _children(cfg, fed[0], expandable(root, 0), gates, sizes[0], room)
     room = room - nxt.valid.sum()
-    level = 1
-    while level - lift < max_depth:  # level `level` may hold expandable nodes: feed it
-        fed.append(_feed(draft, nxt, fed[-1], root_slot, state.prefix_len + level, cfg.B_max))
-        width = min(nxt.tok.shape[0] * fed[-1].top_p.shape[1], cfg.N_max)
+    offset = 1  # the next free cache slot after the root's
+    for level, width in enumerate(sizes[1:], start=1):  # level `level` may hold expandable nodes
+        fed.append(_feed(lm, nxt, fed[-1], scalars, offset, level, cfg.B_max))
+        offset += nxt.tok.shape[0]
         nxt = _children(cfg, fed[-1], expandable(nxt, level - lift), gates, width, room)
         room = room - nxt.valid.sum()
-        level += 1
-    return fed, nxt
+    packed, n = pack(fed, nxt, cfg.N_max)  # [4, N_max + 1], []
+    return packed, n, ancestor_matrix(packed[1], check=False, height=len(fed))
 
 
 @functools.cache
@@ -221,10 +249,10 @@ def _layout(widths: tuple[int, ...], size: int, device: torch.device) -> tuple[t
 
 def pack(fed: list[Fed], last: Level, n_max: int):
     """The tree in BFS order, packed into N_max + 1 rows (node 0 the root, padding rows after
-    the nodes: token 0, children of the root, slot -1): (tokens, parents, depth, draft slots,
-    node count), all on the device. The levels are concatenated, their nodes first within each
-    level, so a node's packed row is the number of nodes before it: one cumulative sum and one
-    scatter for the whole tree."""
+    the nodes: token 0, children of the root, slot -1): [4, N_max + 1] its tokens, parents,
+    depths and draft slots, and its node count [], on the device. The levels are concatenated,
+    their nodes first within each level, so a node's packed row is the number of nodes before
+    it: one cumulative sum and one scatter for the whole tree."""
     levels = [f.level for f in fed] + [last]
     dev, size = last.tok.device, n_max + 1
     widths = tuple(lv.tok.shape[0] for lv in levels)
@@ -237,8 +265,7 @@ def pack(fed: list[Fed], last: Level, n_max: int):
     packed = blank.clone()
     dest = torch.where(valid, order - 1, size)  # [R]; size: the dump column
     packed.scatter_(1, dest.expand(4, -1), rows)
-    tokens, parents, depth, slots = packed[:, :size]
-    return tokens, parents, depth, slots, order[-1]
+    return packed[:, :size], order[-1]
 
 
 def dynatree_step(target, draft: DraftModel, cfg: DynaTreeConfig, committed: list[int], state):
@@ -248,14 +275,39 @@ def dynatree_step(target, draft: DraftModel, cfg: DynaTreeConfig, committed: lis
     lm = draft.lm
     before = forward_counters(target, lm)
     t0 = time.perf_counter()
-    fed, last = grow(draft, cfg, committed, state)
-    tokens, parents, depth, slots, n = pack(fed, last, cfg.N_max)  # [N_max + 1] each, []
-    sync(target.device)
+    d0, tau_h, tau_l = adapted(cfg, state)  # Phase 3 from the history: Python values
+    lift = 1 if cfg.variant == "paper" else 0
+    max_depth = min(cfg.D_max if cfg.dynamic_depth else d0, state.remaining - lift)
+    # the root, fed with the committed tokens the draft has not seen yet (causal)
+    if lm.length > lm.committed:
+        lm.commit([])
+    positions = torch.arange(lm.committed, len(committed), device=lm.device)  # [n_p + 1]
+    pending = to_device(committed[lm.committed :], lm.device)  # [n_p + 1], the root last
+    top_p, top_t = lm.forward(pending, positions, keep=1, top=cfg.B_max)  # [1, B_max] twice
+    lm.committed = root_slot = len(committed) - 1
+    sizes = widths(cfg, max_depth)
+    fed_rows = sum(sizes[:-1])  # the levels' draft forwards write these slots
+    lm.reserve(root_slot + 1 + fed_rows)
+    scalars = [root_slot, state.prefix_len, tau_h, tau_l, committed[-1]]  # exact in float64
+    scalars = to_device(scalars, lm.device, torch.float64)
+    sync(lm.device)
+    s0 = time.perf_counter()
+    run = functools.partial(grow, lm)
+    if lm.engine == "graphs":  # recorded whole, the levels' forwards included
+        run = lm.graphed("dynatree", run)
+    packed, n, tree_anc = run(
+        scalars=scalars, top_p=top_p, top_t=top_t, cfg=cfg, d0=d0, max_depth=max_depth
+    )
+    if lm.on_cuda:  # a graph's outputs live in memory its next replay overwrites: the Tree keeps
+        packed = packed.clone()
+    sync(lm.device)
     t1 = time.perf_counter()
+    lm.recorded(fed_rows, len(sizes) - 1, t1 - s0)  # the levels' forwards and the work between
+    tokens, parents, depth, slots = packed  # [N_max + 1] each
     visible = torch.cat(
         [
             torch.ones(tokens.shape[0], state.prefix_len, dtype=torch.bool, device=tokens.device),
-            ancestor_matrix(parents, check=False, height=len(fed)),
+            tree_anc,
         ],
         1,
     )  # [N_max + 1, prefix_len + N_max + 1]

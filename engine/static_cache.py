@@ -100,9 +100,11 @@ class StaticCachedModel(CachedModel):
         self._length = 0
         self._n = 0  # rows of the current forward before padding
         self._graph = False  # whether the current forward runs a graph (padded)
+        self.engine = engine
         self.compiled = engine in PADDED  # forwards padded to buckets and run as graphs
         self.cache = SlotCache(self._alloc(max(capacity, MIN_CAPACITY)))
         self._graph_call = None
+        self._graphed: dict[str, GraphedForward] = {}  # graphed(): other graphs over this cache
         if engine == "graphs":
             self._graph_call = GraphedForward(self._model_call, self.device)
         elif engine == "compiled":
@@ -153,6 +155,48 @@ class StaticCachedModel(CachedModel):
         self.cache.kv[..., : old.shape[4], :] = old
         if isinstance(self._graph_call, GraphedForward):
             self._graph_call.clear()
+        for graphed in self._graphed.values():
+            graphed.clear()
+
+    def reserve(self, slots: int) -> None:
+        """Grow the buffer to hold `slots` slots, if smaller (before a recorded step writes)."""
+        if slots > self._capacity:
+            self._grow(slots)
+
+    @property
+    def slot_ids(self) -> torch.Tensor:
+        """[capacity] long 0, 1, ...: each slot's index (a recorded step's masks and slots)."""
+        return self._slot_ids
+
+    def recorded_call(self, **kwargs):
+        """One forward inside a step that records this model's forwards with the work between
+        them (graphed(); engine/dynatree_step.py): `_model_call(**kwargs)` attending to all
+        `capacity` slots (kwargs' mask [1, 1, rows, capacity]), returning (head, extras). On
+        `engine: compiled` the compiled forward, each call a new step of its CUDA graphs (the
+        caller reads an output before the next call). The caller accounts for the slots it
+        wrote (`recorded`)."""
+        self._graph, self.cache.width = True, self._capacity
+        if self.engine != "compiled":
+            return self._model_call(**kwargs)
+        if self.on_cuda:
+            torch.compiler.cudagraph_mark_step_begin()
+        return self._graph_call(**kwargs)
+
+    def recorded(self, rows: int, calls: int, seconds: float) -> None:
+        """A recorded step wrote `rows` slots after the length in `calls` forwards, in
+        `seconds` (its work between the forwards included)."""
+        self._length += rows
+        self.forward_calls += calls
+        self.forward_tokens += rows
+        self.forward_seconds += seconds
+
+    def graphed(self, name: str, fn) -> GraphedForward:
+        """A GraphedForward of `fn` made once per model and name, for a step that records this
+        model's forwards (`_model_call`) with the work between them in one graph
+        (engine/dynatree_step.py); dropped with the model's own graphs when the cache grows."""
+        if name not in self._graphed:
+            self._graphed[name] = GraphedForward(fn, self.device)
+        return self._graphed[name]
 
     def _model_call(
         self,

@@ -154,11 +154,15 @@ def test_bad_flags_are_one_line(home):
         assert message in r.output and r.output.count("\n") == 1
 
 
-def test_engine_paths_give_the_eager_marginals_across_buffer_growth(llama_pair):
+@pytest.mark.parametrize("traced", [False, True])
+def test_engine_paths_give_the_eager_marginals_across_buffer_growth(llama_pair, traced, request):
     """The fast path's context (the same slots, unpadded) gives the eager marginals exactly;
     the padded one (extends padded to size buckets, the block attending to every slot with
     those past the length masked, both replayed) equal up to rounding, while its buffer grows
-    from 4 slots (its graphs captured again) over extends of 1..5 rows."""
+    from 4 slots (its graphs captured again) over extends of 1..5 rows. traced: the graphs
+    replayed from make_fx records, which keep the host values read at capture."""
+    if traced:
+        request.getfixturevalue("traced_graphs")
     model = llama_pair.target.model
     drafter = random_drafter(model)
     gen = torch.Generator().manual_seed(2)

@@ -1,6 +1,8 @@
 """`engine: graphs` (engine/cuda_graphs.py): the padded forwards through one set of static
 input buffers per graph key. On the CPU a replay re-runs the forward on those buffers (the data
-flow of a CUDA-graph replay); the capture itself is checked on a GPU (bench/gpu_exact.py)."""
+flow of a CUDA-graph replay), or with `traced_graphs` replays a make_fx record of it, which
+like a CUDA graph keeps the host values read at capture; the capture itself is checked on a
+GPU (bench/gpu_exact.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,17 @@ from tests.engine.test_fast_path import _tree_then_commit
 
 @pytest.mark.parametrize("method", list(DRAFTERS))
 def test_graphs_path_greedy_equals_autoregressive(tiny_pair, method):
+    _greedy_equals_autoregressive(tiny_pair, method)
+
+
+@pytest.mark.parametrize("method", list(DRAFTERS))
+def test_traced_graphs_greedy_equals_autoregressive(llama_pair, method, traced_graphs):
+    """Every graph replayed from its record: no method's graphed work reads or depends on a
+    host value (dynatree's whole tree growth is one graph, engine/dynatree_step.py)."""
+    _greedy_equals_autoregressive(llama_pair, method)
+
+
+def _greedy_equals_autoregressive(tiny_pair, method):
     accepted = 0
     for prompt, n in ((PROMPTS[0], 40), (PROMPTS[1], 37)):  # 37: a truncated last iteration
         ids = tiny_pair.target.tokenizer.encode(prompt)
@@ -26,6 +39,17 @@ def test_graphs_path_greedy_equals_autoregressive(tiny_pair, method):
         assert tuple(got.tokens) == reference(tiny_pair, prompt, n), (method, prompt)
         accepted += sum(s.accepted for s in got.stats.iterations)
     assert method == "autoregressive" or accepted > 0
+
+
+def test_a_traced_capture_keeps_host_values_and_refuses_host_reads(traced_graphs):
+    scale = [2.0]
+    graphed = GraphedForward(lambda x: x * scale[0], torch.device("cpu"))
+    assert graphed(x=torch.ones(2)).tolist() == [2.0, 2.0]
+    scale[0] = 3.0  # a host value read at capture stays in the record, as in a CUDA graph
+    assert graphed(x=torch.full((2,), 2.0)).tolist() == [4.0, 4.0]
+    reads = GraphedForward(lambda x: x * float(x.sum()), torch.device("cpu"))
+    with pytest.raises(RuntimeError, match="tracing tensor"):
+        reads(x=torch.ones(2))
 
 
 def test_one_graph_per_shape_and_head_with_inputs_copied_into_its_buffers():
@@ -109,6 +133,8 @@ def test_every_forward_of_a_graphs_generation_is_a_replay(llama_pair, method):
     its = len(got.stats.iterations)
     assert ops.matmuls() == 0, (method, ops.counts.most_common(8))
     forwards = sum(it.draft_forwards for it in got.stats.iterations) + its + 1  # + prefill
+    if method == "dynatree":  # the root's forward, then every level below it in one graph
+        forwards = 3 * its + 1
     assert ops.counts["replays"] >= forwards - 1  # the draft's prefill rides on its first step
 
 

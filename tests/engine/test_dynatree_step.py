@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from bench.host_time import HostReads
+from bench.host_time import EagerOps, HostReads
 from engine import dynatree_step
 from engine.decode import generate
 from tests.engine.drafters.test_greedy_golden import DYNATREE_SMALL as S
@@ -51,6 +51,32 @@ def test_static_growth_equals_the_python_builder(tiny_pair, params, monkeypatch)
         assert tuple(static.tokens) == reference(tiny_pair, prompt, n)
         assert static.tokens == python.tokens
         assert counters(static.stats) == counters(python.stats)
+
+
+@pytest.mark.parametrize("params", [CONFIGS[1], CONFIGS[-1]])
+def test_graphed_growth_equals_the_python_builder(llama_pair, params, traced_graphs):
+    """On `engine: graphs` the whole growth below the root (every level's draft forward and the
+    tree building between them) is one graph per setting, replayed here from its make_fx
+    record, which keeps any host value it read at capture: the trees, node for node, must
+    still be the Python builder's at every iteration, not only the output."""
+    for prompt in PROMPTS[:2]:
+        ids = llama_pair.target.tokenizer.encode(prompt)
+        python = generate(llama_pair, ids, "dynatree", 40, params=params, engine="fast")
+        graphed = generate(llama_pair, ids, "dynatree", 40, params=params, engine="graphs")
+        assert graphed.tokens == python.tokens
+        assert counters(graphed.stats) == counters(python.stats)
+
+
+def test_graphed_growth_launches_a_few_ops_per_iteration(llama_pair):
+    """Outside the graphs an iteration launches the root's and the target's input copies, the
+    verification mask and the read: 24 device ops per iteration here, where the levels' tree
+    building between graph replays launched 359 (bench/gpu_exact.py, docs/gpu.md)."""
+    ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
+    generate(llama_pair, ids, "dynatree", 32, engine="graphs")  # the captures
+    with EagerOps() as ops:
+        g = generate(llama_pair, ids, "dynatree", 32, engine="graphs")
+    assert ops.matmuls() == 0
+    assert ops.ops() / len(g.stats.iterations) < 40, ops.counts.most_common(8)
 
 
 def test_one_host_read_per_iteration(llama_pair, monkeypatch):

@@ -243,11 +243,14 @@ def test_root_features_are_the_same_on_every_engine(llama_pair, tiny_data, monke
                 torch.testing.assert_close(x, y, atol=1e-4, rtol=1e-4)
 
 
-def test_graphs_run_the_selector_as_a_replay(llama_pair, tiny_data, monkeypatch, tmp_path):
+def test_graphs_run_the_selector_as_a_replay(
+    llama_pair, tiny_data, monkeypatch, tmp_path, traced_graphs
+):
     """On `engine: graphs` the selector network runs on the decoding device as a graph replay
     (engine/select/taps.py): no matrix product outside replays (bench/host_time.py EagerOps;
     its 6 layers ran uncaptured on the host before), and the action equals the network's on
-    the checkpoint's own CPU copy (engine/select/nde.py choose)."""
+    the checkpoint's own CPU copy (engine/select/nde.py choose) at every root, with the graphs
+    replayed from make_fx records (traced_graphs: nothing read on the host at capture)."""
     from bench.host_time import EagerOps
     from engine.select import nde as nde_mod
     from engine.select.taps import RootTaps
