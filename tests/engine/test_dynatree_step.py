@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from bench.host_time import EagerOps, HostReads
-from engine import dynatree_step
+from engine import dynatree_step, static_tree
 from engine.decode import generate
 from tests.engine.drafters.test_greedy_golden import DYNATREE_SMALL as S
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
@@ -46,7 +46,7 @@ def test_static_growth_equals_the_python_builder(tiny_pair, params, monkeypatch)
         ids = tiny_pair.target.tokenizer.encode(prompt)
         python = generate(tiny_pair, ids, "dynatree", n, params=params, engine="fast")
         with monkeypatch.context() as m:
-            m.setattr(dynatree_step, "static_device", lambda target: True)
+            m.setattr(static_tree, "static_device", lambda target: True)
             static = generate(tiny_pair, ids, "dynatree", n, params=params, engine="fast")
         assert tuple(static.tokens) == reference(tiny_pair, prompt, n)
         assert static.tokens == python.tokens
@@ -80,7 +80,7 @@ def test_graphed_growth_launches_a_few_ops_per_iteration(llama_pair):
 
 
 def test_one_host_read_per_iteration(llama_pair, monkeypatch):
-    monkeypatch.setattr(dynatree_step, "static_device", lambda target: True)
+    monkeypatch.setattr(static_tree, "static_device", lambda target: True)
     ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
     reads = HostReads()
     with reads:
