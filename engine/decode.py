@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from engine import ar_step, chain_step, dynatree_step, fixed_tree_step
+from engine import ar_step, chain_step, dynatree_step, fixed_tree_step, specinfer_step
 from engine.cache import CachedModel, sync
 from engine.config import ConfigError
 from engine.draft import DecodeState, DraftModel
@@ -123,6 +123,8 @@ def decode_step(
         return dynatree_step.dynatree_step(target, draft, method.cfg, committed, state)
     if fixed_tree_step.applies(target, draft, method, state):  # greedy fixed tree, static shapes
         return fixed_tree_step.fixed_tree_step(target, draft, method.cfg, committed, state)
+    if specinfer_step.applies(target, draft, method, state):  # greedy SpecInfer, static shapes
+        return specinfer_step.specinfer_step(target, draft, method.cfg, committed, state)
     device = target.device
     lean = target.fast and method.verifier == "greedy"
     before = forward_counters(target, draft.lm)

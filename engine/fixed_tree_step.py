@@ -8,7 +8,7 @@ padding, whatever the draft says. Its children are chosen with tensor ops: the l
 candidates' path log-probabilities (float32, as the Python builder computes them), a stable
 descending sort (the Python builder's `sorted`, ties in index order), the first w_(l+1) kept
 in (parent, rank) order. The tree is node for node the Python builder's, and the output
-autoregressive decoding (tests/engine/test_fixed_tree_step.py).
+autoregressive decoding (tests/engine/test_static_trees.py).
 """
 
 from __future__ import annotations

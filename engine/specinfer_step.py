@@ -1,0 +1,76 @@
+"""SpecInfer's greedy expansion tree grown on the device with static shapes: one host read per
+iteration (engine/static_tree.py has the iteration, its graph and its price).
+
+At temperature 0 SpecInfer's tree (engine/drafters/specinfer.py, Miao et al. 2024, Sec. 3.1)
+gives every node at depth i - 1 its k_i most probable draft tokens: level i has
+k_1 * .. * k_i nodes whatever the draft says, so each level's children are a slice of the
+draft's top-k_i, in (parent, rank) order, with no selection at all. The tree is node for node
+the Python builder's and the output autoregressive decoding (tests/engine/test_static_trees.py).
+"""
+
+from __future__ import annotations
+
+from engine import static_tree
+from engine.draft import DecodeState, DraftModel
+from engine.drafters.specinfer import SAMPLING, SpecInferConfig
+from engine.static_tree import Fed, Level, feed, pack, ranks, root
+from kernels.reference import ancestor_matrix
+
+
+def applies(target, draft, method, state: DecodeState) -> bool:
+    """Whether `method`'s iteration runs here: greedy SpecInfer on a padded graph path, with a
+    draft vocabulary of at least max(k_i) tokens."""
+    return static_tree.applies(
+        target, draft, method, state, "specinfer"
+    ) and draft.lm.model.config.vocab_size >= max(method.cfg.widths)
+
+
+def _children(fed: Fed) -> Level:
+    """Every row's top-k children (k: the columns of its forward's top), in (parent, rank)
+    order."""
+    w, k = fed.top_t.shape
+    return Level(
+        tok=fed.top_t.flatten(),
+        lp=fed.top_p.flatten(),  # unused: the shape is static
+        valid=fed.level.valid.repeat_interleave(k),
+        par=ranks(w, k, w * k, fed.top_t.device)[1],
+    )
+
+
+def grow(lm, scalars, top_p, top_t, *, widths: tuple[int, ...]):
+    """The expansion tree <widths> below the root on the device, from the root's draft
+    forward (top_p, top_t [1, k_1]) and scalars [5] float64 (the root's cache slot, position
+    and token at 0, 1, 4): the tree packed (static_tree.pack) and its ancestor matrix. A
+    function of its tensors and settings only: one graph per widths."""
+    fed = [root(scalars, top_p, top_t)]
+    nxt = _children(fed[0])
+    offset = 1  # the next free cache slot after the root's
+    for depth, k in enumerate(widths[1:], start=1):
+        fed.append(feed(lm, nxt, fed[-1], scalars, offset, depth, k))
+        offset += nxt.tok.shape[0]
+        nxt = _children(fed[-1])
+    n_max = offset - 1 + nxt.tok.shape[0]  # every node drafted
+    packed, n = pack(fed, nxt, n_max)  # [4, n_max + 1], []
+    return packed, n, ancestor_matrix(packed[1], check=False, height=len(fed))
+
+
+def specinfer_step(target, draft: DraftModel, cfg: SpecInferConfig, committed: list[int], state):
+    """One iteration (engine/static_tree.py static_step); returns engine.decode.Step."""
+    widths = cfg.widths[: state.remaining]
+    sizes, w = [], 1
+    for k in widths:
+        w *= k
+        sizes.append(w)
+    return static_tree.static_step(
+        target,
+        draft,
+        committed,
+        state,
+        grow,
+        name="specinfer",
+        top=widths[0],
+        sizes=tuple(sizes),
+        gates=(0.0, 0.0),
+        sampling=SAMPLING.at(True),
+        widths=widths,
+    )

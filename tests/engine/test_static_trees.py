@@ -1,0 +1,74 @@
+"""Greedy trees of static shape grown on the device (engine/static_tree.py): the fixed tree
+(engine/fixed_tree_step.py) and SpecInfer's expansion tree (engine/specinfer_step.py). The same
+trees, node for node, as their Python builders (engine/drafters/), the same tokens as
+autoregressive decoding, one host read per iteration, and on `engine: graphs` the growth below
+the root replayed as one graph. DynaTree's step: tests/engine/test_dynatree_step.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.host_time import EagerOps, HostReads
+from engine import fixed_tree_step, static_tree
+from engine.decode import generate
+from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
+from tests.engine.test_dynatree_step import counters
+
+CASES = [
+    ("fixed_tree", {}),  # depth 4, branch 2, budget 32: 2 + 4 + 8 + 16 nodes
+    ("fixed_tree", {"depth": 3, "branch": 3, "budget": 10}),  # the budget cuts level 2 (9 -> 7)
+    ("fixed_tree", {"depth": 6, "branch": 2, "budget": 5}),  # the budget ends the tree at level 2
+    ("fixed_tree", {"depth": 1, "branch": 4, "budget": 8}),  # the root's children: no level fed
+    ("specinfer", {}),  # the 2-ary tree of depth 4
+    ("specinfer", {"expansion": [4, 1, 1, 1, 1, 1, 1, 1]}),  # the cross-model sweep's
+    ("specinfer", {"expansion": [1, 3, 2]}),
+]
+
+
+def test_fixed_tree_widths_follow_the_python_builders_budget():
+    cfg = fixed_tree_step.FixedTreeConfig
+    assert fixed_tree_step.widths(cfg(), 4) == (2, 4, 8, 16)
+    assert fixed_tree_step.widths(cfg(depth=3, branch=3, budget=10), 3) == (3, 7)
+    assert fixed_tree_step.widths(cfg(depth=6, branch=2, budget=5), 6) == (2, 3)
+    assert fixed_tree_step.widths(cfg(), 2) == (2, 4)  # the tokens left cut the depth
+
+
+@pytest.mark.parametrize(("method", "params"), CASES)
+def test_static_growth_equals_the_python_builder(tiny_pair, method, params, monkeypatch):
+    for j, prompt in enumerate(PROMPTS):
+        n = 40 if j != 1 else 29  # 29: the last iteration's tree is cut by the tokens left
+        ids = tiny_pair.target.tokenizer.encode(prompt)
+        python = generate(tiny_pair, ids, method, n, params=params, engine="fast")
+        with monkeypatch.context() as m:
+            m.setattr(static_tree, "static_device", lambda target: True)
+            static = generate(tiny_pair, ids, method, n, params=params, engine="fast")
+        assert tuple(static.tokens) == reference(tiny_pair, prompt, n)
+        assert static.tokens == python.tokens
+        assert counters(static.stats) == counters(python.stats)
+
+
+@pytest.mark.parametrize(("method", "params"), [CASES[0], CASES[1], CASES[5]])
+def test_graphed_growth_equals_the_python_builder(llama_pair, method, params, traced_graphs):
+    """On `engine: graphs`, replayed from its make_fx record (which keeps any host value read
+    at capture): the trees stay the Python builder's at every iteration."""
+    for prompt in PROMPTS[:2]:
+        ids = llama_pair.target.tokenizer.encode(prompt)
+        python = generate(llama_pair, ids, method, 40, params=params, engine="fast")
+        graphed = generate(llama_pair, ids, method, 40, params=params, engine="graphs")
+        assert graphed.tokens == python.tokens
+        assert counters(graphed.stats) == counters(python.stats)
+
+
+@pytest.mark.parametrize("method", ["fixed_tree", "specinfer"])
+def test_one_host_read_and_a_few_ops_per_iteration(llama_pair, method):
+    """One read (the verification result) per iteration, where the Python builders read once
+    per level, and a few device ops outside the graph replays (56-70 with the Python builders
+    on `graphs`, bench/gpu_exact.py)."""
+    ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
+    generate(llama_pair, ids, method, 32, engine="graphs")  # the captures
+    with HostReads() as reads, EagerOps() as ops:
+        g = generate(llama_pair, ids, method, 32, engine="graphs")
+    its = len(g.stats.iterations)
+    assert sum(reads.counts.values()) == its, reads.counts
+    assert ops.matmuls() == 0
+    assert ops.ops() / its < 40, ops.counts.most_common(8)
