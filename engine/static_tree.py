@@ -4,7 +4,8 @@ The general iteration (engine/decode.py `decode_step`) grows a tree in Python: e
 forward's top children come to the host, where the builder picks the next level, so an
 iteration reads the device once per level. Here a builder with static level widths (greedy
 DynaTree, engine/dynatree_step.py; the fixed tree, engine/fixed_tree_step.py; SpecInfer's
-expansion tree, engine/specinfer_step.py) grows the same tree with tensor ops, and the host learns it only with the verification result:
+expansion tree, engine/specinfer_step.py) grows the same tree with tensor ops, and the host
+learns it only with the verification result:
 
     level 0: the root, fed with the committed tokens the draft has not seen (causal), its
              top children the first level's candidates
