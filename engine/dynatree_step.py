@@ -29,7 +29,7 @@ import torch
 
 from engine import static_tree
 from engine.draft import DecodeState, DraftModel
-from engine.drafters.dynatree import SAMPLING, DynaTreeConfig, adapted
+from engine.drafters.dynatree import DynaTreeConfig, adapted
 from engine.static_tree import Fed, Level, feed, pack, ranks, root
 from kernels.reference import ancestor_matrix
 
@@ -137,7 +137,6 @@ def dynatree_step(target, draft: DraftModel, cfg: DynaTreeConfig, committed: lis
         top=cfg.B_max,
         sizes=widths(cfg, max_depth),
         gates=(tau_h, tau_l),
-        sampling=SAMPLING.at(True),
         cfg=cfg,
         d0=d0,
         max_depth=max_depth,

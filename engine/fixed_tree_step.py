@@ -17,7 +17,7 @@ import torch
 
 from engine import static_tree
 from engine.draft import DecodeState, DraftModel
-from engine.drafters.fixed_tree import SAMPLING, FixedTreeConfig
+from engine.drafters.fixed_tree import FixedTreeConfig
 from engine.static_tree import Fed, Level, feed, pack, root
 from kernels.reference import ancestor_matrix
 
@@ -88,8 +88,6 @@ def fixed_tree_step(target, draft: DraftModel, cfg: FixedTreeConfig, committed: 
         name="fixed_tree",
         top=cfg.branch,
         sizes=widths(cfg, levels),
-        gates=(0.0, 0.0),
-        sampling=SAMPLING.at(True),
         cfg=cfg,
         levels=levels,
     )

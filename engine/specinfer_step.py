@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from engine import static_tree
 from engine.draft import DecodeState, DraftModel
-from engine.drafters.specinfer import SAMPLING, SpecInferConfig
+from engine.drafters.specinfer import SpecInferConfig
 from engine.static_tree import Fed, Level, feed, pack, ranks, root
 from kernels.reference import ancestor_matrix
 
@@ -70,7 +70,5 @@ def specinfer_step(target, draft: DraftModel, cfg: SpecInferConfig, committed: l
         name="specinfer",
         top=widths[0],
         sizes=tuple(sizes),
-        gates=(0.0, 0.0),
-        sampling=SAMPLING.at(True),
         widths=widths,
     )

@@ -190,8 +190,7 @@ def static_step(
     name: str,
     top: int,
     sizes: tuple[int, ...],
-    gates: tuple[float, float],
-    sampling: str,
+    gates: tuple[float, float] = (0.0, 0.0),
     **settings,
 ):
     """One iteration (see the module docstring): `grow(lm, scalars, top_p, top_t, **settings)`
@@ -247,7 +246,7 @@ def static_step(
         tokens=tokens[:n],
         parents=parents[:n],
         depth=depth[:n],
-        sampling=sampling,
+        sampling="deterministic",  # greedy top-k children
         height=max(depth_from_parents(par_h)),
     )
     counts = host_counts(best_h, tok_h, par_h, accept)
