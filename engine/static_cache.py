@@ -170,7 +170,7 @@ class StaticCachedModel(CachedModel):
 
     def recorded_call(self, **kwargs):
         """One forward inside a step that records this model's forwards with the work between
-        them (graphed(); engine/dynatree_step.py): `_model_call(**kwargs)` attending to all
+        them (graphed(); engine/static_tree.py): `_model_call(**kwargs)` attending to all
         `capacity` slots (kwargs' mask [1, 1, rows, capacity]), returning (head, extras). On
         `engine: compiled` the compiled forward, each call a new step of its CUDA graphs (the
         caller reads an output before the next call). The caller accounts for the slots it
@@ -193,7 +193,7 @@ class StaticCachedModel(CachedModel):
     def graphed(self, name: str, fn) -> GraphedForward:
         """A GraphedForward of `fn` made once per model and name, for a step that records this
         model's forwards (`_model_call`) with the work between them in one graph
-        (engine/dynatree_step.py); dropped with the model's own graphs when the cache grows."""
+        (engine/static_tree.py); dropped with the model's own graphs when the cache grows."""
         if name not in self._graphed:
             self._graphed[name] = GraphedForward(fn, self.device)
         return self._graphed[name]
