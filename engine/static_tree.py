@@ -225,14 +225,14 @@ def static_step(
     sync(lm.device)
     t1 = time.perf_counter()
     lm.recorded(fed_rows, len(sizes) - 1, t1 - s0)  # the levels' forwards and the work between
-    tokens, parents, depth, slots = packed  # [N_max + 1] each
+    tokens, parents, depth, slots = packed  # [budget + 1] each
     visible = torch.cat(
         [
             torch.ones(tokens.shape[0], state.prefix_len, dtype=torch.bool, device=tokens.device),
             tree_anc,
         ],
         1,
-    )  # [N_max + 1, prefix_len + N_max + 1]
+    )  # [budget + 1, prefix_len + budget + 1]
     best = target.forward(tokens, state.prefix_len + depth, visible, parents, argmax=True)
     t2 = time.perf_counter()
     read = torch.cat([n.view(1), best, tokens, parents, slots]).tolist()  # the one host read
