@@ -5,7 +5,7 @@ outside graph replays. The CPU tests (tests/engine/test_fast_path.py,
 tests/engine/test_cuda_graphs.py) check the same on the CPU; this script runs the check where
 the CUDA-only code runs: the static chain step (engine/chain_step.py) takes over on CUDA on the
 fast path too, and the graphs and compiled paths capture CUDA graphs (on `graphs` also one per
-setting of greedy DynaTree's, the fixed tree's and SpecInfer's growth, engine/static_tree.py). Needs only torch and transformers (the tiny families are built locally), so the `device` tool's machine runs it:
+setting of the static greedy trees' growth, engine/static_tree.py). Needs only torch and transformers (the tiny families are built locally), so the `device` tool's machine runs it:
 
     device run: PYTHONUNBUFFERED=1 python3 bench/gpu_exact.py --out $OUT/gpu_exact.json
 

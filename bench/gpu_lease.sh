@@ -11,8 +11,9 @@
 #    ops launched outside graph replays per iteration (bench/gpu_exact.py; since 2026-11-27 the
 #    257-row verifications of DynaTree and DDTree replay too), and with --learned the NDE
 #    selector and the block drafter, whose features the graphs now return and whose own
-#    networks replay from graphs too (toy checkpoints); greedy DynaTree's, the fixed tree's
-#    and SpecInfer's growth below the root is one graph each since session 7
+#    networks replay from graphs too (toy checkpoints); greedy DynaTree's, the fixed tree's,
+#    SpecInfer's, the beam's and Sequoia's growth below the root is one graph each since
+#    session 7
 #    (engine/static_tree.py): their first real captures
 # 2. where a `graphs` step's GPU time goes: kernels per token of the 0.5B model
 #    (bench/gpu_trace.py), then the same on `compiled`

@@ -20,7 +20,15 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from engine import ar_step, chain_step, dynatree_step, fixed_tree_step, specinfer_step
+from engine import (
+    ar_step,
+    beam_step,
+    chain_step,
+    dynatree_step,
+    fixed_tree_step,
+    sequoia_step,
+    specinfer_step,
+)
 from engine.cache import CachedModel, sync
 from engine.config import ConfigError
 from engine.draft import DecodeState, DraftModel
@@ -125,6 +133,10 @@ def decode_step(
         return fixed_tree_step.fixed_tree_step(target, draft, method.cfg, committed, state)
     if specinfer_step.applies(target, draft, method, state):  # greedy SpecInfer, static shapes
         return specinfer_step.specinfer_step(target, draft, method.cfg, committed, state)
+    if beam_step.applies(target, draft, method, state):  # greedy EAGLE-2 beam, static shapes
+        return beam_step.beam_step(target, draft, method.cfg, committed, state)
+    if sequoia_step.applies(target, draft, method, state):  # greedy Sequoia, static shapes
+        return sequoia_step.sequoia_step(target, draft, method.cfg, committed, state)
     device = target.device
     lean = target.fast and method.verifier == "greedy"
     before = forward_counters(target, draft.lm)

@@ -4,8 +4,9 @@ The general iteration (engine/decode.py `decode_step`) grows a tree in Python: e
 forward's top children come to the host, where the builder picks the next level, so an
 iteration reads the device once per level. Here a builder with static level widths (greedy
 DynaTree, engine/dynatree_step.py; the fixed tree, engine/fixed_tree_step.py; SpecInfer's
-expansion tree, engine/specinfer_step.py) grows the same tree with tensor ops, and the host
-learns it only with the verification result:
+expansion tree, engine/specinfer_step.py; EAGLE-2's beam tree, engine/beam_step.py; Sequoia's,
+engine/sequoia_step.py) grows the same tree with tensor ops, and the host learns it only with
+the verification result:
 
     level 0: the root, fed with the committed tokens the draft has not seen (causal), its
              top children the first level's candidates
@@ -160,21 +161,26 @@ def _layout(widths: tuple[int, ...], size: int, device: torch.device) -> tuple[t
 
 
 def pack(fed: list[Fed], last: Level, n_max: int):
+    """pack_levels of the fed levels (their draft slots) and the last, unfed one."""
+    slots = [f.slots for f in fed] + [torch.full_like(last.par, -1)]
+    return pack_levels([f.level for f in fed] + [last], slots, n_max)
+
+
+def pack_levels(levels: list[Level], slots: list[torch.Tensor], n_max: int):
     """The tree in BFS order, packed into N_max + 1 rows (node 0 the root, padding rows after
     the nodes: token 0, children of the root, slot -1): [4, N_max + 1] its tokens, parents,
-    depths and draft slots, and its node count [], on the device. The levels are concatenated,
-    their nodes first within each level, so a node's packed row is the number of nodes before
-    it: one cumulative sum and one scatter for the whole tree."""
-    levels = [f.level for f in fed] + [last]
-    dev, size = last.tok.device, n_max + 1
+    depths and draft slots, and its node count [], on the device. levels: one per depth, the
+    root's first, each row's `par` a row of the level above; slots: per level [w] each row's
+    draft cache slot (-1: never fed). The levels are concatenated, so a node's packed row is
+    the number of nodes before it: one cumulative sum and one scatter for the whole tree."""
+    dev, size = levels[0].tok.device, n_max + 1
     widths = tuple(lv.tok.shape[0] for lv in levels)
     depth, above, first, blank = _layout(widths, size, dev)  # [R] each, [4, size + 1]
     valid = torch.cat([lv.valid for lv in levels])  # [R]
     order = valid.cumsum(0)  # [R] 1 + each node's packed row
     parents = order[torch.cat([lv.par for lv in levels]) + above] - first  # [R]
-    slots = torch.cat([f.slots for f in fed] + [torch.full_like(last.par, -1)])  # [R]
-    rows = torch.stack([torch.cat([lv.tok for lv in levels]), parents, depth, slots])  # [4, R]
-    packed = blank.clone()
+    rows = torch.stack([torch.cat([lv.tok for lv in levels]), parents, depth, torch.cat(slots)])
+    packed = blank.clone()  # [4, size + 1]
     dest = torch.where(valid, order - 1, size)  # [R]; size: the dump column
     packed.scatter_(1, dest.expand(4, -1), rows)
     return packed[:, :size], order[-1]

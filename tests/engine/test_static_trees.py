@@ -1,8 +1,9 @@
 """Greedy trees of static shape grown on the device (engine/static_tree.py): the fixed tree
-(engine/fixed_tree_step.py) and SpecInfer's expansion tree (engine/specinfer_step.py). The same
-trees, node for node, as their Python builders (engine/drafters/), the same tokens as
-autoregressive decoding, one host read per iteration, and on `engine: graphs` the growth below
-the root replayed as one graph. DynaTree's step: tests/engine/test_dynatree_step.py."""
+(engine/fixed_tree_step.py), SpecInfer's expansion tree (engine/specinfer_step.py), EAGLE-2's
+beam tree (engine/beam_step.py) and Sequoia's (engine/sequoia_step.py). The same trees, node
+for node, as their Python builders (engine/drafters/), the same tokens as autoregressive
+decoding, one host read per iteration, and on `engine: graphs` the growth below the root
+replayed as one graph. DynaTree's step: tests/engine/test_dynatree_step.py."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ CASES = [
     ("specinfer", {}),  # the 2-ary tree of depth 4
     ("specinfer", {"expansion": [4, 1, 1, 1, 1, 1, 1, 1]}),  # the cross-model sweep's
     ("specinfer", {"expansion": [1, 3, 2]}),
+    ("beam", {}),  # N 60, top_k 10, depth 7: the re-ranking keeps 60 of 640 candidates
+    ("beam", {"N": 12, "top_k": 3, "depth": 4}),  # deep candidates lose to shallow ones
+    ("beam", {"N": 50, "top_k": 2, "depth": 3}),  # N above the pool (10): every candidate
+    ("beam", {"N": 5, "top_k": 4, "depth": 1}),  # the root's children: no layer fed
+    ("sequoia", {}),  # budget 64 over the real pair's profile
+    ("sequoia", {"budget": 12, "max_depth": 3, "profile": [0.4, 0.3, 0.2]}),  # bushy, shallow
+    ("sequoia", {"budget": 6, "max_depth": 8, "profile": [0.9]}),  # a chain
 ]
 
 
@@ -47,7 +55,7 @@ def test_static_growth_equals_the_python_builder(tiny_pair, method, params, monk
         assert counters(static.stats) == counters(python.stats)
 
 
-@pytest.mark.parametrize(("method", "params"), [CASES[0], CASES[1], CASES[5]])
+@pytest.mark.parametrize(("method", "params"), [CASES[i] for i in (0, 1, 5, 8, 11, 12)])
 def test_graphed_growth_equals_the_python_builder(llama_pair, method, params, traced_graphs):
     """On `engine: graphs`, replayed from its make_fx record (which keeps any host value read
     at capture): the trees stay the Python builder's at every iteration."""
@@ -59,10 +67,10 @@ def test_graphed_growth_equals_the_python_builder(llama_pair, method, params, tr
         assert counters(graphed.stats) == counters(python.stats)
 
 
-@pytest.mark.parametrize("method", ["fixed_tree", "specinfer"])
+@pytest.mark.parametrize("method", ["fixed_tree", "specinfer", "beam", "sequoia"])
 def test_one_host_read_and_a_few_ops_per_iteration(llama_pair, method):
     """One read (the verification result) per iteration, where the Python builders read once
-    per level, and a few device ops outside the graph replays (56-70 with the Python builders
+    per level, and a few device ops outside the graph replays (56-114 with the Python builders
     on `graphs`, bench/gpu_exact.py)."""
     ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
     generate(llama_pair, ids, method, 32, engine="graphs")  # the captures

@@ -1,0 +1,114 @@
+"""Sequoia's greedy tree grown on the device with static shapes: one host read per iteration
+(engine/static_tree.py has the iteration, its graph and its price).
+
+Sequoia's tree (engine/drafters/sequoia.py, Chen et al. 2024, Sec. 3.1) is a static shape: the
+children count of every node, from the dynamic program over the acceptance profile. Greedy, the
+k-th child of a node is its draft's k-th most probable token, dropped with its subtree where
+that probability is 0 (a support exhausted). Here each depth's nodes with children are fed in
+one draft forward and the next depth's tokens are gathered from its top-k at index tensors
+made once per shape: the tree is node for node the Python builder's
+(tests/engine/test_static_trees.py).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from engine import static_tree
+from engine.draft import DecodeState, DraftModel
+from engine.drafters.sequoia import SequoiaConfig, optimal_shape
+from engine.static_tree import Level, feed, pack_levels, root
+from engine.transfer import to_device
+from kernels.reference import ancestor_matrix
+
+
+def applies(target, draft, method, state: DecodeState) -> bool:
+    """Whether `method`'s iteration runs here: greedy Sequoia on a padded graph path, with a
+    draft vocabulary of at least as many tokens as a node has children."""
+    cfg = method.cfg
+    return static_tree.applies(
+        target, draft, method, state, "sequoia"
+    ) and draft.lm.model.config.vocab_size >= max(
+        optimal_shape(cfg.profile, cfg.budget, cfg.max_depth)
+    )
+
+
+@functools.cache
+def plan(shape: tuple[int, ...], depth: int) -> tuple[tuple[tuple[int, ...], int, tuple], ...]:
+    """Per depth d whose layer has nodes with children, d < depth: (the layer's rows that have
+    children, in BFS order: the rows fed; the most children of one, the forward's top-k; per
+    node of layer d + 1, in BFS order, (its parent's index among the fed rows, its rank)).
+    Python tuples: the graph's static shapes."""
+    first = [1]  # BFS index of each shape node's first child
+    for c in shape[:-1]:
+        first.append(first[-1] + c)
+    layer, out = [0], []  # the shape nodes of depth d
+    while len(out) < depth:
+        rows = tuple(i for i, node in enumerate(layer) if shape[node] > 0)
+        if not rows:
+            break
+        kids = tuple((j, k) for j, i in enumerate(rows) for k in range(shape[layer[i]]))
+        out.append((rows, max(shape[layer[i]] for i in rows), kids))
+        layer = [first[layer[i]] + k for i in rows for k in range(shape[layer[i]])]
+    return tuple(out)
+
+
+@functools.cache
+def _index(values: tuple, device: torch.device) -> torch.Tensor:
+    """The index tensor of `values`, made once per shape and device: outside a graph's capture
+    (its first, eager run), where a copy from the host is no part of a CUDA graph."""
+    return to_device(list(values), device)
+
+
+def grow(lm, scalars, top_p, top_t, *, shape: tuple[int, ...], depth: int):
+    """Sequoia's greedy tree below the root on the device, from the root's draft forward
+    (top_p, top_t [1, shape[0]]) and scalars [5] float64 (the root's cache slot, position and
+    token at 0, 1, 4): the tree packed (static_tree.pack_levels) and its ancestor matrix. A
+    function of its tensors and settings only: one graph per (shape, depth)."""
+    dev = top_p.device
+    steps = plan(shape, depth)
+    fed = root(scalars, top_p, top_t)  # the fed rows of layer d (the root's layer first)
+    levels, slots = [fed.level], [fed.slots]  # per layer: its rows, their draft slots
+    offset = 1  # the next free cache slot after the root's
+    for d, (rows, _, kids) in enumerate(steps):
+        parent, rank = _index(tuple(zip(*kids)), dev)  # [m] each: index among fed rows, rank
+        q = fed.top_p[parent, rank]  # [m] the children's draft probabilities
+        layer = Level(
+            tok=fed.top_t[parent, rank],
+            lp=q,
+            valid=fed.level.valid[parent] & (q > 0),  # probability 0: the subtree is dropped
+            par=_index(rows, dev)[parent],  # [m] the parent's row in layer d
+        )
+        levels.append(layer)
+        if d + 1 == len(steps):  # the last layer: no forward
+            slots.append(torch.full_like(parent, -1))
+            break
+        nxt_rows, top, _ = steps[d + 1]
+        pick = _index(nxt_rows, dev)  # [w] this layer's rows that have children
+        fed_level = Level(layer.tok[pick], q[pick], layer.valid[pick], parent[pick])
+        fed = feed(lm, fed_level, fed, scalars, offset, d + 1, top)
+        offset += pick.shape[0]
+        slots.append(torch.full_like(parent, -1).scatter(0, pick, fed.slots))
+    packed, n = pack_levels(levels, slots, sum(len(step[2]) for step in steps))
+    return packed, n, ancestor_matrix(packed[1], check=False, height=len(steps))
+
+
+def sequoia_step(target, draft: DraftModel, cfg: SequoiaConfig, committed: list[int], state):
+    """One iteration (engine/static_tree.py static_step); returns engine.decode.Step."""
+    shape = optimal_shape(cfg.profile, cfg.budget, cfg.max_depth)
+    depth = min(state.remaining, len(plan(shape, cfg.max_depth)))  # a few graphs, not one a step
+    steps = plan(shape, depth)
+    return static_tree.static_step(
+        target,
+        draft,
+        committed,
+        state,
+        grow,
+        name="sequoia",
+        top=steps[0][1],
+        sizes=(*(len(step[0]) for step in steps[1:]), len(steps[-1][2])),  # fed, then the last
+        shape=shape,
+        depth=depth,
+    )
