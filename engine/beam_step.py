@@ -42,25 +42,25 @@ def grow(lm, scalars, top_p, top_t, *, cfg: BeamConfig, depth: int):
     0, 1, 4): the tree packed (static_tree.pack_levels, min(N, pool) + 1 rows) and its
     ancestor matrix. A function of its tensors and settings only: one graph per (cfg, depth)."""
     k, dev = cfg.top_k, top_p.device
-    fed = root(scalars, top_p, top_t)
+    fed = start = root(scalars, top_p, top_t)
+    every = torch.ones(k * k, dtype=torch.bool, device=dev)  # [k * k] valid rows (a view each)
     v = top_p.double().flatten()  # [k] V_n of pool layer 0, the root's children
-    pool = [Level(top_t.flatten(), v, v > -1, torch.zeros(k, dtype=torch.long, device=dev))]
-    slots = [fed.slots]  # per pool level: each row's draft slot (-1: not fed)
+    pool = [Level(top_t.flatten(), v, every[:k], torch.zeros(k, dtype=torch.long, device=dev))]
+    slots = [fed.slots]  # per tree level (the root's, then each pool layer's): draft slots
     for d in range(1, depth):
         layer = pool[-1]
         sel = _best(layer.lp, k)  # [k] the deepest layer's top_k, in pool order
-        level = Level(layer.tok[sel], layer.lp[sel], sel >= 0, sel // k)  # par: a fed row above
+        level = Level(layer.tok[sel], layer.lp[sel], every[:k], sel // k)  # par: a fed row above
         fed = feed(lm, level, fed, scalars, 1 + (d - 1) * k, d, k)  # their top_k children each
         slots.append(torch.full_like(layer.par, -1).scatter(0, sel, fed.slots))
         v = (level.lp[:, None] * fed.top_p.double()).flatten()  # [k * k] V_n
         par = sel[ranks(k, k, k * k, dev)[1]]  # [k * k] each child's row in `layer`
-        pool.append(Level(fed.top_t.flatten(), v, v > -1, par))
+        pool.append(Level(fed.top_t.flatten(), v, every, par))
     slots.append(torch.full_like(pool[-1].par, -1))  # the last pool layer is not fed
     keep = torch.zeros(sum(lv.tok.shape[0] for lv in pool), dtype=torch.bool, device=dev)
     keep[_best(torch.cat([lv.lp for lv in pool]), cfg.N)] = True  # the re-ranking
     cuts = keep.split([lv.tok.shape[0] for lv in pool])
-    levels = [root(scalars, top_p, top_t).level]
-    levels += [lv._replace(valid=kept) for lv, kept in zip(pool, cuts)]
+    levels = [start.level] + [lv._replace(valid=kept) for lv, kept in zip(pool, cuts)]
     packed, n = pack_levels(levels, slots, min(cfg.N, keep.shape[0]))  # [4, <= N + 1], []
     return packed, n, ancestor_matrix(packed[1], check=False, height=depth)
 
