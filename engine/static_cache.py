@@ -172,15 +172,16 @@ class StaticCachedModel(CachedModel):
         """One forward inside a step that records this model's forwards with the work between
         them (graphed(); engine/static_tree.py): `_model_call(**kwargs)` attending to all
         `capacity` slots (kwargs' mask [1, 1, rows, capacity]), returning (head, extras). On
-        `engine: compiled` the compiled forward, each call a new step of its CUDA graphs (the
-        caller reads an output before the next call). The caller accounts for the slots it
-        wrote (`recorded`)."""
+        `engine: compiled` the compiled forward, each call a new step of its CUDA graphs, its
+        outputs copied out (a caller may keep a view of one past the next call). The caller
+        accounts for the slots it wrote (`recorded`)."""
         self._graph, self.cache.width = True, self._capacity
         if self.engine != "compiled":
             return self._model_call(**kwargs)
-        if self.on_cuda:
-            torch.compiler.cudagraph_mark_step_begin()
-        return self._graph_call(**kwargs)
+        if not self.on_cuda:
+            return self._graph_call(**kwargs)
+        torch.compiler.cudagraph_mark_step_begin()
+        return _copy(self._graph_call(**kwargs))
 
     def recorded(self, rows: int, calls: int, seconds: float) -> None:
         """A recorded step wrote `rows` slots after the length in `calls` forwards, in
