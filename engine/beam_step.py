@@ -16,19 +16,10 @@ from __future__ import annotations
 import torch
 
 from engine import static_tree
-from engine.draft import DecodeState, DraftModel
+from engine.draft import DecodeState
 from engine.drafters.beam import BeamConfig
 from engine.static_tree import Level, feed, pack_levels, ranks, root
 from kernels.reference import ancestor_matrix
-
-
-def applies(target, draft, method, state: DecodeState) -> bool:
-    """Whether `method`'s iteration runs here: the greedy beam tree on a padded graph path,
-    with a draft vocabulary of at least top_k tokens."""
-    return (
-        static_tree.applies(target, draft, method, state, "beam")
-        and draft.lm.model.config.vocab_size >= method.cfg.top_k
-    )
 
 
 def _best(v: torch.Tensor, k: int) -> torch.Tensor:
@@ -65,19 +56,9 @@ def grow(lm, scalars, top_p, top_t, *, cfg: BeamConfig, depth: int):
     return packed, n, ancestor_matrix(packed[1], check=False, height=depth)
 
 
-def beam_step(target, draft: DraftModel, cfg: BeamConfig, committed: list[int], state):
-    """One iteration (engine/static_tree.py static_step); returns engine.decode.Step."""
-    depth = min(cfg.depth, state.remaining)
-    k = cfg.top_k
-    return static_tree.static_step(
-        target,
-        draft,
-        committed,
-        state,
-        grow,
-        name="beam",
-        top=k,
-        sizes=(k,) * (depth - 1) + (k * k if depth > 1 else k,),  # fed layers, the last pool
-        cfg=cfg,
-        depth=depth,
-    )
+def plan(cfg: BeamConfig, state: DecodeState) -> static_tree.Plan:
+    """This iteration's shapes: `depth` pool layers, or as many as the tokens left; the fed
+    layers have top_k rows, the last pool layer top_k^2 (top_k at depth 1)."""
+    depth, k = min(cfg.depth, state.remaining), cfg.top_k
+    sizes = (k,) * (depth - 1) + (k * k if depth > 1 else k,)
+    return static_tree.Plan(k, sizes, k, {"cfg": cfg, "depth": depth})

@@ -28,6 +28,7 @@ from engine import (
     fixed_tree_step,
     sequoia_step,
     specinfer_step,
+    static_tree,
 )
 from engine.cache import CachedModel, sync
 from engine.config import ConfigError
@@ -73,6 +74,17 @@ class Step:
     counts: torch.Tensor | tuple[int, int] | None = None
 
 
+# builders with a static-shape greedy iteration on the padded engines (engine/static_tree.py):
+# each module's plan(cfg, state) and grow(lm, scalars, top_p, top_t, **settings)
+STATIC_TREES = {
+    "dynatree": dynatree_step,
+    "fixed_tree": fixed_tree_step,
+    "specinfer": specinfer_step,
+    "beam": beam_step,
+    "sequoia": sequoia_step,
+}
+
+
 def forward_counters(target: CachedModel, lm: CachedModel) -> tuple[float, float, int, int]:
     """The draft's and the target's forward seconds, and the draft's forward calls and tokens,
     at the start of an iteration (make_step takes the differences)."""
@@ -91,7 +103,7 @@ def make_step(
 ) -> Step:
     """A Step from an iteration's clock readings (start, tree built, target forward done,
     verified) and its forward counters at the start (forward_counters); every iteration path
-    (decode_step, engine/chain_step.py, engine/dynatree_step.py) ends here."""
+    (decode_step, engine/chain_step.py, engine/static_tree.py) ends here."""
     t0, t1, t2, t3 = times
     draft_s0, target_s0, calls0, tokens0 = before
     return Step(
@@ -127,16 +139,13 @@ def decode_step(
         return ar_step.ar_step(target, draft, committed, state)
     if chain_step.applies(target, draft, method, state):  # greedy linear, kept on the device
         return chain_step.chain_step(target, draft, method.cfg.k, committed, state)
-    if dynatree_step.applies(target, draft, method, state):  # greedy DynaTree, static shapes
-        return dynatree_step.dynatree_step(target, draft, method.cfg, committed, state)
-    if fixed_tree_step.applies(target, draft, method, state):  # greedy fixed tree, static shapes
-        return fixed_tree_step.fixed_tree_step(target, draft, method.cfg, committed, state)
-    if specinfer_step.applies(target, draft, method, state):  # greedy SpecInfer, static shapes
-        return specinfer_step.specinfer_step(target, draft, method.cfg, committed, state)
-    if beam_step.applies(target, draft, method, state):  # greedy EAGLE-2 beam, static shapes
-        return beam_step.beam_step(target, draft, method.cfg, committed, state)
-    if sequoia_step.applies(target, draft, method, state):  # greedy Sequoia, static shapes
-        return sequoia_step.sequoia_step(target, draft, method.cfg, committed, state)
+    static = STATIC_TREES.get(method.name)  # greedy trees of static shape, grown on the device
+    if static is not None and static_tree.applies(target, draft, method, state):
+        plan = static.plan(method.cfg, state)
+        if plan is not None and plan.widest <= draft.lm.model.config.vocab_size:
+            return static_tree.static_step(
+                target, draft, committed, state, static.grow, plan, method.name
+            )
     device = target.device
     lean = target.fast and method.verifier == "greedy"
     before = forward_counters(target, draft.lm)

@@ -28,15 +28,10 @@ import math
 import torch
 
 from engine import static_tree
-from engine.draft import DecodeState, DraftModel
+from engine.draft import DecodeState
 from engine.drafters.dynatree import DynaTreeConfig, adapted
 from engine.static_tree import Fed, Level, feed, pack, ranks, root
 from kernels.reference import ancestor_matrix
-
-
-def applies(target, draft, method, state: DecodeState) -> bool:
-    """Whether `method`'s iteration runs here: greedy DynaTree on a padded graph path."""
-    return static_tree.applies(target, draft, method, state, "dynatree")
 
 
 def _children(
@@ -122,22 +117,12 @@ def grow(lm, scalars, top_p, top_t, *, cfg: DynaTreeConfig, d0: int, max_depth: 
     return packed, n, ancestor_matrix(packed[1], check=False, height=len(fed))
 
 
-def dynatree_step(target, draft: DraftModel, cfg: DynaTreeConfig, committed: list[int], state):
-    """One iteration (engine/static_tree.py static_step); returns engine.decode.Step."""
-    d0, tau_h, tau_l = adapted(cfg, state)  # Phase 3 from the history: Python values
+def plan(cfg: DynaTreeConfig, state: DecodeState) -> static_tree.Plan:
+    """This iteration's shapes: Phase 3 (history adaptation) sets d0, tau_h and tau_l on the
+    host; d0 and the depth limit are graph settings, tau_h and tau_l device scalars."""
+    d0, tau_h, tau_l = adapted(cfg, state)
     lift = 1 if cfg.variant == "paper" else 0
     max_depth = min(cfg.D_max if cfg.dynamic_depth else d0, state.remaining - lift)
-    return static_tree.static_step(
-        target,
-        draft,
-        committed,
-        state,
-        grow,
-        name="dynatree",
-        top=cfg.B_max,
-        sizes=widths(cfg, max_depth),
-        gates=(tau_h, tau_l),
-        cfg=cfg,
-        d0=d0,
-        max_depth=max_depth,
-    )
+    settings = {"cfg": cfg, "d0": d0, "max_depth": max_depth}
+    sizes = widths(cfg, max_depth)
+    return static_tree.Plan(cfg.B_max, sizes, cfg.B_max, settings, (tau_h, tau_l))

@@ -16,19 +16,10 @@ from __future__ import annotations
 import torch
 
 from engine import static_tree
-from engine.draft import DecodeState, DraftModel
+from engine.draft import DecodeState
 from engine.drafters.fixed_tree import FixedTreeConfig
 from engine.static_tree import Fed, Level, feed, pack, root
 from kernels.reference import ancestor_matrix
-
-
-def applies(target, draft, method, state: DecodeState) -> bool:
-    """Whether `method`'s iteration runs here: the greedy fixed tree on a padded graph path,
-    with a draft vocabulary of at least `branch` tokens (each node has `branch` children)."""
-    return (
-        static_tree.applies(target, draft, method, state, "fixed_tree")
-        and draft.lm.model.config.vocab_size >= method.cfg.branch
-    )
 
 
 def widths(cfg: FixedTreeConfig, levels: int) -> tuple[int, ...]:
@@ -76,18 +67,9 @@ def grow(lm, scalars, top_p, top_t, *, cfg: FixedTreeConfig, levels: int):
     return packed, n, ancestor_matrix(packed[1], check=False, height=len(fed))
 
 
-def fixed_tree_step(target, draft: DraftModel, cfg: FixedTreeConfig, committed: list[int], state):
-    """One iteration (engine/static_tree.py static_step); returns engine.decode.Step."""
+def plan(cfg: FixedTreeConfig, state: DecodeState) -> static_tree.Plan:
+    """This iteration's shapes: the tree `depth` deep, or as deep as the tokens left."""
     levels = min(cfg.depth, state.remaining)
-    return static_tree.static_step(
-        target,
-        draft,
-        committed,
-        state,
-        grow,
-        name="fixed_tree",
-        top=cfg.branch,
-        sizes=widths(cfg, levels),
-        cfg=cfg,
-        levels=levels,
+    return static_tree.Plan(
+        cfg.branch, widths(cfg, levels), cfg.branch, {"cfg": cfg, "levels": levels}
     )

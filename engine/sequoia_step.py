@@ -17,26 +17,15 @@ import functools
 import torch
 
 from engine import static_tree
-from engine.draft import DecodeState, DraftModel
+from engine.draft import DecodeState
 from engine.drafters.sequoia import SequoiaConfig, optimal_shape
 from engine.static_tree import Level, feed, pack_levels, root
 from engine.transfer import to_device
 from kernels.reference import ancestor_matrix
 
 
-def applies(target, draft, method, state: DecodeState) -> bool:
-    """Whether `method`'s iteration runs here: greedy Sequoia on a padded graph path, with a
-    draft vocabulary of at least as many tokens as a node has children."""
-    cfg = method.cfg
-    return static_tree.applies(
-        target, draft, method, state, "sequoia"
-    ) and draft.lm.model.config.vocab_size >= max(
-        optimal_shape(cfg.profile, cfg.budget, cfg.max_depth)
-    )
-
-
 @functools.cache
-def plan(shape: tuple[int, ...], depth: int) -> tuple[tuple[tuple[int, ...], int, tuple], ...]:
+def steps(shape: tuple[int, ...], depth: int) -> tuple[tuple[tuple[int, ...], int, tuple], ...]:
     """Per depth d whose layer has nodes with children, d < depth: (the layer's rows that have
     children, in BFS order: the rows fed; the most children of one, the forward's top-k; per
     node of layer d + 1, in BFS order, (its parent's index among the fed rows, its rank)).
@@ -68,11 +57,11 @@ def grow(lm, scalars, top_p, top_t, *, shape: tuple[int, ...], depth: int):
     token at 0, 1, 4): the tree packed (static_tree.pack_levels) and its ancestor matrix. A
     function of its tensors and settings only: one graph per (shape, depth)."""
     dev = top_p.device
-    steps = plan(shape, depth)
+    layers = steps(shape, depth)
     fed = root(scalars, top_p, top_t)  # the fed rows of layer d (the root's layer first)
     levels, slots = [fed.level], [fed.slots]  # per layer: its rows, their draft slots
     offset = 1  # the next free cache slot after the root's
-    for d, (rows, _, kids) in enumerate(steps):
+    for d, (rows, _, kids) in enumerate(layers):
         parent, rank = _index(tuple(zip(*kids)), dev)  # [m] each: index among fed rows, rank
         q = fed.top_p[parent, rank]  # [m] the children's draft probabilities
         layer = Level(
@@ -82,33 +71,28 @@ def grow(lm, scalars, top_p, top_t, *, shape: tuple[int, ...], depth: int):
             par=_index(rows, dev)[parent],  # [m] the parent's row in layer d
         )
         levels.append(layer)
-        if d + 1 == len(steps):  # the last layer: no forward
+        if d + 1 == len(layers):  # the last layer: no forward
             slots.append(torch.full_like(parent, -1))
             break
-        nxt_rows, top, _ = steps[d + 1]
+        nxt_rows, top, _ = layers[d + 1]
         pick = _index(nxt_rows, dev)  # [w] this layer's rows that have children
         fed_level = Level(layer.tok[pick], q[pick], layer.valid[pick], parent[pick])
         fed = feed(lm, fed_level, fed, scalars, offset, d + 1, top)
         offset += pick.shape[0]
         slots.append(torch.full_like(parent, -1).scatter(0, pick, fed.slots))
-    packed, n = pack_levels(levels, slots, sum(len(step[2]) for step in steps))
-    return packed, n, ancestor_matrix(packed[1], check=False, height=len(steps))
+    packed, n = pack_levels(levels, slots, sum(len(kids) for _, _, kids in layers))
+    return packed, n, ancestor_matrix(packed[1], check=False, height=len(layers))
 
 
-def sequoia_step(target, draft: DraftModel, cfg: SequoiaConfig, committed: list[int], state):
-    """One iteration (engine/static_tree.py static_step); returns engine.decode.Step."""
+def plan(cfg: SequoiaConfig, state: DecodeState) -> static_tree.Plan | None:
+    """This iteration's shapes: the optimal shape to its depth, or as deep as the tokens left
+    (a few graphs, not one per iteration); None for a shape without children (the Python
+    builder's root-only tree)."""
     shape = optimal_shape(cfg.profile, cfg.budget, cfg.max_depth)
-    depth = min(state.remaining, len(plan(shape, cfg.max_depth)))  # a few graphs, not one a step
-    steps = plan(shape, depth)
-    return static_tree.static_step(
-        target,
-        draft,
-        committed,
-        state,
-        grow,
-        name="sequoia",
-        top=steps[0][1],
-        sizes=(*(len(step[0]) for step in steps[1:]), len(steps[-1][2])),  # fed, then the last
-        shape=shape,
-        depth=depth,
-    )
+    depth = min(state.remaining, len(steps(shape, cfg.max_depth)))
+    if depth == 0:
+        return None
+    levels = steps(shape, depth)
+    sizes = (*(len(fed) for fed, _, _ in levels[1:]), len(levels[-1][2]))  # fed, then the last
+    widest = max(top for _, top, _ in levels)
+    return static_tree.Plan(levels[0][1], sizes, widest, {"shape": shape, "depth": depth})

@@ -10,19 +10,13 @@ the Python builder's and the output autoregressive decoding (tests/engine/test_s
 
 from __future__ import annotations
 
+import math
+
 from engine import static_tree
-from engine.draft import DecodeState, DraftModel
+from engine.draft import DecodeState
 from engine.drafters.specinfer import SpecInferConfig
 from engine.static_tree import Fed, Level, feed, pack, ranks, root
 from kernels.reference import ancestor_matrix
-
-
-def applies(target, draft, method, state: DecodeState) -> bool:
-    """Whether `method`'s iteration runs here: greedy SpecInfer on a padded graph path, with a
-    draft vocabulary of at least max(k_i) tokens."""
-    return static_tree.applies(
-        target, draft, method, state, "specinfer"
-    ) and draft.lm.model.config.vocab_size >= max(method.cfg.widths)
 
 
 def _children(fed: Fed) -> Level:
@@ -54,21 +48,8 @@ def grow(lm, scalars, top_p, top_t, *, widths: tuple[int, ...]):
     return packed, n, ancestor_matrix(packed[1], check=False, height=len(fed))
 
 
-def specinfer_step(target, draft: DraftModel, cfg: SpecInferConfig, committed: list[int], state):
-    """One iteration (engine/static_tree.py static_step); returns engine.decode.Step."""
+def plan(cfg: SpecInferConfig, state: DecodeState) -> static_tree.Plan:
+    """This iteration's shapes: <k_1, .., k_m> cut to the tokens left."""
     widths = cfg.widths[: state.remaining]
-    sizes, w = [], 1
-    for k in widths:
-        w *= k
-        sizes.append(w)
-    return static_tree.static_step(
-        target,
-        draft,
-        committed,
-        state,
-        grow,
-        name="specinfer",
-        top=widths[0],
-        sizes=tuple(sizes),
-        widths=widths,
-    )
+    sizes = tuple(math.prod(widths[: i + 1]) for i in range(len(widths)))
+    return static_tree.Plan(widths[0], sizes, max(widths), {"widths": widths})

@@ -5,8 +5,9 @@ forward's top children come to the host, where the builder picks the next level,
 iteration reads the device once per level. Here a builder with static level widths (greedy
 DynaTree, engine/dynatree_step.py; the fixed tree, engine/fixed_tree_step.py; SpecInfer's
 expansion tree, engine/specinfer_step.py; EAGLE-2's beam tree, engine/beam_step.py; Sequoia's,
-engine/sequoia_step.py) grows the same tree with tensor ops, and the host learns it only with
-the verification result:
+engine/sequoia_step.py; registered in engine/decode.py STATIC_TREES, each with `plan(cfg,
+state)`, this iteration's shapes, and `grow`) grows the same tree with tensor ops, and the host
+learns it only with the verification result:
 
     level 0: the root, fed with the committed tokens the draft has not seen (causal), its
              top children the first level's candidates
@@ -47,6 +48,7 @@ import functools
 import itertools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
@@ -58,12 +60,22 @@ from engine.tree import Tree, additive_mask, depth_from_parents
 from engine.verify import greedy
 
 
-def applies(target, draft, method, state: DecodeState, name: str) -> bool:
-    """Whether `method`'s iteration runs here: method `name`, greedy, with a draft model, on a
+@dataclass(frozen=True)
+class Plan:
+    """One iteration's static shapes, made on the host by a builder's `plan(cfg, state)`."""
+
+    top: int  # children asked of the root's draft forward
+    sizes: tuple[int, ...]  # rows of each fed level below the root, then of the last level
+    widest: int  # most children of one node: the draft's vocabulary must hold them
+    settings: dict = field(default_factory=dict)  # grow's keyword settings: a graph per value
+    gates: tuple[float, float] = (0.0, 0.0)  # two device scalars for grow (scalars[2:4])
+
+
+def applies(target, draft, method, state: DecodeState) -> bool:
+    """Whether a static builder's iteration can run here: greedy, with a draft model, on a
     padded graph path (static_device)."""
     return (
         target.fast
-        and method.name == name
         and method.verifier == "greedy"
         and state.draft_warp.greedy
         and isinstance(draft, DraftModel)
@@ -192,18 +204,14 @@ def static_step(
     committed: list[int],
     state: DecodeState,
     grow: Callable,
-    *,
+    plan: Plan,
     name: str,
-    top: int,
-    sizes: tuple[int, ...],
-    gates: tuple[float, float] = (0.0, 0.0),
-    **settings,
 ):
-    """One iteration (see the module docstring): `grow(lm, scalars, top_p, top_t, **settings)`
-    -> (packed [4, budget + 1], node count [], ancestor matrix) grows the tree below the root
-    from the root's forward (its `top` children), writing levels of `sizes` rows (all but the
-    last fed) to the draft cache; graphed on `engine: graphs` as `name`. Returns
-    engine.decode.Step."""
+    """One iteration (see the module docstring): `grow(lm, scalars, top_p, top_t,
+    **plan.settings)` -> (packed [4, budget + 1], node count [], ancestor matrix) grows the
+    tree below the root from the root's forward (its `plan.top` children), writing levels of
+    `plan.sizes` rows (all but the last fed) to the draft cache; graphed on `engine: graphs`
+    as `name`. Returns engine.decode.Step."""
     from engine.decode import forward_counters, host_counts, make_step
 
     lm = draft.lm
@@ -214,23 +222,23 @@ def static_step(
         lm.commit([])
     positions = torch.arange(lm.committed, len(committed), device=lm.device)  # [n_p + 1]
     pending = to_device(committed[lm.committed :], lm.device)  # [n_p + 1], the root last
-    top_p, top_t = lm.forward(pending, positions, keep=1, top=top)  # [1, top] twice
+    top_p, top_t = lm.forward(pending, positions, keep=1, top=plan.top)  # [1, top] twice
     lm.committed = root_slot = len(committed) - 1
-    fed_rows = sum(sizes[:-1])  # the levels' draft forwards write these slots
+    fed_rows = sum(plan.sizes[:-1])  # the levels' draft forwards write these slots
     lm.reserve(root_slot + 1 + fed_rows)
-    scalars = [root_slot, state.prefix_len, *gates, committed[-1]]  # exact in float64
+    scalars = [root_slot, state.prefix_len, *plan.gates, committed[-1]]  # exact in float64
     scalars = to_device(scalars, lm.device, torch.float64)
     sync(lm.device)
     s0 = time.perf_counter()
     run = functools.partial(grow, lm)
     if lm.engine == "graphs":  # recorded whole, the levels' forwards included
         run = lm.graphed(name, run)
-    packed, n, tree_anc = run(scalars=scalars, top_p=top_p, top_t=top_t, **settings)
+    packed, n, tree_anc = run(scalars=scalars, top_p=top_p, top_t=top_t, **plan.settings)
     if lm.on_cuda:  # a graph's outputs live in memory its next replay overwrites: the Tree keeps
         packed = packed.clone()
     sync(lm.device)
     t1 = time.perf_counter()
-    lm.recorded(fed_rows, len(sizes) - 1, t1 - s0)  # the levels' forwards and the work between
+    lm.recorded(fed_rows, len(plan.sizes) - 1, t1 - s0)  # the levels' forwards and the work between
     tokens, parents, depth, slots = packed  # [budget + 1] each
     visible = torch.cat(
         [

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from bench.host_time import EagerOps, HostReads
-from engine import dynatree_step, static_tree
+from engine import static_tree
 from engine.decode import generate
 from tests.engine.drafters.test_greedy_golden import DYNATREE_SMALL as S
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
@@ -91,9 +91,9 @@ def test_one_host_read_per_iteration(llama_pair, monkeypatch):
 
 def test_the_python_builder_runs_on_the_cpu_fast_path(llama_pair, monkeypatch):
     def fail(*a, **kw):
-        raise AssertionError("dynatree_step ran")
+        raise AssertionError("the static step ran")
 
-    monkeypatch.setattr(dynatree_step, "dynatree_step", fail)
+    monkeypatch.setattr(static_tree, "static_step", fail)
     ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
     generate(llama_pair, ids, "dynatree", 16, engine="fast")
     generate(llama_pair, ids, "dynatree", 16, engine="fast", temperature=1.0)
