@@ -48,8 +48,9 @@ def grow(lm, scalars, top_p, top_t, *, cfg: BeamConfig, depth: int):
         par = sel[ranks(k, k, k * k, dev)[1]]  # [k * k] each child's row in `layer`
         pool.append(Level(fed.top_t.flatten(), v, every, par))
     slots.append(torch.full_like(pool[-1].par, -1))  # the last pool layer is not fed
+    best = _best(torch.cat([lv.lp for lv in pool]), cfg.N)  # the re-ranking
     keep = torch.zeros(sum(lv.tok.shape[0] for lv in pool), dtype=torch.bool, device=dev)
-    keep[_best(torch.cat([lv.lp for lv in pool]), cfg.N)] = True  # the re-ranking
+    keep = keep.scatter(0, best, True)  # a scalar write: no host tensor inside a capture
     cuts = keep.split([lv.tok.shape[0] for lv in pool])
     levels = [start.level] + [lv._replace(valid=kept) for lv, kept in zip(pool, cuts)]
     packed, n = pack_levels(levels, slots, min(cfg.N, keep.shape[0]))  # [4, <= N + 1], []
