@@ -111,6 +111,23 @@ class GraphedForward:
         return graph, static, out
 
 
+class OneOwner:
+    """What a process keeps for one owner at a time (a trained drafter or selector): values made
+    once per key (an engine path, a device) with their buffers and graphs, dropped when another
+    owner comes. A weak mapping keyed by the owner would keep every owner alive, since the
+    values hold it."""
+
+    def __init__(self) -> None:
+        self.owner, self.values = None, {}
+
+    def get(self, owner, key, make: Callable):
+        if self.owner is not owner:
+            self.owner, self.values = owner, {}
+        if key not in self.values:
+            self.values[key] = make()
+        return self.values[key]
+
+
 def _trace(fn: Callable, static: dict, settings: dict) -> torch.fx.GraphModule:
     """fn's aten ops on the static inputs, as a CUDA capture records its kernels: the CPU
     stand-in of a capture under TRACE_ON_CPU. make_fx refuses a host read ("trying to get

@@ -26,7 +26,7 @@ import torch
 
 from engine.cache import CachedModel
 from engine.config import PADDED
-from engine.cuda_graphs import GraphedForward
+from engine.cuda_graphs import GraphedForward, OneOwner
 from engine.draft import DecodeState
 from engine.select.nde import Latency, RootFeatures, Trained, best_action, root_features
 
@@ -93,18 +93,17 @@ class RootTaps:
             lm.tap, lm.tapped = False, None
 
 
-# the current selector's network per decoding device and engine path: one checkpoint at a time,
-# so that its device copy is made, and its graph captured, once per process, not per generation
-_PICKS: dict = {"trained": None, "picks": {}}
+# the current selector's network per decoding device and engine path: its device copy made, and
+# its graph captured, once per process, not per generation
+_PICKS = OneOwner()
 
 
 def device_selector(trained: Trained, device: torch.device, engine: str):
     """best_action over a copy of `trained`'s network on `device`, replayed from a CUDA graph
     on the padded engines."""
-    if _PICKS["trained"] is not trained:
-        _PICKS.update(trained=trained, picks={})
-    picks = _PICKS["picks"]
-    if (device, engine) not in picks:
+
+    def make():
         pick = functools.partial(best_action, copy.deepcopy(trained.net).to(device))
-        picks[device, engine] = GraphedForward(pick, device) if engine in PADDED else pick
-    return picks[device, engine]
+        return GraphedForward(pick, device) if engine in PADDED else pick
+
+    return _PICKS.get(trained, (device, engine), make)

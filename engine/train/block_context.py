@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 
 from engine.config import PADDED, ConfigError
-from engine.cuda_graphs import GraphedForward
+from engine.cuda_graphs import GraphedForward, OneOwner
 from engine.sampling import warp
 from engine.static_cache import GRAPH_MAX, MIN_CAPACITY, bucket
 from engine.train.block_drafter import BlockDrafter, target_parts
@@ -138,21 +138,14 @@ class BlockContext:
         return self.head(out[0, 1:]).float()
 
 
-# the current drafter and its context per engine path: one drafter at a time, as
-# block_drafter.cached_drafter keeps one (a context holds its drafter, so a weak mapping keyed
-# by the drafter would never let an earlier one go)
-_OPEN: dict = {"drafter": None, "contexts": {}}
+# the current drafter's context per engine path (block_drafter.cached_drafter keeps one drafter)
+_OPEN = OneOwner()
 
 
 def block_context(drafter: BlockDrafter, target_model, engine: str) -> BlockContext:
     """An empty BlockContext for one generation: one per engine path of the current drafter,
     reset, so that its buffer is allocated, and its graphs captured, once per process, not per
     generation."""
-    if _OPEN["drafter"] is not drafter:
-        _OPEN.update(drafter=drafter, contexts={})
-    contexts = _OPEN["contexts"]
-    if engine not in contexts:
-        contexts[engine] = BlockContext(drafter, target_model, engine)
-    ctx = contexts[engine]
+    ctx = _OPEN.get(drafter, engine, lambda: BlockContext(drafter, target_model, engine))
     ctx.reset()
     return ctx
