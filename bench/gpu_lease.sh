@@ -13,12 +13,11 @@
 #    selector and the block drafter, whose features the graphs now return and whose own
 #    networks replay from graphs too (toy checkpoints); greedy DynaTree's, the fixed tree's,
 #    SpecInfer's, the beam's and Sequoia's growth below the root is one graph each since
-#    session 7
-#    (engine/static_tree.py): their first real captures
-# 2. where a `graphs` step's GPU time goes: kernels per token of the 0.5B model
-#    (bench/gpu_trace.py), then the same on `compiled`
-# 3. bench/gpu.py on graphs, both pairs, every curve of both (the 7B target's and its padded
+#    session 7 (engine/static_tree.py): their first real captures
+# 2. bench/gpu.py on graphs, both pairs, every curve of both (the 7B target's and its padded
 #    draft's were cut on 2026-11-27): host time per iteration, HF assisted, predictions
+# 3. where a `graphs` step's GPU time goes: kernels per token of the 0.5B model
+#    (bench/gpu_trace.py), then the same on `compiled`
 # 4. exactness on `engine: compiled` of DynaTree and DDTree (about 35 s of compilation a case)
 # Files under $OUT: exact_graphs.json, trace.json, gpu.json, gpu_profile.json,
 # exact_compiled.json and a log per step (8 files at most come back: the logs of steps 1 and 4
@@ -34,14 +33,14 @@ timeout 100 python3 bench/gpu_exact.py --engines graphs --learned --time-limit-s
     --out "$OUT/exact_graphs.json" >>"$OUT/exact.log" 2>&1
 echo "exact graphs: exit $?"; grep -v Warning "$OUT/exact.log" | tail -3
 
-timeout 150 python3 bench/gpu_trace.py --model qwen2.5-0.5b --engines graphs,compiled \
-    --out "$OUT/trace.json" >"$OUT/trace.log" 2>&1
-echo "trace: exit $?"; grep -v "USDT\|Warning" "$OUT/trace.log" | head -30
-
 timeout 230 python3 bench/gpu.py --engines graphs --pair-engine graphs --models '' \
     --pairs qwen2.5-7b/qwen2.5-0.5b,qwen2.5-1.5b/qwen2.5-0.5b --no-kernel \
     --time-limit-s 200 --out "$OUT/gpu.json" >"$OUT/gpu.log" 2>&1
 echo "gpu.py: exit $?"; grep -E "ms/token|ms/iteration|errors|error:" "$OUT/gpu.log" | tail -24
+
+timeout 150 python3 bench/gpu_trace.py --model qwen2.5-0.5b --engines graphs,compiled \
+    --out "$OUT/trace.json" >"$OUT/trace.log" 2>&1
+echo "trace: exit $?"; grep -v "USDT\|Warning" "$OUT/trace.log" | head -30
 
 timeout 90 python3 bench/gpu_exact.py --engines compiled --families llama \
     --compiled-methods dynatree,ddtree --time-limit-s 60 \
