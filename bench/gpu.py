@@ -169,6 +169,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--methods", default=None, help="methods to run (default: the record's)")
     ap.add_argument("--time-limit-s", type=float, default=480.0, help="see the docstring")
     ap.add_argument("--no-kernel", action="store_true", help="skip the tree-attention kernel")
+    ap.add_argument(
+        "--no-hf", action="store_true", help="skip HF greedy and assisted (measured before)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--from-report",
@@ -362,7 +365,9 @@ def main(argv=None) -> int:
             continue
         entry = model_entry(name, model)
         entry["autoregressive"].update(
-            ar_section(name, model, args, first, True, entry["floor_ms_per_token"], budget, log)
+            ar_section(
+                name, model, args, first, not args.no_hf, entry["floor_ms_per_token"], budget, log
+            )
         )
         for engine in ("fast", "graphs"):
             if engine in args.engines:

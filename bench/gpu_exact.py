@@ -39,7 +39,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import markdown_table, write_record  # noqa: E402
-from bench.host_time import EagerOps, HostReads  # noqa: E402
+from bench.host_time import EagerOps, HostReads, Synchronisations  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
 from engine.models import load_pair  # noqa: E402
@@ -97,13 +97,15 @@ def learned_cases(pair, family: str) -> list[tuple[str, str, dict]]:
 
 
 def host_work(pair, ids, method, n, engine, params=None) -> dict:
-    """Per iteration: host reads (HostReads), device ops launched outside graph replays and
-    the matrix products among them (EagerOps: on `graphs`, a model forward run uncaptured)."""
-    with HostReads() as reads, EagerOps() as ops:
+    """Per iteration: host reads (HostReads), explicit waits for the device
+    (Synchronisations), device ops launched outside graph replays and the matrix products
+    among them (EagerOps: on `graphs`, a model forward run uncaptured)."""
+    with HostReads() as reads, EagerOps() as ops, Synchronisations() as syncs:
         g = generate(pair, ids, method, n, engine=engine, params=params)
     its = max(1, len(g.stats.iterations))
     return {
         "reads_per_iteration": sum(reads.counts.values()) / its,
+        "synchronisations_per_iteration": syncs.calls / its,
         "ops_per_iteration": ops.ops() / its,
         "matmuls_per_iteration": ops.matmuls() / its,
     }
@@ -173,6 +175,7 @@ def main(argv=None) -> int:
     cols = ["family", "method", "engine", "equal", "tokens_per_iteration"]
     cols += [
         "reads_per_iteration",
+        "synchronisations_per_iteration",
         "ops_per_iteration",
         "matmuls_per_iteration",
         "seconds",

@@ -21,19 +21,20 @@ def markdown(report: dict) -> str:
         "Autoregressive decoding, ms per token (x bandwidth floor; goal on a GPU <= 1.25x):",
         "",
         "| model | params | floor | ours eager | ours fast | ours graphs | ours compiled "
-        "| HF greedy | host share (fast) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| HF greedy | host share (fast) | graphs, synchronised timing |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, m in report["models"].items():
         a = m["autoregressive"]
         share = a.get("ours_fast", {}).get("host_share")
+        synced = ms_cell(a.get("ours_graphs"), "ms_per_token_synchronised")
         lines.append(
             f"| {name} | {m['params'] / 1e6:.1f} M | {m['floor_ms_per_token']:.3f} | "
             + " | ".join(
                 ms_cell(a.get(f"ours_{k}" if k != "hf_greedy" else k))
                 for k in ("eager", "fast", "graphs", "compiled", "hf_greedy")
             )
-            + f" | {'-' if share is None else f'{share:.1%}'} |"
+            + f" | {'-' if share is None else f'{share:.1%}'} | {synced} |"
         )
     lines += [
         "",
@@ -50,13 +51,16 @@ def markdown(report: dict) -> str:
             "",
             f"Pair {pname}, random weights, engine {engine}: host time per iteration (goal on a GPU <= 10%):",
             "",
-            "| method | tree size | draft forwards | iteration ms | host ms | host share |",
-            "|---|---:|---:|---:|---:|---:|",
+            "| method | tree size | draft forwards | iteration ms | host ms | host share "
+            "| iteration ms, synchronised timing |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for t, r in p["methods"].items():
+            synced = ms_cell(r.get("synchronised"), "iteration_ms")
             lines.append(
                 f"| {t} | {r['mean_tree_size']:.1f} | {r['draft_forwards_per_iteration']:.1f} "
-                f"| {r['iteration_ms']:.3f} | {r['host_ms_per_iteration']:.3f} | {r['host_share']:.1%} |"
+                f"| {r['iteration_ms']:.3f} | {r['host_ms_per_iteration']:.3f} | {r['host_share']:.1%} "
+                f"| {synced} |"
             )
         hf = p["hf_assisted"]
         shipped, const = hf.get("as_shipped"), hf.get("constant_k")

@@ -21,6 +21,7 @@ from bench.gpu_predict import linear_tau, method_texts  # noqa: E402
 from bench.gpu_report import ms_cell  # noqa: E402
 from bench.host_time import host_seconds  # noqa: E402
 from bench.tree_attention import time_ms  # noqa: E402
+from engine.clock import synchronised  # noqa: E402
 from engine.config import PADDED, ConfigError  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
@@ -177,6 +178,14 @@ def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float,
             "host_ms_per_iteration": split["host_ms_per_iteration"],
             "host_share": split["host_share"],
         }
+        with synchronised():  # the same runs timed as before session 8 (engine/clock.py)
+            synced = [
+                generate(pair, prompt, "autoregressive", args.new_tokens, engine=engine).stats
+                for _ in range(args.repeats)
+            ]
+        out["ms_per_token_synchronised"] = 1e3 * statistics.median(
+            s.summary()["tpot_s"] for s in synced
+        )
         if engine == "graphs" and model.device.type == "cuda":
             out["replay_ms"] = replay_ms(cached_model(model, engine), args.repeats)
         return out
@@ -263,13 +272,26 @@ def pair_section(name, target, draft, args, record, budget, log) -> dict:
 
         def host(method=method):
             stats = ours(pair, prompt, method, args.method_tokens, args.pair_engine, 1)
-            return {"engine": args.pair_engine, **iteration_split(stats)}
+            with synchronised():  # the same generation timed as before session 8: the baseline
+                synced = generate(pair, prompt, method, args.method_tokens, engine=args.pair_engine)
+            split = iteration_split(stats)
+            return {
+                "engine": args.pair_engine,
+                **split,
+                "synchronised": iteration_split([synced.stats]),
+            }
 
         row = budget.run(f"{name} {text} host overhead", host)
         if row:
             out["methods"][text] = row
             ms, share = row["host_ms_per_iteration"], row["host_share"]
-            log(f"  {name}: {text} host {ms:.3f} ms/iteration ({share:.1%})")
+            before = row["synchronised"]["iteration_ms"]
+            log(
+                f"  {name}: {text} host {ms:.3f} ms/iteration ({share:.1%}); iteration "
+                f"{row['iteration_ms']:.3f} ms, synchronised timing {before:.3f} ms"
+            )
+    if args.no_hf:
+        return out
     x = torch.tensor([prompt], device=target.device)
     m1, m2 = max(2, args.new_tokens // 4), args.new_tokens
     hf = budget.run(

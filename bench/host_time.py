@@ -109,6 +109,31 @@ class EagerOps(TorchDispatchMode):
         return sum(self.counts[k] for k in MATMULS)
 
 
+class Synchronisations:
+    """Counts the explicit waits for the device: `torch.cuda.synchronize` and CUDA events'
+    `synchronize` (a read's wait, HostReads, comes on top). None happen on a CPU. Before
+    2026-11-27's session 8 every forward on CUDA synchronised twice to time itself; now the
+    generation's clock waits once, at its end (engine/clock.py)."""
+
+    def __enter__(self):
+        self.calls = 0
+        self._saved = torch.cuda.synchronize, torch.cuda.Event.synchronize
+
+        def counted(fn):
+            def run(*args, **kwargs):
+                self.calls += 1
+                return fn(*args, **kwargs)
+
+            return run
+
+        torch.cuda.synchronize = counted(self._saved[0])
+        torch.cuda.Event.synchronize = counted(self._saved[1])
+        return self
+
+    def __exit__(self, *exc):
+        torch.cuda.synchronize, torch.cuda.Event.synchronize = self._saved
+
+
 class HostReads(TorchFunctionMode):
     """Counts reads of tensor values by Python (each a host synchronisation on a GPU).
 

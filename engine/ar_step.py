@@ -13,8 +13,6 @@ token is what a GPU run sees. Output is token for token the general path's
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from engine.cache import CachedModel
@@ -37,16 +35,17 @@ def ar_step(target: CachedModel, draft, committed: list[int], state: DecodeState
 
     device = target.device
     before = forward_counters(target, draft.lm)
-    t0 = time.perf_counter()
+    clock = target.clock
+    t0 = clock.stamp()
     root = to_device(committed[-1:], device)  # [1]
     position = torch.full((1,), state.prefix_len, dtype=torch.long, device=device)  # [1]
-    t1 = time.perf_counter()
+    t1 = clock.stamp()
     best = target.step(root, position, argmax=True)  # [1] the target's next token
-    t2 = time.perf_counter()
+    t2 = clock.stamp()
     token = best.tolist()[0]  # the one host read
     zero = torch.zeros(1, dtype=torch.long, device=device)
     tree = Tree(root, zero - 1, zero, sampling="deterministic", height=0)
     counts = (0, 0)  # no drafted node
-    t3 = time.perf_counter()
+    t3 = clock.stamp()
     accept = Accept(path=[], token=token)
     return make_step(target, draft.lm, before, (t0, t1, t2, t3), tree, accept, [token], counts)

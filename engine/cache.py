@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import time
 
 import torch
 
+from engine.clock import Clock
 from engine.sampling import top_probs, top_token
 from engine.transfer import to_device
 from engine.tree import additive_mask
@@ -86,13 +86,23 @@ class CachedModel:
 
         self.model = model
         self.device = model.device
-        self.on_cuda = self.device.type == "cuda"  # forwards synchronise to time themselves
+        self.on_cuda = self.device.type == "cuda"
         self.dtype = model.dtype
         self.cache = DynamicCache(config=model.config)
         self.committed = 0  # leading cache slots that hold committed tokens
-        self.forward_seconds = 0.0  # wall time inside model forwards (synchronised on CUDA)
+        self.use_clock(Clock(self.device))
         self.forward_calls = 0
         self.forward_tokens = 0  # tokens fed over all forwards
+
+    def use_clock(self, clock: Clock) -> None:
+        """Time the forwards from now on with `clock` (a generation's, shared by both models)."""
+        self.clock = clock
+        self.spans: list[tuple[int, int]] = []  # each forward's (start, end) stamps on it
+
+    @property
+    def forward_seconds(self) -> float:
+        """Time inside model forwards since use_clock (on CUDA events: a synchronisation)."""
+        return self.clock.spans(self.spans)
 
     @property
     def length(self) -> int:
@@ -126,14 +136,10 @@ class CachedModel:
         """
         n = tokens.shape[0]
         kwargs, ctx = self._inputs(tokens, positions, visible, parents)
-        if self.on_cuda:
-            torch.cuda.synchronize(self.device)
-        start = time.perf_counter()
+        start = self.clock.stamp()
         with ctx:
             out = self._run_model(kwargs, keep, top, argmax)  # logits, top-k pair or argmax
-        if self.on_cuda:
-            torch.cuda.synchronize(self.device)
-        self.forward_seconds += time.perf_counter() - start
+        self.spans.append((start, self.clock.stamp()))
         self.forward_calls += 1
         self.forward_tokens += n
         return out

@@ -22,11 +22,9 @@ them moves nothing. Output is token for token the general path's (tests/engine/t
 
 from __future__ import annotations
 
-import time
-
 import torch
 
-from engine.cache import CachedModel, sync
+from engine.cache import CachedModel
 from engine.draft import DecodeState, DraftModel
 from engine.transfer import to_device
 from engine.tree import Tree
@@ -53,7 +51,8 @@ def chain_step(target: CachedModel, draft: DraftModel, k: int, committed: list[i
     device, lm = target.device, draft.lm
     k = min(k, state.remaining)
     before = forward_counters(target, lm)
-    t0 = time.perf_counter()
+    clock = target.clock
+    t0 = clock.stamp()
     if lm.length > lm.committed:
         lm.commit([])
     root = state.prefix_len  # the root's position, and its slot in both caches
@@ -67,14 +66,13 @@ def chain_step(target: CachedModel, draft: DraftModel, k: int, committed: list[i
         tok = lm.step(tok, positions[n_p + j : n_p + j + 1], argmax=True)
         drafts.append(tok)
     chain = torch.cat([pending[-1:], *drafts])  # [k + 1] root, d_1..d_k
-    sync(device)
-    t1 = time.perf_counter()
+    t1 = clock.stamp()
     depth = positions[n_p:] - root  # [k + 1] 0..k
     parents = depth - 1  # [k + 1] -1..k-1
     # [k + 1] the target's token after each node, computed inside the forward; causal: the
     # chain's mask (parents: for a target on the Triton tree kernel)
     best = target.forward(chain, positions[n_p:], parents=parents, argmax=True)
-    t2 = time.perf_counter()
+    t2 = clock.stamp()
     read = torch.cat([chain[1:], best]).tolist()  # the one host read: d_1..d_k, b_0..b_k
     drafted, best_host = read[:k], read[k:]
     match = [d == b for d, b in zip(drafted, best_host)]  # d_j = b_(j-1)
@@ -85,6 +83,6 @@ def chain_step(target: CachedModel, draft: DraftModel, k: int, committed: list[i
     draft.path_slots = {i: [root + i] for i in range(k)}
     tree = Tree(chain, parents, depth, sampling="deterministic", height=k)
     counts = (sum(match), int(a < k))  # see decode.acceptance_counts
-    t3 = time.perf_counter()
+    t3 = clock.stamp()
     new = drafted[:a] + [accept.token]
     return make_step(target, lm, before, (t0, t1, t2, t3), tree, accept, new, counts)

@@ -15,7 +15,6 @@ EOS comes first; EOS is emitted and ends the generation.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 import torch
@@ -30,7 +29,8 @@ from engine import (
     specinfer_step,
     static_tree,
 )
-from engine.cache import CachedModel, sync
+from engine.cache import CachedModel
+from engine.clock import Clock
 from engine.config import ConfigError
 from engine.draft import DecodeState, DraftModel
 from engine.drafters import DRAFTERS
@@ -54,16 +54,16 @@ class Generation:
 
 @dataclass(frozen=True)
 class Step:
-    """One iteration: the tree, the verifier's answer, the tokens it yields, and its timings."""
+    """One iteration: the tree, the verifier's answer, the tokens it yields, and its timings
+    as stamps on the generation's clock (engine/clock.py), resolved when the generation ends."""
 
     tree: Tree
     accept: Accept
     new: list[int]  # accepted path tokens + the correction/bonus token (before truncation)
-    draft_s: float  # tree building, draft forwards included
-    target_s: float  # the target's forward over the tree
-    verify_s: float  # warping the target logits and verifying
-    draft_forward_s: float  # part of draft_s inside draft-model forwards
-    target_forward_s: float  # part of target_s inside the target forward
+    # stamps: start, tree built (draft forwards included), target forward done, verified
+    stamps: tuple[int, int, int, int]
+    draft_spans: list[tuple[int, int]]  # (start, end) stamps of the draft forwards in it
+    target_spans: list[tuple[int, int]]  # and of the target's
     draft_forwards: int  # draft-model forwards while building the tree
     draft_tokens: int  # tokens fed in them
     # [2] long, on the device (read once per generation, not per iteration): drafted nodes
@@ -85,36 +85,34 @@ STATIC_TREES = {
 }
 
 
-def forward_counters(target: CachedModel, lm: CachedModel) -> tuple[float, float, int, int]:
-    """The draft's and the target's forward seconds, and the draft's forward calls and tokens,
-    at the start of an iteration (make_step takes the differences)."""
-    return lm.forward_seconds, target.forward_seconds, lm.forward_calls, lm.forward_tokens
+def forward_counters(target: CachedModel, lm: CachedModel) -> tuple[int, int, int, int]:
+    """The draft's and the target's forwards timed so far, and the draft's forward calls and
+    tokens, at the start of an iteration (make_step takes the differences)."""
+    return len(lm.spans), len(target.spans), lm.forward_calls, lm.forward_tokens
 
 
 def make_step(
     target: CachedModel,
     lm: CachedModel,
-    before: tuple[float, float, int, int],
-    times: tuple[float, float, float, float],
+    before: tuple[int, int, int, int],
+    stamps: tuple[int, int, int, int],
     tree: Tree,
     accept: Accept,
     new: list[int],
-    counts: torch.Tensor,
+    counts: torch.Tensor | tuple[int, int],
 ) -> Step:
-    """A Step from an iteration's clock readings (start, tree built, target forward done,
-    verified) and its forward counters at the start (forward_counters); every iteration path
-    (decode_step, engine/chain_step.py, engine/static_tree.py) ends here."""
-    t0, t1, t2, t3 = times
-    draft_s0, target_s0, calls0, tokens0 = before
+    """A Step from an iteration's stamps on target.clock (start, tree built, target forward
+    done, verified) and its forward counters at the start (forward_counters); every iteration
+    path (decode_step, engine/chain_step.py, engine/static_tree.py) ends here. generate()
+    gives both models one clock, so every stamp and span indexes the same list."""
+    draft0, target0, calls0, tokens0 = before
     return Step(
         tree=tree,
         accept=accept,
         new=new,
-        draft_s=t1 - t0,
-        target_s=t2 - t1,
-        verify_s=t3 - t2,
-        draft_forward_s=lm.forward_seconds - draft_s0,
-        target_forward_s=target.forward_seconds - target_s0,
+        stamps=stamps,
+        draft_spans=lm.spans[draft0:],
+        target_spans=target.spans[target0:],
         draft_forwards=lm.forward_calls - calls0,
         draft_tokens=lm.forward_tokens - tokens0,
         counts=counts,
@@ -146,13 +144,12 @@ def decode_step(
             return static_tree.static_step(
                 target, draft, committed, state, static.grow, plan, method.name
             )
-    device = target.device
+    clock = target.clock
     lean = target.fast and method.verifier == "greedy"
     before = forward_counters(target, draft.lm)
-    t0 = time.perf_counter()
+    t0 = clock.stamp()
     tree = DRAFTERS[method.name].build(draft.start(committed, not lean), state, method.cfg, gen)
-    sync(device)
-    t1 = time.perf_counter()
+    t1 = clock.stamp()
     out = target.forward(
         tree.tokens,
         tree.position_ids(state.prefix_len)[0],
@@ -160,7 +157,7 @@ def decode_step(
         tree.parents,
         argmax=lean,
     )  # [N, V] logits, or their argmax [N] (lean)
-    t2 = time.perf_counter()
+    t2 = clock.stamp()
     if lean:  # the greedy verifier needs only the argmax, computed inside the forward
         best = out  # [N] the target's top token after each node
         accept, best_h, host_tokens, parents_h = greedy.read_and_walk(tree, best)
@@ -171,9 +168,32 @@ def decode_step(
         accept = VERIFIERS[method.verifier].verify(tree, warp(out, state.warp), gen)
         new = tree.tokens[accept.path].tolist() + [accept.token]
         counts = acceptance_counts(tree, best, accept)
-    sync(device)
-    t3 = time.perf_counter()
+    t3 = clock.stamp()
     return make_step(target, draft.lm, before, (t0, t1, t2, t3), tree, accept, new, counts)
+
+
+def iteration_stats(step: Step, at: list[float], spans, t3: int, t4: int, counts) -> IterationStats:
+    """An iteration's stats from its Step (`new`: the tokens it emitted), the generation's
+    resolved stamps `at` (Clock.seconds), `spans` (Clock.spans), the stamps after the step and
+    after its bookkeeping, and its acceptance counts read as host ints (read_counts)."""
+    s0, s1, s2, s3 = (at[i] for i in step.stamps)
+    top, below = counts
+    accepted = len(step.accept.path)
+    return IterationStats(
+        tree_size=step.tree.size,
+        accepted=accepted,
+        emitted=len(step.new),
+        draft_s=s1 - s0,
+        target_s=s2 - s1,
+        verify_s=s3 - s2,
+        bookkeeping_s=at[t4] - at[t3],
+        draft_forward_s=spans(step.draft_spans),
+        target_forward_s=spans(step.target_spans),
+        draft_forwards=step.draft_forwards,
+        draft_tokens=step.draft_tokens,
+        top_match=top,
+        tried=accepted + below,
+    )
 
 
 def read_counts(counts: list) -> list[tuple[int, int]]:
@@ -291,23 +311,22 @@ def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos
     drafter's target features (open_features), each None when the method does not use it."""
     device = target.device
     reset_peak_memory(device)
-
-    sync(device)
-    start = time.perf_counter()
+    clock = Clock(device)  # both models' forwards and every stage, resolved at the end
+    target.use_clock(clock)
+    draft.lm.use_clock(clock)
+    start = clock.stamp()
     committed = list(prompt_ids)
     target.extend(committed[:-1])
     if features is not None and len(committed) > 1:
         features.extend(target.hidden)  # [P, F] the prompt's features, the root's excepted
     if taps is not None and len(committed) > 1:
         taps.keep_target_row(-1)  # the target after the preceding token (the prompt's)
-    prefill_s = time.perf_counter() - start
-    ttft_s = 0.0
+    prefilled = clock.stamp()
     out: list[int] = []
-    iterations: list[IterationStats] = []
+    steps: list[tuple[Step, int, int]] = []  # each iteration's Step, its end, its bookkeeping's
     history: list[int] = []
     history_depth: list[int] = []
     history_size: list[int] = []
-    counts: list[torch.Tensor] = []  # per iteration, Step.counts
     done = False
     while not done:
         state = DecodeState(
@@ -324,7 +343,7 @@ def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos
             selector=taps,
         )
         step = decode_step(target, draft, method, committed, state, gen)
-        t3 = time.perf_counter()
+        t3 = clock.stamp()
         new = step.new[: max_new_tokens - len(out)]
         if eos is not None and eos in new:
             new = new[: new.index(eos) + 1]
@@ -343,37 +362,18 @@ def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos
         history.append(len(path))
         history_depth.append(step.tree.max_depth())
         history_size.append(step.tree.size - 1)
-        counts.append(step.counts)
-        t4 = time.perf_counter()
-        if not iterations:
-            ttft_s = t3 - start
-        iterations.append(
-            IterationStats(
-                tree_size=step.tree.size,
-                accepted=len(path),
-                emitted=len(new),
-                draft_s=step.draft_s,
-                target_s=step.target_s,
-                verify_s=step.verify_s,
-                bookkeeping_s=t4 - t3,
-                draft_forward_s=step.draft_forward_s,
-                target_forward_s=step.target_forward_s,
-                draft_forwards=step.draft_forwards,
-                draft_tokens=step.draft_tokens,
-            )
-        )
-    total_s = time.perf_counter() - start
-    read = read_counts(counts)
+        steps.append((replace(step, new=new), t3, clock.stamp()))
+    at = clock.seconds()  # the one wait for the timings (engine/clock.py)
     iterations = [
-        replace(it, top_match=top, tried=it.accepted + below)
-        for it, (top, below) in zip(iterations, read)
+        iteration_stats(step, at, clock.spans, t3, t4, counts)
+        for (step, t3, t4), counts in zip(steps, read_counts([s.counts for s, _, _ in steps]))
     ]
     stats = GenerationStats(
         method=method.name,
         new_tokens=len(out),
-        prefill_s=prefill_s,
-        ttft_s=ttft_s,
-        total_s=total_s,
+        prefill_s=at[prefilled] - at[start],
+        ttft_s=at[steps[0][1]] - at[start],
+        total_s=at[-1] - at[start],
         peak_memory_bytes=peak_memory(device),
         iterations=tuple(iterations),
     )

@@ -12,11 +12,14 @@ from engine.draft import Batch, TreeBuilder
 
 
 class _NoLM:
-    """The counters decode_step reads from a draft LM: always zero."""
+    """The counters decode_step reads from a draft LM: always zero, no forward timed."""
 
-    forward_seconds = 0.0
+    spans: tuple = ()
     forward_calls = 0
     forward_tokens = 0
+
+    def use_clock(self, clock) -> None:
+        pass
 
 
 def _no_feed(builder: TreeBuilder, new: list[int]) -> Batch:

@@ -28,11 +28,10 @@ as on the eager path.
 
 from __future__ import annotations
 
-import time
-
 import torch
 
-from engine.cache import NO_CONTEXT, CachedModel, extras, head, inference, sync
+from engine.cache import NO_CONTEXT, CachedModel, extras, head, inference
+from engine.clock import Clock
 from engine.config import ENGINES, PADDED, ConfigError
 from engine.cuda_graphs import GraphedForward
 from engine.transfer import to_device
@@ -94,7 +93,7 @@ class StaticCachedModel(CachedModel):
         self.on_cuda = self.device.type == "cuda"
         self.dtype = model.dtype
         self.committed = 0
-        self.forward_seconds = 0.0
+        self.use_clock(Clock(self.device))
         self.forward_calls = 0
         self.forward_tokens = 0
         self._length = 0
@@ -132,7 +131,8 @@ class StaticCachedModel(CachedModel):
         """Empty the cache (keeping its buffer, grown to `capacity` if smaller) and the
         counters, for a new generation."""
         self.committed = self._length = 0
-        self.forward_seconds, self.forward_calls, self.forward_tokens = 0.0, 0, 0
+        self.use_clock(Clock(self.device))
+        self.forward_calls, self.forward_tokens = 0, 0
         if capacity > self.capacity:
             self._grow(capacity)
 
@@ -183,13 +183,14 @@ class StaticCachedModel(CachedModel):
         torch.compiler.cudagraph_mark_step_begin()
         return _copy(self._graph_call(**kwargs))
 
-    def recorded(self, rows: int, calls: int, seconds: float) -> None:
-        """A recorded step wrote `rows` slots after the length in `calls` forwards, in
-        `seconds` (its work between the forwards included)."""
+    def recorded(self, rows: int, calls: int, span: tuple[int, int]) -> None:
+        """A recorded step wrote `rows` slots after the length in `calls` forwards, between
+        the two stamps of `span` on this model's clock (its work between the forwards
+        included)."""
         self._length += rows
         self.forward_calls += calls
         self.forward_tokens += rows
-        self.forward_seconds += seconds
+        self.spans.append(span)
 
     def graphed(self, name: str, fn) -> GraphedForward:
         """A GraphedForward of `fn` made once per model and name, for a step that records this
@@ -245,15 +246,11 @@ class StaticCachedModel(CachedModel):
             self._grow(width)
         self.cache.width, self._graph = width, False
         mask, slots = self._open[..., :width], self._slot_ids[start:width]  # zeros: all seen
-        if self.on_cuda:
-            sync(self.device)
-        t0 = time.perf_counter()
+        t0 = self.clock.stamp()
         out = self._model_call(
             token.view(1, 1), position.view(1, 1), mask, slots, 1, top, argmax, self.outputs
         )
-        if self.on_cuda:
-            sync(self.device)
-        self.forward_seconds += time.perf_counter() - t0
+        self.spans.append((t0, self.clock.stamp()))
         self.forward_calls += 1
         self.forward_tokens += 1
         return out

@@ -46,14 +46,12 @@ from __future__ import annotations
 
 import functools
 import itertools
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
 
-from engine.cache import sync
 from engine.draft import DecodeState, DraftModel
 from engine.transfer import to_device
 from engine.tree import Tree, additive_mask, depth_from_parents
@@ -216,7 +214,8 @@ def static_step(
 
     lm = draft.lm
     before = forward_counters(target, lm)
-    t0 = time.perf_counter()
+    clock = target.clock
+    t0 = clock.stamp()
     # the root, fed with the committed tokens the draft has not seen yet (causal)
     if lm.length > lm.committed:
         lm.commit([])
@@ -228,17 +227,15 @@ def static_step(
     lm.reserve(root_slot + 1 + fed_rows)
     scalars = [root_slot, state.prefix_len, *plan.gates, committed[-1]]  # exact in float64
     scalars = to_device(scalars, lm.device, torch.float64)
-    sync(lm.device)
-    s0 = time.perf_counter()
+    s0 = clock.stamp()
     run = functools.partial(grow, lm)
     if lm.engine == "graphs":  # recorded whole, the levels' forwards included
         run = lm.graphed(name, run)
     packed, n, tree_anc = run(scalars=scalars, top_p=top_p, top_t=top_t, **plan.settings)
     if lm.on_cuda:  # a graph's outputs live in memory its next replay overwrites: the Tree keeps
         packed = packed.clone()
-    sync(lm.device)
-    t1 = time.perf_counter()
-    lm.recorded(fed_rows, len(plan.sizes) - 1, t1 - s0)  # the levels' forwards and the work between
+    t1 = clock.stamp()
+    lm.recorded(fed_rows, len(plan.sizes) - 1, (s0, t1))  # the levels' forwards, work between
     tokens, parents, depth, slots = packed  # [budget + 1] each
     visible = torch.cat(
         [
@@ -248,7 +245,7 @@ def static_step(
         1,
     )  # [budget + 1, prefix_len + budget + 1]
     best = target.forward(tokens, state.prefix_len + depth, visible, parents, argmax=True)
-    t2 = time.perf_counter()
+    t2 = clock.stamp()
     read = torch.cat([n.view(1), best, tokens, parents, slots]).tolist()  # the one host read
     size = tokens.shape[0]
     n = read[0]
@@ -264,6 +261,6 @@ def static_step(
         height=max(depth_from_parents(par_h)),
     )
     counts = host_counts(best_h, tok_h, par_h, accept)
-    t3 = time.perf_counter()
+    t3 = clock.stamp()
     new = [tok_h[i] for i in accept.path] + [accept.token]
     return make_step(target, lm, before, (t0, t1, t2, t3), tree, accept, new, counts)

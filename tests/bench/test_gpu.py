@@ -84,6 +84,8 @@ def test_gpu_tiny_end_to_end(tmp_path, capsys):
             finite_positive(r["ms_per_token"], f"{name} {contender}")
             assert r["over_floor"] == pytest.approx(r["ms_per_token"] / m["floor_ms_per_token"])
         assert 0 < m["autoregressive"]["ours_fast"]["host_share"] < 1
+        # the same runs timed the pre-session-8 way, beside (engine/clock.py synchronised)
+        finite_positive(m["autoregressive"]["ours_fast"]["ms_per_token_synchronised"], name)
         pts = m["curves"]["fast"]["points"]
         assert sorted((c, n) for c, n, _ in pts) == [(16, 1), (16, 4), (16, 16)]
         for _c, n, s in pts:
@@ -96,6 +98,8 @@ def test_gpu_tiny_end_to_end(tmp_path, capsys):
         for k in ("iteration_ms", "host_ms_per_iteration", "mean_tree_size"):
             finite_positive(r[k], f"{text} {k}")
         assert 0 < r["host_share"] < 1
+        finite_positive(r["synchronised"]["iteration_ms"], f"{text} synchronised")
+        assert r["synchronised"]["mean_tree_size"] == r["mean_tree_size"]  # the same trees
     assert pair["methods"]["linear:k=3"]["mean_tree_size"] == 4  # root + 3, random weights
     finite_positive(pair["hf_assisted"]["as_shipped"]["ms_per_token"], "HF as shipped")
     const = pair["hf_assisted"]["constant_k"]
@@ -132,6 +136,7 @@ def test_gpu_tiny_end_to_end(tmp_path, capsys):
     assert sorted(r["model"] for r in stored) == ["qwen2.5-0.5b-tiny", "qwen2.5-1.5b-tiny"]
     printed = capsys.readouterr().out
     assert "| qwen2.5-1.5b |" in printed and "| linear:k=3 |" in printed
+    assert printed.count("synchronised timing") == 2  # the autoregressive and the pair tables
 
 
 def test_time_limit_skips_sections_and_still_writes(tmp_path):
