@@ -37,33 +37,34 @@ class Clock:
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.events = device.type == "cuda" and not SYNCHRONISE  # fixed for the clock's life
-        self._stamps: list = []  # host seconds (float), or recorded CUDA events
-        self._seconds: list[float] = []  # resolved, for the stamps before len(_seconds)
+        self._first = None  # the first stamp (host seconds, or its event): the time origin
+        self._pending: list = []  # stamps not yet resolved (host seconds, or recorded events)
+        self._seconds: list[float] = []  # the resolved stamps, seconds after the first
 
     def stamp(self) -> int:
         """A timestamp of the work queued so far; its index into `seconds()`."""
         if self.events:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self._stamps.append(event)
+            now = torch.cuda.Event(enable_timing=True)
+            now.record()
         else:
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
-            self._stamps.append(time.perf_counter())
-        return len(self._stamps) - 1
+            now = time.perf_counter()
+        if self._first is None:
+            self._first = now
+        self._pending.append(now)
+        return len(self._seconds) + len(self._pending) - 1
 
     def seconds(self) -> list[float]:
         """Every stamp's time in seconds after the first stamp; on CUDA events, waits for the
-        last one (the only synchronisation timing costs)."""
-        new = self._stamps[len(self._seconds) :]
-        if not new:
-            return self._seconds
-        first = self._stamps[0]
-        if self.events:
+        last one (the only synchronisation timing costs) and lets go of the resolved events
+        (a CUDA event destroyed during a graph capture breaks it: engine/cuda_graphs.py)."""
+        new, self._pending = self._pending, []
+        if new and self.events:
             new[-1].synchronize()
-            self._seconds += [first.elapsed_time(e) / 1e3 for e in new]
-        else:
-            self._seconds += [t - first for t in new]
+            self._seconds += [self._first.elapsed_time(e) / 1e3 for e in new]
+        elif new:
+            self._seconds += [t - self._first for t in new]
         return self._seconds
 
     def spans(self, spans: list[tuple[int, int]]) -> float:

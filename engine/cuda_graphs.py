@@ -36,6 +36,7 @@ is refused, as a CUDA capture refuses it.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
 import torch
@@ -104,8 +105,18 @@ class GraphedForward:
             self.fn(**static, **settings)
         torch.cuda.current_stream(self.device).wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):  # None: a new pool, this graph's
-            out = self.fn(**static, **settings)
+        # torch.cuda.graph collects garbage before it starts; no collection may run during the
+        # capture either: unreachable cycles can hold CUDA events (a dropped model's cached
+        # model and its clock, engine/clock.py), and destroying one invalidates the capture
+        # (cudaErrorStreamCaptureInvalidated, seen on the H100 of docs/gpu.md, session 8)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            with torch.cuda.graph(graph, pool=self.pool):  # None: a new pool, this graph's
+                out = self.fn(**static, **settings)
+        finally:
+            if collecting:
+                gc.enable()
         if self.pool is None:
             self.pool = graph.pool()
         return graph, static, out

@@ -364,6 +364,8 @@ def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos
         history_size.append(step.tree.size - 1)
         steps.append((replace(step, new=new), t3, clock.stamp()))
     at = clock.seconds()  # the one wait for the timings (engine/clock.py)
+    target.use_clock(Clock(device))  # the generation's clock and its first event let go now,
+    draft.lm.use_clock(Clock(device))  # not by a garbage collection during a graph capture
     iterations = [
         iteration_stats(step, at, clock.spans, t3, t4, counts)
         for (step, t3, t4), counts in zip(steps, read_counts([s.counts for s, _, _ in steps]))
