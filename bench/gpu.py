@@ -40,7 +40,9 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
    random pair, engine fast (--pair-engine graphs or compiled: CUDA graphs, and then that
    engine's curves and autoregressive host time in the prediction), --method-tokens new tokens:
    host time per iteration (iteration wall time minus time inside model forwards, from
-   IterationStats) and its share of the iteration (goal on a GPU: <= 10%). Random weights
+   IterationStats) and its share of the iteration (goal on a GPU: <= 10%), pooled over
+   --repeats runs, each beside the same run timed with a synchronisation at every stamp (the
+   timing before 2026-11-27's session 8, engine/clock.py): what those waits cost. Random weights
    make the trees' shapes and acceptance meaningless (at tiny sizes a tied target and draft
    of different seeds agreed on every token: a random model whose LM head is its embedding
    tends to repeat its input); these runs measure cost only, at whatever acceptance the

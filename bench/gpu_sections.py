@@ -62,7 +62,12 @@ def ours(pair: Pair, prompt: list[int], method, new_tokens: int, engine: str, re
     generate(
         pair, prompt, method, new_tokens if engine in PADDED else min(new_tokens, 8), engine=engine
     )
-    return [generate(pair, prompt, method, new_tokens, engine=engine).stats for _ in range(repeats)]
+    return [one(pair, prompt, method, new_tokens, engine) for _ in range(repeats)]
+
+
+def one(pair: Pair, prompt: list[int], method, new_tokens: int, engine: str):
+    """One generation's GenerationStats."""
+    return generate(pair, prompt, method, new_tokens, engine=engine).stats
 
 
 def iteration_split(stats) -> dict:
@@ -180,7 +185,7 @@ def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float,
         }
         with synchronised():  # the same runs timed as before session 8 (engine/clock.py)
             synced = [
-                generate(pair, prompt, "autoregressive", args.new_tokens, engine=engine).stats
+                one(pair, prompt, "autoregressive", args.new_tokens, engine)
                 for _ in range(args.repeats)
             ]
         out["ms_per_token_synchronised"] = 1e3 * statistics.median(
@@ -271,15 +276,16 @@ def pair_section(name, target, draft, args, record, budget, log) -> dict:
     for text, method in record_methods(record, args.methods).items():
 
         def host(method=method):
-            stats = ours(pair, prompt, method, args.method_tokens, args.pair_engine, 1)
-            with synchronised():  # the same generation timed as before session 8: the baseline
-                synced = generate(pair, prompt, method, args.method_tokens, engine=args.pair_engine)
+            # after a warm-up (ours), `repeats` runs, each beside the same generation timed as
+            # before session 8 (engine/clock.py synchronised): the baseline
+            ours(pair, prompt, method, args.method_tokens, args.pair_engine, 0)
+            stats, synced = [], []
+            for _ in range(args.repeats):
+                stats.append(one(pair, prompt, method, args.method_tokens, args.pair_engine))
+                with synchronised():
+                    synced.append(one(pair, prompt, method, args.method_tokens, args.pair_engine))
             split = iteration_split(stats)
-            return {
-                "engine": args.pair_engine,
-                **split,
-                "synchronised": iteration_split([synced.stats]),
-            }
+            return {"engine": args.pair_engine, **split, "synchronised": iteration_split(synced)}
 
         row = budget.run(f"{name} {text} host overhead", host)
         if row:
