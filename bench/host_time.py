@@ -70,7 +70,11 @@ class EagerOps(TorchDispatchMode):
     the H100 VM of docs/gpu.md), while a replayed graph is one launch. `counts["replays"]`
     counts the replays; `matmuls()` the matrix products outside them, which on `engine:
     graphs` mean a model forward ran uncaptured. On a CPU the engine's stand-in of a replay
-    (engine/cuda_graphs.py GraphedForward.replay) counts as the one launch it is on a GPU."""
+    (engine/cuda_graphs.py GraphedForward.replay) counts as the one launch it is on a GPU.
+    `counts["captures"]` counts the captures, whose ops are not counted: a capture happens once
+    per graph, and on a GPU it runs the function once uncaptured first (its warm-up), which the
+    session-8 lease counted as 1.9-3.2 matrix products per iteration where a generation
+    recaptured a prefill graph (docs/gpu.md)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -78,22 +82,26 @@ class EagerOps(TorchDispatchMode):
         self._off = 0
 
     def __enter__(self):
-        self._replay = GraphedForward.replay
+        self._saved = GraphedForward.replay, GraphedForward._capture
         mode = self
 
-        def replay(graphed, *args):
-            mode.counts["replays"] += 1
-            mode._off += 1
-            try:
-                return mode._replay(graphed, *args)
-            finally:
-                mode._off -= 1
+        def uncounted(kind, fn):  # a replay, or a capture (once per graph, not per iteration)
+            def run(graphed, *args):
+                mode.counts[kind] += 1
+                mode._off += 1
+                try:
+                    return fn(graphed, *args)
+                finally:
+                    mode._off -= 1
 
-        GraphedForward.replay = replay
+            return run
+
+        GraphedForward.replay = uncounted("replays", self._saved[0])
+        GraphedForward._capture = uncounted("captures", self._saved[1])
         return super().__enter__()
 
     def __exit__(self, *exc):
-        GraphedForward.replay = self._replay
+        GraphedForward.replay, GraphedForward._capture = self._saved
         return super().__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -103,7 +111,7 @@ class EagerOps(TorchDispatchMode):
 
     def ops(self) -> int:
         """Device ops launched outside replays."""
-        return sum(v for k, v in self.counts.items() if k != "replays")
+        return sum(v for k, v in self.counts.items() if k not in ("replays", "captures"))
 
     def matmuls(self) -> int:
         return sum(self.counts[k] for k in MATMULS)
