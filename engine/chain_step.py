@@ -1,4 +1,5 @@
-"""One greedy linear iteration kept on the device: the fast path's `linear` at temperature 0.
+"""One greedy chain iteration kept on the device: the fast path's `linear` at temperature 0 (and
+the i.i.d. and delayed trees, a chain at temperature 0: `chain_length`).
 
 The general iteration (engine/decode.py `decode_step`) grows a tree through `TreeBuilder`,
 which reads every drafted token on the host (the builder keeps Python lists) and builds masks
@@ -31,14 +32,30 @@ from engine.tree import Tree
 from engine.verify import Accept
 
 
+def chain_length(method) -> int:
+    """The length of the chain `method` drafts with a greedy draft, or 0 where its greedy tree
+    is not one chain of fixed length: linear without early stopping (k); the i.i.d. tree (L),
+    whose K rollouts all draw the draft's argmax and merge into one chain (engine/drafters/
+    iid.py: equal draws from one node share the child); the delayed tree with a fixed action
+    (L1 + L2: the trunk, then K coinciding branches; engine/drafters/delayed.py). The greedy
+    verifier ignores the merged draws' multiplicity, so their iteration is this one."""
+    cfg = method.cfg
+    if method.name == "linear":
+        return cfg.k if cfg.stop_below == 0 else 0
+    if method.name == "iid":
+        return cfg.L
+    if method.name == "delayed":
+        return cfg.L1 + cfg.L2 if cfg.selector == "fixed" else 0
+    return 0
+
+
 def applies(target: CachedModel, draft, method, state: DecodeState) -> bool:
-    """Whether `method`'s iteration can run here: linear without early stopping, greedy draft
+    """Whether `method`'s iteration can run here: a greedy chain (chain_length), greedy draft
     and greedy verifier, a draft model, on a fast (static-cache) path."""
     return (
         target.fast
-        and method.name == "linear"
         and method.verifier == "greedy"
-        and method.cfg.stop_below == 0
+        and chain_length(method) > 0
         and state.draft_warp.greedy
         and isinstance(draft, DraftModel)
     )

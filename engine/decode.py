@@ -135,8 +135,9 @@ def decode_step(
     tree carries no q, which it never reads: no [N, V] tensor leaves the forward."""
     if ar_step.applies(target, method, state):  # greedy autoregressive: no tree
         return ar_step.ar_step(target, draft, committed, state)
-    if chain_step.applies(target, draft, method, state):  # greedy linear, kept on the device
-        return chain_step.chain_step(target, draft, method.cfg.k, committed, state)
+    if chain_step.applies(target, draft, method, state):  # greedy chains, kept on the device
+        k = chain_step.chain_length(method)
+        return chain_step.chain_step(target, draft, k, committed, state)
     static = STATIC_TREES.get(method.name)  # greedy trees of static shape, grown on the device
     if static is not None and static_tree.applies(target, draft, method, state):
         plan = static.plan(method.cfg, state)

@@ -22,18 +22,46 @@ def counters(stats) -> list[dict]:
     ]
 
 
-@pytest.mark.parametrize("k", [1, 3, 6])
-def test_chain_equals_the_tree_path_iteration_for_iteration(tiny_pair, k, monkeypatch):
+@pytest.mark.parametrize(
+    "method,params",
+    [
+        ("linear", {"k": 1}),
+        ("linear", {"k": 3}),
+        ("linear", {"k": 6}),
+        # greedy K rollouts of one node merge into one chain (engine/drafters/iid.py)
+        ("iid", {"K": 3, "L": 4}),
+        ("delayed", {"K": 2, "L1": 2, "L2": 3}),  # trunk, then K coinciding branches
+        ("delayed", {"K": 4, "L1": 0, "L2": 2}),  # L1 = 0: the i.i.d. tree
+    ],
+)
+def test_chain_equals_the_tree_path_iteration_for_iteration(tiny_pair, method, params, monkeypatch):
     for j, prompt in enumerate(PROMPTS):
         n = 64 if j != 1 else 37  # 37: the last iteration is truncated mid-chain
         ids = tiny_pair.target.tokenizer.encode(prompt)
-        chain = generate(tiny_pair, ids, "linear", n, params={"k": k}, engine="fast")
+        chain = generate(tiny_pair, ids, method, n, params=params, engine="fast")
         with monkeypatch.context() as m:
             m.setattr(chain_step, "applies", lambda *a: False)
-            tree = generate(tiny_pair, ids, "linear", n, params={"k": k}, engine="fast")
+            tree = generate(tiny_pair, ids, method, n, params=params, engine="fast")
         assert tuple(chain.tokens) == reference(tiny_pair, prompt, n)
         assert chain.tokens == tree.tokens
         assert counters(chain.stats) == counters(tree.stats)
+
+
+@pytest.mark.parametrize(
+    "method,params,length",
+    [
+        ("linear", {"k": 5}, 5),
+        ("linear", {"k": 5, "stop_below": 0.4}, 0),  # each token's probability decides
+        ("iid", {"K": 2, "L": 4}, 4),
+        ("iid", {"K": 2, "L": 0}, 0),  # the root alone
+        ("delayed", {"K": 2, "L1": 1, "L2": 3}, 4),
+        ("dynatree", {}, 0),
+    ],
+)
+def test_chain_length(method, params, length):
+    from engine.methods import resolve_method
+
+    assert chain_step.chain_length(resolve_method(method, params, 0.0)) == length
 
 
 def test_one_host_read_per_iteration(llama_pair):
