@@ -100,7 +100,11 @@ def host_work(pair, ids, method, n, engine, params=None) -> dict:
     """Per iteration: host reads (HostReads), explicit waits for the device
     (Synchronisations), device ops launched outside graph replays and the matrix products
     among them (EagerOps: on `graphs`, a model forward run uncaptured)."""
-    with HostReads() as reads, EagerOps() as ops, Synchronisations() as syncs:
+    with (
+        HostReads(device=pair.target.device) as reads,
+        EagerOps() as ops,
+        Synchronisations() as syncs,
+    ):
         g = generate(pair, ids, method, n, engine=engine, params=params)
     its = max(1, len(g.stats.iterations))
     return {

@@ -16,6 +16,18 @@ def test_host_reads_counts_python_reads_of_tensor_values():
     assert sum(counter.counts.values()) == 9
 
 
+def test_on_a_gpu_reads_of_host_tensors_are_free():
+    """On a GPU run a read of a tensor kept on the host (prompt lookup's n-gram match) is no
+    synchronisation; on a CPU run every tensor is a host tensor, so each read counts."""
+    x = torch.arange(6)
+    for device, want in ((None, 3), (torch.device("cpu"), 3), (torch.device("cuda"), 0)):
+        with host_time.HostReads(device=device) as reads:
+            x.tolist()
+            (x > 2).nonzero()
+            x[x > 2]
+        assert sum(reads.counts.values()) == want, (device, reads.counts)
+
+
 def test_device_copies_count_only_towards_the_host():
     """A dtype cast of a device tensor is no read (on the H100 the old rule counted every
     RMSNorm's `.to(float32)` inside the model); a copy to the CPU is. The meta device stands
