@@ -173,28 +173,20 @@ def decode_step(
     return make_step(target, draft.lm, before, (t0, t1, t2, t3), tree, accept, new, counts)
 
 
-def iteration_stats(step: Step, at: list[float], spans, t3: int, t4: int, counts) -> IterationStats:
-    """An iteration's stats from its Step (`new`: the tokens it emitted), the generation's
-    resolved stamps `at` (Clock.seconds), `spans` (Clock.spans), the stamps after the step and
-    after its bookkeeping, and its acceptance counts read as host ints (read_counts)."""
-    s0, s1, s2, s3 = (at[i] for i in step.stamps)
-    top, below = counts
-    accepted = len(step.accept.path)
-    return IterationStats(
-        tree_size=step.tree.size,
-        accepted=accepted,
-        emitted=len(step.new),
-        draft_s=s1 - s0,
-        target_s=s2 - s1,
-        verify_s=s3 - s2,
-        bookkeeping_s=at[t4] - at[t3],
-        draft_forward_s=spans(step.draft_spans),
-        target_forward_s=spans(step.target_spans),
-        draft_forwards=step.draft_forwards,
-        draft_tokens=step.draft_tokens,
-        top_match=top,
-        tried=accepted + below,
-    )
+def stage_times(timed: tuple, at: list[float], spans) -> dict[str, float]:
+    """An iteration's IterationStats times from `timed` (its Step's stamps, draft and target
+    forward spans, and the stamps after the step and after its bookkeeping), the generation's
+    resolved stamps `at` (Clock.seconds) and Clock.spans."""
+    stamps, draft_spans, target_spans, t3, t4 = timed
+    s0, s1, s2, s3 = (at[i] for i in stamps)
+    return {
+        "draft_s": s1 - s0,
+        "target_s": s2 - s1,
+        "verify_s": s3 - s2,
+        "bookkeeping_s": at[t4] - at[t3],
+        "draft_forward_s": spans(draft_spans),
+        "target_forward_s": spans(target_spans),
+    }
 
 
 def read_counts(counts: list) -> list[tuple[int, int]]:
@@ -324,7 +316,9 @@ def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos
         taps.keep_target_row(-1)  # the target after the preceding token (the prompt's)
     prefilled = clock.stamp()
     out: list[int] = []
-    steps: list[tuple[Step, int, int]] = []  # each iteration's Step, its end, its bookkeeping's
+    iterations: list[IterationStats] = []  # their times and acceptance counts after the loop
+    counts: list[torch.Tensor | tuple[int, int]] = []  # per iteration, Step.counts
+    timed: list[tuple] = []  # per iteration: its stamps and forward spans (stage_times)
     history: list[int] = []
     history_depth: list[int] = []
     history_size: list[int] = []
@@ -363,19 +357,35 @@ def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos
         history.append(len(path))
         history_depth.append(step.tree.max_depth())
         history_size.append(step.tree.size - 1)
-        steps.append((replace(step, new=new), t3, clock.stamp()))
+        counts.append(step.counts)
+        timed.append((step.stamps, step.draft_spans, step.target_spans, t3, clock.stamp()))
+        iterations.append(
+            IterationStats(
+                tree_size=step.tree.size,
+                accepted=len(path),
+                emitted=len(new),
+                draft_s=0.0,  # the times once the clock is read, after the loop
+                target_s=0.0,
+                verify_s=0.0,
+                bookkeeping_s=0.0,
+                draft_forward_s=0.0,
+                target_forward_s=0.0,
+                draft_forwards=step.draft_forwards,
+                draft_tokens=step.draft_tokens,
+            )
+        )
     at = clock.seconds()  # the one wait for the timings (engine/clock.py)
     target.use_clock(Clock(device))  # the generation's clock and its first event let go now,
     draft.lm.use_clock(Clock(device))  # not by a garbage collection during a graph capture
     iterations = [
-        iteration_stats(step, at, clock.spans, t3, t4, counts)
-        for (step, t3, t4), counts in zip(steps, read_counts([s.counts for s, _, _ in steps]))
+        replace(it, **stage_times(t, at, clock.spans), top_match=top, tried=it.accepted + below)
+        for it, t, (top, below) in zip(iterations, timed, read_counts(counts))
     ]
     stats = GenerationStats(
         method=method.name,
         new_tokens=len(out),
         prefill_s=at[prefilled] - at[start],
-        ttft_s=at[steps[0][1]] - at[start],
+        ttft_s=at[timed[0][3]] - at[start],
         total_s=at[-1] - at[start],
         peak_memory_bytes=peak_memory(device),
         iterations=tuple(iterations),
