@@ -45,6 +45,7 @@ def get_pair(key: tuple) -> tuple[Any, float]:
     if key in _PAIRS:
         _PAIRS.move_to_end(key)
         return _PAIRS[key], 0.0
+    code_version()  # read before this process imports the engine (see code_version)
     from engine.models import load_pair
 
     _quiet_transformers()
@@ -96,6 +97,7 @@ def run_trial(
 ) -> TrialResult:
     """Run every prompt of `config` (a profile trial: run_profile); raises on any error (the
     executor records it)."""
+    code_version()  # read before this process imports the engine (see code_version)
     if config.is_profile:
         return run_profile(config, pair)
     from engine.certify import certificate
@@ -271,7 +273,11 @@ NOT_CODE = (":(exclude)*.db", ":(exclude)*.sqlite", ":(exclude)*.sqlite3")
 
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
-    """The git commit of this checkout (+dirty), else the installed package version."""
+    """The git commit of this checkout (+dirty), else the installed package version: read
+    once per process, before it imports the engine (get_pair, run_trial), so that a worker
+    records the code it runs even when the checkout moves on while it works (a long-lived Ray
+    actor; in session 8 trials recorded the HEAD at their first result, 30 minutes after the
+    actor had imported an older engine)."""
     return git_version(Path(__file__).resolve().parents[1]) or installed_version()
 
 

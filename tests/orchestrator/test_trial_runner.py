@@ -79,3 +79,24 @@ def test_bad_config_raises_config_error():
 
     with pytest.raises(ConfigError):
         trial.run_trial(_cfg(params={"k": 0}))
+
+
+def test_the_code_version_is_read_before_the_engine_runs(monkeypatch):
+    """A worker records the code it imported, not the checkout's HEAD when its first result
+    comes: here the checkout "moves on" (the git version changes) while the trial decodes."""
+    import engine.decode
+
+    head = ["imported"]
+    monkeypatch.setattr(trial, "git_version", lambda root: head[0])
+    generate = engine.decode.generate
+
+    def decode_after_a_commit(*a, **kw):
+        head[0] = "moved-on"  # HEAD moves while the trial runs
+        return generate(*a, **kw)
+
+    monkeypatch.setattr(engine.decode, "generate", decode_after_a_commit)
+    trial.code_version.cache_clear()
+    try:
+        assert trial.run_trial(_cfg()).code_version == "imported"
+    finally:
+        trial.code_version.cache_clear()
