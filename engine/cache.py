@@ -86,7 +86,6 @@ class CachedModel:
 
         self.model = model
         self.device = model.device
-        self.on_cuda = self.device.type == "cuda"
         self.dtype = model.dtype
         self.cache = DynamicCache(config=model.config)
         self.committed = 0  # leading cache slots that hold committed tokens
