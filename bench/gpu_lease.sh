@@ -12,8 +12,10 @@
 #    idle gap of the device timeline to the engine code that launched the work on either side
 # 2. exactness of every method on `engine: graphs`, both tiny families, fp32, with --learned
 #    the NDE selector and the block drafter (toy checkpoints); reads and waits per iteration
-# 3. bench/gpu.py on graphs, both pairs, without HF: host time per iteration of linear, DySpec
-#    and SALF, pooled over 3 runs each, each beside a synchronised-timing run
+# 3. bench/gpu.py on graphs, both pairs, without HF: host time per iteration of linear, DySpec,
+#    SALF and DDTree (grown on the device since 2026-11-28: engine/ddtree_step.py; 4.3 ms and
+#    one more read per iteration before), pooled over 3 runs each, each beside a
+#    synchronised-timing run
 # Files under $OUT: gaps.json, exact_graphs.json, gpu.json, gpu_profile.json and a log per step.
 set -u
 OUT=${OUT:-/tmp/gpu_lease}
@@ -32,5 +34,5 @@ echo "exact graphs: exit $?"; grep -v Warning "$OUT/exact.log" | tail -3
 
 timeout 200 python3 bench/gpu.py --engines graphs --pair-engine graphs --models '' \
     --pairs qwen2.5-7b/qwen2.5-0.5b,qwen2.5-1.5b/qwen2.5-0.5b --no-kernel --no-hf \
-    --methods linear:k=4,dyspec,salf --time-limit-s 180 --out "$OUT/gpu.json" >"$OUT/gpu.log" 2>&1
+    --methods linear:k=4,dyspec,salf,ddtree --time-limit-s 180 --out "$OUT/gpu.json" >"$OUT/gpu.log" 2>&1
 echo "gpu.py: exit $?"; grep -E "ms/token|ms/iteration|errors|error:" "$OUT/gpu.log" | tail -12

@@ -23,6 +23,7 @@ from engine import (
     ar_step,
     beam_step,
     chain_step,
+    ddtree_step,
     dynatree_step,
     fixed_tree_step,
     sequoia_step,
@@ -82,6 +83,7 @@ STATIC_TREES = {
     "specinfer": specinfer_step,
     "beam": beam_step,
     "sequoia": sequoia_step,
+    "ddtree": ddtree_step,
 }
 
 

@@ -5,9 +5,9 @@ forward's top children come to the host, where the builder picks the next level,
 iteration reads the device once per level. Here a builder with static level widths (greedy
 DynaTree, engine/dynatree_step.py; the fixed tree, engine/fixed_tree_step.py; SpecInfer's
 expansion tree, engine/specinfer_step.py; EAGLE-2's beam tree, engine/beam_step.py; Sequoia's,
-engine/sequoia_step.py; registered in engine/decode.py STATIC_TREES, each with `plan(cfg,
-state)`, this iteration's shapes, and `grow`) grows the same tree with tensor ops, and the host
-learns it only with the verification result:
+engine/sequoia_step.py; DDTree's, engine/ddtree_step.py; registered in engine/decode.py
+STATIC_TREES, each with `plan(cfg, state)`, this iteration's shapes, and `grow`) grows the same
+tree with tensor ops, and the host learns it only with the verification result:
 
     level 0: the root, fed with the committed tokens the draft has not seen (causal), its
              top children the first level's candidates

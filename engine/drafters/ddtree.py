@@ -111,28 +111,30 @@ def best_first(logq: list[list[float]], budget: int) -> list[tuple[int, int]]:
     """Algorithm 1 on log q_i^(k) (logq[i][k], ranks 0-based and sorted descending per depth).
 
     Returns the popped prefixes in pop order as (parent index in this list or -1, rank at
-    their depth); every parent precedes its children.
+    their depth); every parent precedes its children. Ties in sigma, which the paper leaves
+    open, go to the shallower prefix, then the smaller rank tuple (lexicographic): a total
+    order in which a parent and an earlier sibling come first, so the pops are the first B
+    prefixes in it; engine/ddtree_step.py selects the same set with tensor ops. A rank of
+    probability zero (log q = -inf) is never pushed.
     """
     depth_limit, k_max = len(logq), len(logq[0]) if logq else 0
     out: list[tuple[int, int]] = []
-    depth_of: list[int] = []
+    path: list[tuple[int, ...]] = []  # each popped prefix's rank tuple
     score: list[float] = []
-    heap = [(-logq[0][0], 0, -1, 0)] if k_max else []  # (-sigma, tie-break, parent, rank)
-    counter = 1
+    # (-sigma, depth, rank tuple, parent, rank)
+    heap = [(-logq[0][0], 0, (0,), -1, 0)] if k_max and logq[0][0] > -math.inf else []
     while heap and len(out) < budget:
-        neg, _, parent, rank = heapq.heappop(heap)
-        d = depth_of[parent] + 1 if parent >= 0 else 0  # 0-based depth of this prefix
+        neg, d, ranks, parent, rank = heapq.heappop(heap)
         me = len(out)
         out.append((parent, rank))
-        depth_of.append(d)
+        path.append(ranks)
         score.append(-neg)
         base = score[parent] if parent >= 0 else 0.0
         if rank + 1 < len(logq[d]) and logq[d][rank + 1] > -math.inf:  # next sibling
-            heapq.heappush(heap, (-(base + logq[d][rank + 1]), counter, parent, rank + 1))
-            counter += 1
-        if d + 1 < depth_limit:  # first child
-            heapq.heappush(heap, (-(score[me] + logq[d + 1][0]), counter, me, 0))
-            counter += 1
+            sibling = ranks[:-1] + (rank + 1,)
+            heapq.heappush(heap, (-(base + logq[d][rank + 1]), d, sibling, parent, rank + 1))
+        if d + 1 < depth_limit and logq[d + 1][0] > -math.inf:  # first child
+            heapq.heappush(heap, (-(score[me] + logq[d + 1][0]), d + 1, ranks + (0,), me, 0))
     return out
 
 

@@ -12,7 +12,7 @@ import torch
 from bench.host_time import EagerOps
 from engine.cache import CachedModel
 from engine.cuda_graphs import GraphedForward
-from engine.decode import generate
+from engine.decode import STATIC_TREES, generate
 from engine.drafters import DRAFTERS
 from engine.static_cache import StaticCachedModel, cached_model
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
@@ -133,7 +133,7 @@ def test_every_forward_of_a_graphs_generation_is_a_replay(llama_pair, method):
     its = len(got.stats.iterations)
     assert ops.matmuls() == 0, (method, ops.counts.most_common(8))
     forwards = sum(it.draft_forwards for it in got.stats.iterations) + its + 1  # + prefill
-    if method in ("dynatree", "fixed_tree", "specinfer", "beam", "sequoia"):  # root, one graph
+    if method in STATIC_TREES:  # the root's forward, the growth's graph, the target's
         forwards = 3 * its + 1
     assert ops.counts["replays"] >= forwards - 1  # the draft's prefill rides on its first step
 

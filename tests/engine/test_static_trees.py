@@ -1,6 +1,7 @@
 """Greedy trees of static shape grown on the device (engine/static_tree.py): the fixed tree
 (engine/fixed_tree_step.py), SpecInfer's expansion tree (engine/specinfer_step.py), EAGLE-2's
-beam tree (engine/beam_step.py) and Sequoia's (engine/sequoia_step.py). The same trees, node
+beam tree (engine/beam_step.py), Sequoia's (engine/sequoia_step.py) and DDTree's
+(engine/ddtree_step.py). The same trees, node
 for node, as their Python builders (engine/drafters/), the same tokens as autoregressive
 decoding, one host read per iteration, and on `engine: graphs` the growth below the root
 replayed as one graph. DynaTree's step: tests/engine/test_dynatree_step.py."""
@@ -30,6 +31,10 @@ CASES = [
     ("sequoia", {}),  # budget 64 over the real pair's profile
     ("sequoia", {"budget": 12, "max_depth": 3, "profile": [0.4, 0.3, 0.2]}),  # bushy, shallow
     ("sequoia", {"budget": 6, "max_depth": 8, "profile": [0.9]}),  # a chain
+    ("ddtree", {}),  # B 256, L 16: 16 levels of 256 x 256 candidates
+    ("ddtree", {"B": 16, "L": 4}),
+    ("ddtree", {"B": 48, "L": 8}),
+    ("ddtree", {"B": 8, "L": 1}),  # the root's top B: no chain fed
 ]
 
 
@@ -55,7 +60,7 @@ def test_static_growth_equals_the_python_builder(tiny_pair, method, params, monk
         assert counters(static.stats) == counters(python.stats)
 
 
-@pytest.mark.parametrize(("method", "params"), [CASES[i] for i in (0, 1, 5, 8, 11, 12)])
+@pytest.mark.parametrize(("method", "params"), [CASES[i] for i in (0, 1, 5, 8, 11, 12, 16)])
 def test_graphed_growth_equals_the_python_builder(llama_pair, method, params, traced_graphs):
     """On `engine: graphs`, replayed from its make_fx record (which keeps any host value read
     at capture): the trees stay the Python builder's at every iteration."""
@@ -67,7 +72,7 @@ def test_graphed_growth_equals_the_python_builder(llama_pair, method, params, tr
         assert counters(graphed.stats) == counters(python.stats)
 
 
-@pytest.mark.parametrize("method", ["fixed_tree", "specinfer", "beam", "sequoia"])
+@pytest.mark.parametrize("method", ["fixed_tree", "specinfer", "beam", "sequoia", "ddtree"])
 def test_one_host_read_and_a_few_ops_per_iteration(llama_pair, method):
     """One read (the verification result) per iteration, where the Python builders read once
     per level, and a few device ops outside the graph replays (56-114 with the Python builders

@@ -1,0 +1,90 @@
+"""DDTree's optimal tree grown on the device with static shapes: one host read per iteration
+(engine/static_tree.py has the iteration, its graph and its price).
+
+With the autoregressive block drafter (engine/drafters/ddtree.py ARBlockDrafter, greedy) the
+per-depth marginals q_1..q_L come from the draft's greedy chain: the root's forward gives q_1,
+and each chain node y_d (the top token of q_d) is fed alone, one draft forward, giving q_(d+1).
+The tree is then the B most probable prefixes under prod_i q_i (Prop. 2), which Algorithm 1
+pops best-first. Here the same set is selected level by level with tensor ops, on a static
+shape of B rows per depth:
+
+    depth 1:  the K = B ranks of q_1, prefix score sigma = log q_1^(r)
+    depth d:  the B * K children of depth d-1's B kept prefixes, sigma(parent) + log q_d^(r);
+              kept: the B best by (sigma descending, rank tuple ascending)
+    tree:     the B best of all depths' kept prefixes by (sigma descending, depth, rank tuple)
+
+The kept prefixes of a depth stay in rank-tuple (lexicographic) order, so a stable descending
+sort breaks ties by depth, then rank tuple. A prefix's parent has a larger or equal sigma and a
+smaller depth, so every prefix of the B best has its parent among them and among the kept ones
+of its depth: the tree is prefix-closed and the per-depth cut loses none of it. Algorithm 1's
+heap (engine/drafters/ddtree.py best_first) orders its entries by the same key, so both pop
+the same B prefixes, node for node (tests/engine/test_ddtree_step.py); zero-probability ranks
+are never nodes in either. Row 0 of every depth is the chain node when it is kept (the largest
+sigma of its depth, the smallest rank tuple), which keeps the cache slot its feed wrote.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from engine import static_tree
+from engine.draft import DecodeState
+from engine.drafters.ddtree import DDTreeConfig
+from engine.static_tree import Level, feed, pack_levels, root
+from kernels.reference import ancestor_matrix
+
+
+def _kept(score: torch.Tensor, tok: torch.Tensor, b: int, k: int) -> Level:
+    """The b best of a depth's candidates (score [w * k] float64, -inf: no node; tok [k] the
+    depth's ranked tokens; candidate i is rank i % k below kept row i // k of the depth above),
+    in candidate order: stable descending sort, the first b, sorted back."""
+    best = torch.sort(torch.sort(score, descending=True, stable=True).indices[:b]).values
+    lp = score[best]  # [b]
+    return Level(tok=tok[best % k], lp=lp, valid=lp > -torch.inf, par=best // k)
+
+
+def grow(lm, scalars, top_p, top_t, *, cfg: DDTreeConfig, levels: int):
+    """DDTree's tree below the root on the device, from the root's draft forward (top_p, top_t
+    [1, B]: q_1's top B) and scalars [5] float64 (the root's cache slot, position and token at
+    0, 1, 4): the chain's `levels` - 1 one-row feeds, the selection (module docstring), the
+    tree packed (static_tree.pack_levels, B + 1 rows) and its ancestor matrix. A function of
+    its tensors and settings only: one graph per (cfg, levels)."""
+    b, dev = cfg.B, top_p.device
+    fed = [root(scalars, top_p, top_t)]
+    logq = [top_p[0].double().log()]  # [B] per depth: log q_d^(r), as best_first reads them
+    toks = [top_t[0]]
+    for depth in range(1, levels):  # the chain: y_depth, the top token below the last
+        node = Level(fed[-1].top_t[0, :1], fed[-1].level.lp, fed[-1].level.valid, fed[0].level.par)
+        fed.append(feed(lm, node, fed[-1], scalars, depth, depth, b))  # slot root + depth
+        logq.append(fed[-1].top_p[0].double().log())
+        toks.append(fed[-1].top_t[0])
+    none = torch.full((b,), -1, dtype=torch.long, device=dev)
+    chain = [f.slots for f in fed[1:]]  # [1] each: the chain node's slot, row 0 of its depth
+    slots = [fed[0].slots] + [torch.cat([s, none[1:]]) for s in chain] + [none]
+    packed, n = pack_levels([fed[0].level, *select(logq, toks, b)], slots, b)  # [4, B + 1], []
+    return packed, n, ancestor_matrix(packed[1], check=False, height=levels)
+
+
+def select(logq: list[torch.Tensor], toks: list[torch.Tensor], b: int) -> list[Level]:
+    """The B most probable prefixes (module docstring) from each depth's log q_d^(r) and tokens
+    ([K] each, ranks descending, K >= B; grow has K = B): per depth B rows in rank-tuple
+    order, `valid` marking the tree's nodes, `par` a row of the depth above."""
+    kept = [_kept(logq[0], toks[0], b, logq[0].shape[0])]  # depth 1: the first B ranks
+    for lq, tok in zip(logq[1:], toks[1:]):
+        score = (kept[-1].lp[:, None] + lq[None, :]).flatten()  # [B * K]; -inf stays -inf
+        kept.append(_kept(score, tok, b, lq.shape[0]))
+    lp = torch.cat([lv.lp for lv in kept])  # [L * B] in (depth, rank tuple) order
+    best = torch.sort(lp, descending=True, stable=True).indices[:b]
+    keep = torch.zeros_like(lp, dtype=torch.bool).scatter(0, best, True) & (lp > -torch.inf)
+    return [lv._replace(valid=c) for lv, c in zip(kept, keep.split(b))]
+
+
+def plan(cfg: DDTreeConfig, state: DecodeState) -> static_tree.Plan | None:
+    """This iteration's shapes: the chain's L - 1 one-row feeds (or as many as the tokens left
+    allow), the root's top B; None for the trained block drafter (no draft chain)."""
+    if cfg.drafter != "ar":
+        return None
+    levels = min(cfg.L, state.remaining)
+    return static_tree.Plan(
+        cfg.B, (1,) * (levels - 1) + (cfg.B,), cfg.B, {"cfg": cfg, "levels": levels}
+    )
