@@ -9,8 +9,9 @@ pops best-first. Here the same set is selected level by level with tensor ops, o
 shape of B rows per depth:
 
     depth 1:  the K = B ranks of q_1, prefix score sigma = log q_1^(r)
-    depth d:  the B * K children of depth d-1's B kept prefixes, sigma(parent) + log q_d^(r);
-              kept: the B best by (sigma descending, rank tuple ascending)
+    depth d:  the children of depth d-1's B kept prefixes, sigma(parent) + log q_d^(r);
+              kept: the B best by (sigma descending, rank tuple ascending), found among the
+              ~B ln B children that can be (_pairs) rather than all B * K
     tree:     the B best of all depths' kept prefixes by (sigma descending, depth, rank tuple)
 
 The kept prefixes of a depth stay in rank-tuple (lexicographic) order, so a stable descending
@@ -25,6 +26,8 @@ sigma of its depth, the smallest rank tuple), which keeps the cache slot its fee
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from engine import static_tree
@@ -34,12 +37,28 @@ from engine.static_tree import Level, feed, pack_levels, root
 from kernels.reference import ancestor_matrix
 
 
-def _kept(score: torch.Tensor, tok: torch.Tensor, b: int, k: int) -> Level:
-    """The b best of a depth's candidates (score [w * k] float64, -inf: no node; tok [k] the
-    depth's ranked tokens; candidate i is rank i % k below kept row i // k of the depth above),
-    in candidate order: stable descending sort, the first b, sorted back."""
-    best = torch.sort(torch.sort(score, descending=True, stable=True).indices[:b]).values
-    lp = score[best]  # [b]
+@functools.cache
+def _pairs(b: int, k: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The candidates that can be among a depth's b best, made once per shape: (j, r) with
+    (j + 1)(r + 1) <= b, j the parent's place by sigma, r the rank ([P] each, P ~ b ln b).
+    The j + 1 parents up to j and the r + 1 ranks up to r make (j + 1)(r + 1) - 1 other
+    candidates that come first in (sigma descending, rank tuple) order, so any other pair has
+    b before it."""
+    pairs = [(j, r) for j in range(b) for r in range(min(k, b // (j + 1)))]
+    return tuple(torch.tensor(c, dtype=torch.long, device=device) for c in zip(*pairs))
+
+
+def _children(above: Level, lq: torch.Tensor, tok: torch.Tensor, b: int) -> Level:
+    """The b best children of a depth's kept prefixes (above: b rows in rank-tuple order;
+    lq, tok [K] this depth's log q and tokens), in rank-tuple order: the candidates of _pairs,
+    sorted by rank tuple, then stably by sigma descending, the first b, sorted back."""
+    k = lq.shape[0]
+    j, r = _pairs(b, k, lq.device)  # [P] each
+    rows = torch.sort(above.lp, descending=True, stable=True).indices[j]  # [P] parent rows
+    cand = torch.sort(rows * k + r).values  # [P] each candidate's (parent row, rank) index
+    score = above.lp[cand // k] + lq[cand % k]  # [P] sigma; -inf stays -inf
+    best = torch.sort(cand[torch.sort(score, descending=True, stable=True).indices[:b]]).values
+    lp = above.lp[best // k] + lq[best % k]  # [b]
     return Level(tok=tok[best % k], lp=lp, valid=lp > -torch.inf, par=best // k)
 
 
@@ -69,10 +88,10 @@ def select(logq: list[torch.Tensor], toks: list[torch.Tensor], b: int) -> list[L
     """The B most probable prefixes (module docstring) from each depth's log q_d^(r) and tokens
     ([K] each, ranks descending, K >= B; grow has K = B): per depth B rows in rank-tuple
     order, `valid` marking the tree's nodes, `par` a row of the depth above."""
-    kept = [_kept(logq[0], toks[0], b, logq[0].shape[0])]  # depth 1: the first B ranks
+    lp = logq[0][:b]  # depth 1: the first B ranks
+    kept = [Level(toks[0][:b], lp, lp > -torch.inf, torch.zeros_like(toks[0][:b]))]
     for lq, tok in zip(logq[1:], toks[1:]):
-        score = (kept[-1].lp[:, None] + lq[None, :]).flatten()  # [B * K]; -inf stays -inf
-        kept.append(_kept(score, tok, b, lq.shape[0]))
+        kept.append(_children(kept[-1], lq, tok, b))
     lp = torch.cat([lv.lp for lv in kept])  # [L * B] in (depth, rank tuple) order
     best = torch.sort(lp, descending=True, stable=True).indices[:b]
     keep = torch.zeros_like(lp, dtype=torch.bool).scatter(0, best, True) & (lp > -torch.inf)

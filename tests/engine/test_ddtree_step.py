@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from engine.ddtree_step import select
+from engine.ddtree_step import _pairs, select
 from engine.drafters.ddtree import best_first
 
 
@@ -66,6 +66,8 @@ CASES = [  # (depth, K, B, distinct values per row, zero ranks per row)
     (2, 3, 3, None, 0),  # 3 + 9 prefixes, B = 3
     (6, 2, 2, 1, 0),  # uniform rows: every sigma of a depth ties
     (3, 6, 4, 2, 0),  # K above B (the depth-1 cut)
+    (3, 12, 9, 3, 0),  # K above B, ties: the candidates' cut (j + 1)(r + 1) <= B at work
+    (4, 10, 10, 2, 2),
 ]
 
 
@@ -98,3 +100,10 @@ def test_device_selection_keeps_b_rows_per_depth_in_rank_tuple_order():
     for lv in levels[1:]:  # candidates (parent row, rank) kept in that order
         order = (lv.par * 4 + lv.tok).tolist()
         assert order == sorted(order)
+
+
+def test_candidates_per_depth_are_about_b_ln_b():
+    """The pairs (j, r) that can be among a depth's B best: 7,262 of 1,048,576 at B = 1024."""
+    j, r = _pairs(1024, 1024, torch.device("cpu"))
+    assert j.shape[0] == sum(1024 // (i + 1) for i in range(1024)) == 7262
+    assert bool(((j + 1) * (r + 1) <= 1024).all())
