@@ -73,7 +73,7 @@ def grow(lm, scalars, top_p, top_t, *, cfg: DDTreeConfig, levels: int):
     logq = [top_p[0].double().log()]  # [B] per depth: log q_d^(r), as best_first reads them
     toks = [top_t[0]]
     for depth in range(1, levels):  # the chain: y_depth, the top token below the last
-        node = Level(fed[-1].top_t[0, :1], fed[-1].level.lp, fed[-1].level.valid, fed[0].level.par)
+        node = fed[0].level._replace(tok=fed[-1].top_t[0, :1])  # one row, parent row 0
         fed.append(feed(lm, node, fed[-1], scalars, depth, depth, b))  # slot root + depth
         logq.append(fed[-1].top_p[0].double().log())
         toks.append(fed[-1].top_t[0])
