@@ -39,8 +39,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import write_record  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
-from bench.gpu_models import PAIRS, Models  # noqa: E402
+from bench.gpu_models import PAIRS, Models, add_trace_options  # noqa: E402
 from bench.gpu_sections import loaded, random_prompt  # noqa: E402
 from engine.config import ENGINES, PADDED  # noqa: E402
 from engine.decode import generate  # noqa: E402
@@ -56,15 +57,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--pair", default="qwen2.5-1.5b/qwen2.5-0.5b", choices=list(PAIRS))
     ap.add_argument("--methods", default="linear:k=4,dyspec,salf")
     ap.add_argument("--engine", default="graphs")
-    ap.add_argument("--tokens", type=int, default=32)
-    ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--min-gap-us", type=float, default=5.0)
-    ap.add_argument("--top", type=int, default=12)
-    ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default="auto")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=None)
+    add_trace_options(ap, tokens=32)
     args = ap.parse_args(argv)
     if args.engine not in ENGINES:
         ap.error(f"unknown engine {args.engine!r} (known: {', '.join(ENGINES)})")
@@ -226,9 +220,8 @@ def main(argv=None) -> int:
                 f"    {g['idle_ms_per_iteration']:.3f} ms in {g['gaps_per_iteration']:.1f}: "
                 f"after [{g['after']}] before [{g['before']}]"
             )
-        if args.out:
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        if args.out:  # after every row: what finished survives a timeout
+            write_record(args.out, report)
     return 0
 
 

@@ -184,3 +184,16 @@ class Models:
         if self.args.tiny:
             return f"{key}-tiny"
         return ORCH_TWINS.get(key, key)
+
+
+def add_trace_options(ap, tokens: int) -> None:
+    """The options bench/gpu_trace.py and bench/gpu_gaps.py share: generated tokens, prompt
+    length, rows shown, toy sizes, device, dtype, the weights' seed, the JSON report."""
+    ap.add_argument("--tokens", type=int, default=tokens)
+    ap.add_argument("--prompt-tokens", type=int, default=128)
+    ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None)

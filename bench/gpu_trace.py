@@ -22,7 +22,6 @@ the --top kernels by time with their counts per token.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -32,7 +31,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.gpu_models import ARCHS, Models  # noqa: E402
+from bench.common import write_record  # noqa: E402
+from bench.gpu_models import ARCHS, Models, add_trace_options  # noqa: E402
 from bench.gpu_sections import loaded, random_prompt, stub_draft  # noqa: E402
 from engine.config import ENGINES  # noqa: E402
 from engine.decode import generate  # noqa: E402
@@ -43,14 +43,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="qwen2.5-0.5b", choices=list(ARCHS))
     ap.add_argument("--engines", default="graphs,compiled")
-    ap.add_argument("--tokens", type=int, default=16)
-    ap.add_argument("--prompt-tokens", type=int, default=128)
-    ap.add_argument("--top", type=int, default=12)
-    ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default="auto")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=None)
+    add_trace_options(ap, tokens=16)
     args = ap.parse_args(argv)
     args.engines = [e for e in args.engines.split(",") if e]
     if bad := [e for e in args.engines if e not in ENGINES]:
@@ -120,9 +113,8 @@ def main(argv=None) -> int:
         )
         for k in r["top"]:
             print(f"    {k['per_token']:6.1f} x {k['ms_per_token']:.4f} ms  {k['name']}")
-        if args.out:
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        if args.out:  # after every row: what finished survives a timeout
+            write_record(args.out, report)
     return 0
 
 
