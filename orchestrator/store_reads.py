@@ -4,6 +4,7 @@ transaction of a `Store.transact` call; `url` (redacted) names the database in e
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sqlalchemy import func, select
@@ -117,7 +118,7 @@ def trials(s: Session, sweep_id: int, statuses: tuple[TrialStatus, ...]) -> list
             "worker": t.worker_host,
             "gpu": t.gpu_id,
             "driver": t.owner,
-            "error": _last_line(t.error),
+            "error": error_line(t.error),
         }
         for t in _sweep_trials(s, sweep_id, Trial.status.in_(statuses))
     ]
@@ -151,7 +152,7 @@ def profile_trials(s: Session, sweep_id: int) -> list[dict[str, Any]]:
             "profile": TrialConfig.from_dict(t.config).label(),
             "device": t.device_name or "",
             "worker": t.worker_host or "",
-            "error": _last_line(t.error),
+            "error": error_line(t.error),
         }
         for t in rows
     ]
@@ -175,6 +176,15 @@ def finish_times(s: Session, name: str, last: int = 20) -> list[tuple[float, flo
     return [(float(a), float(b)) for a, b in rows]
 
 
-def _last_line(text: str | None) -> str:
+# a Python exception's line: "ValueError: ...", "ray.exceptions.OutOfMemoryError: ...",
+# "ray.exceptions.RayTaskError(ValueError): ..."
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)(\([\w.]*\))?: ")
+
+
+def error_line(text: str | None) -> str:
+    """The line of a stored error that says what went wrong: the last exception line of its
+    traceback (Ray puts pages of memory statistics after an OutOfMemoryError's), else its
+    last line."""
     lines = (text or "").strip().splitlines()
-    return lines[-1] if lines else ""
+    raised = [line for line in lines if _EXCEPTION.match(line)]
+    return (raised[-1] if raised else lines[-1]).strip() if lines else ""

@@ -316,3 +316,22 @@ def test_orch_db_upgrade_and_current(db_url):
         assert PG_PASSWORD not in r.output
     r = CliRunner().invoke(main, ["db", "current", "--db", db_url])
     assert f"current {head_revision()}; head {head_revision()}" in r.stdout
+
+
+def test_a_failed_trials_error_line_is_its_exception():
+    """`orch status` shows one line per failed trial: the exception's, not the last line of
+    what followed it (Ray's OutOfMemoryError ends with pages of memory statistics)."""
+    from orchestrator.store_reads import error_line
+
+    oom = (
+        'Traceback (most recent call last):\n  File "w.py", line 3, in get\n    raise value\n'
+        "ray.exceptions.OutOfMemoryError: 1 worker(s) were killed due to the node running low"
+        " on memory.\nOOM kill reason: Memory usage exceeded threshold\nEviction Stats:\n"
+        "Refer to the documentation on how to address the out of memory issue: https://x."
+    )
+    assert error_line(oom).startswith("ray.exceptions.OutOfMemoryError: 1 worker(s) were killed")
+    task = "ray.exceptions.RayTaskError(ValueError): ray::TrialActor.run()\nValueError: bad B"
+    assert error_line(task) == "ValueError: bad B"  # the last exception line
+    assert error_line("worker died\n  (no traceback)") == "(no traceback)"
+    assert error_line("Traceback:\nKeyboardInterrupt: x") == "KeyboardInterrupt: x"
+    assert error_line(None) == "" and error_line("") == ""
