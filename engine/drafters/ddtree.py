@@ -119,7 +119,6 @@ def best_first(logq: list[list[float]], budget: int) -> list[tuple[int, int]]:
     """
     depth_limit, k_max = len(logq), len(logq[0]) if logq else 0
     out: list[tuple[int, int]] = []
-    path: list[tuple[int, ...]] = []  # each popped prefix's rank tuple
     score: list[float] = []
     # (-sigma, depth, rank tuple, parent, rank)
     heap = [(-logq[0][0], 0, (0,), -1, 0)] if k_max and logq[0][0] > -math.inf else []
@@ -127,7 +126,6 @@ def best_first(logq: list[list[float]], budget: int) -> list[tuple[int, int]]:
         neg, d, ranks, parent, rank = heapq.heappop(heap)
         me = len(out)
         out.append((parent, rank))
-        path.append(ranks)
         score.append(-neg)
         base = score[parent] if parent >= 0 else 0.0
         if rank + 1 < len(logq[d]) and logq[d][rank + 1] > -math.inf:  # next sibling

@@ -1,10 +1,10 @@
 """Greedy trees of static shape grown on the device (engine/static_tree.py): the fixed tree
 (engine/fixed_tree_step.py), SpecInfer's expansion tree (engine/specinfer_step.py), EAGLE-2's
 beam tree (engine/beam_step.py), Sequoia's (engine/sequoia_step.py) and DDTree's
-(engine/ddtree_step.py). The same trees, node
-for node, as their Python builders (engine/drafters/), the same tokens as autoregressive
-decoding, one host read per iteration, and on `engine: graphs` the growth below the root
-replayed as one graph. DynaTree's step: tests/engine/test_dynatree_step.py."""
+(engine/ddtree_step.py). The same trees, node for node, as their Python builders
+(engine/drafters/), the same tokens as autoregressive decoding, one host read per iteration,
+and on `engine: graphs` the growth below the root replayed as one graph. DynaTree's step:
+tests/engine/test_dynatree_step.py; DDTree's selection: tests/engine/test_ddtree_step.py."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ CASES = [
     ("sequoia", {}),  # budget 64 over the real pair's profile
     ("sequoia", {"budget": 12, "max_depth": 3, "profile": [0.4, 0.3, 0.2]}),  # bushy, shallow
     ("sequoia", {"budget": 6, "max_depth": 8, "profile": [0.9]}),  # a chain
-    ("ddtree", {}),  # B 256, L 16: 16 levels of 256 x 256 candidates
+    ("ddtree", {}),  # B 256, L 16: a 15-node chain, 16 depths of 256 rows
     ("ddtree", {"B": 16, "L": 4}),
     ("ddtree", {"B": 48, "L": 8}),
     ("ddtree", {"B": 8, "L": 1}),  # the root's top B: no chain fed
