@@ -146,6 +146,11 @@ class Slot:
     ready: bool = False  # placed and described: takes trials
 
 
+class ClusterError(ConfigError):
+    """Ray could not be started or reached: one line for the terminal (the sweep stays
+    resumable: nothing of it ran)."""
+
+
 class RayExecutor:
     name = "ray"
 
@@ -194,6 +199,18 @@ class RayExecutor:
             )
             _start_reaper()
             return True
+        except (KeyboardInterrupt, ConfigError):
+            raise
+        except Exception as e:  # Ray raises plain Exception, ConnectionError, RuntimeError
+            where = (
+                f"connect to the Ray cluster at {self.address}"
+                if self.address
+                else ("start a local Ray")
+            )
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise ClusterError(
+                f"could not {where}: {first} (`orch resume` runs the sweep once Ray starts)"
+            ) from None
         finally:
             os.environ.update(hidden)
 

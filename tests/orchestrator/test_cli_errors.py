@@ -163,3 +163,32 @@ def test_malformed_yaml_in_a_real_process(tmp_path, sqlite_url):
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"error: {spec}: malformed YAML")
     assert not (tmp_path / "orch.db").exists()
+
+
+def test_a_ray_that_cannot_start_is_one_line_and_the_sweep_stays_resumable(
+    sqlite_url, tmp_path, monkeypatch
+):
+    """Ray failing to start (seen under load: "The current node timed out during startup")
+    or to connect is not a traceback: one `error:` line, exit 2, the trials still pending."""
+    import ray
+
+    def fail(*args, **kwargs):
+        raise Exception(
+            "The current node timed out during startup. This could happen because some of "
+            "the raylet failed to startup or the GCS has become overloaded.\nmore detail"
+        )
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", fail)
+    spec = tmp_path / "ok.yaml"
+    spec.write_text(GOOD + "  - {name: linear, params: {k: 2}}\n")
+    r = _invoke("submit", str(spec), "--db", sqlite_url, "--executor", "ray", "--no-progress")
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: could not start a local Ray: The current node timed out")
+    assert "more detail" not in r.output and "`orch resume`" in last
+    store = Store(sqlite_url)
+    row = store.counts("e")[0]
+    store.close()
+    assert (row["pending"], row["done"], row["failed"]) == (1, 0, 0)
