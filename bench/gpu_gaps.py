@@ -43,6 +43,7 @@ from bench.common import write_record  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
 from bench.gpu_models import PAIRS, Models, add_trace_options  # noqa: E402
 from bench.gpu_sections import loaded, random_prompt  # noqa: E402
+from bench.host_time import iteration_seconds  # noqa: E402
 from engine.config import ENGINES, PADDED  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
@@ -175,8 +176,7 @@ def profiled(pair: Pair, prompt: list[int], method, args, stack: bool) -> dict:
     its = got.stats.iterations
     out = summarise(busy, gaps, len(its), args.top)
     out["event_categories"] = dict(Counter(e.get("cat") for e in events))  # format check
-    seconds = sum(it.draft_s + it.target_s + it.verify_s + it.bookkeeping_s for it in its)
-    out["iteration_ms"] = 1e3 * seconds / len(its)
+    out["iteration_ms"] = 1e3 * iteration_seconds(got.stats) / len(its)
     return out
 
 

@@ -199,14 +199,8 @@ class RayExecutor:
             )
             _start_reaper()
             return True
-        except (KeyboardInterrupt, ConfigError):
-            raise
         except Exception as e:  # Ray raises plain Exception, ConnectionError, RuntimeError
-            where = (
-                f"connect to the Ray cluster at {self.address}"
-                if self.address
-                else ("start a local Ray")
-            )
+            where = f"connect to Ray at {self.address}" if self.address else "start a local Ray"
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise ClusterError(
                 f"could not {where}: {first} (`orch resume` runs the sweep once Ray starts)"
