@@ -19,9 +19,9 @@ sort breaks ties by depth, then rank tuple. A prefix's parent has a larger or eq
 smaller depth, so every prefix of the B best has its parent among them and among the kept ones
 of its depth: the tree is prefix-closed and the per-depth cut loses none of it. Algorithm 1's
 heap (engine/drafters/ddtree.py best_first) orders its entries by the same key, so both pop
-the same B prefixes, node for node (tests/engine/test_ddtree_step.py); zero-probability ranks
-are never nodes in either. Row 0 of every depth is the chain node when it is kept (the largest
-sigma of its depth, the smallest rank tuple), which keeps the cache slot its feed wrote.
+the same B prefixes, node for node (tests/engine/test_ddtree_step.py). Row 0 of every depth
+is the chain node when it is kept (the largest sigma of its depth, the smallest rank tuple),
+which keeps the cache slot its feed wrote.
 """
 
 from __future__ import annotations
@@ -56,10 +56,10 @@ def _children(above: Level, lq: torch.Tensor, tok: torch.Tensor, b: int) -> Leve
     j, r = _pairs(b, k, lq.device)  # [P] each
     rows = torch.sort(above.lp, descending=True, stable=True).indices[j]  # [P] parent rows
     cand = torch.sort(rows * k + r).values  # [P] each candidate's (parent row, rank) index
-    score = above.lp[cand // k] + lq[cand % k]  # [P] sigma; -inf stays -inf
+    score = above.lp[cand // k] + lq[cand % k]  # [P] sigma (-inf for zero probabilities)
     best = torch.sort(cand[torch.sort(score, descending=True, stable=True).indices[:b]]).values
-    lp = above.lp[best // k] + lq[best % k]  # [b]
-    return Level(tok=tok[best % k], lp=lp, valid=lp > -torch.inf, par=best // k)
+    every = torch.ones_like(best, dtype=torch.bool)  # select marks the tree's nodes
+    return Level(tok[best % k], above.lp[best // k] + lq[best % k], every, best // k)
 
 
 def grow(lm, scalars, top_p, top_t, *, cfg: DDTreeConfig, levels: int):
@@ -88,13 +88,13 @@ def select(logq: list[torch.Tensor], toks: list[torch.Tensor], b: int) -> list[L
     """The B most probable prefixes (module docstring) from each depth's log q_d^(r) and tokens
     ([K] each, ranks descending, K >= B; grow has K = B): per depth B rows in rank-tuple
     order, `valid` marking the tree's nodes, `par` a row of the depth above."""
-    lp = logq[0][:b]  # depth 1: the first B ranks
-    kept = [Level(toks[0][:b], lp, lp > -torch.inf, torch.zeros_like(toks[0][:b]))]
+    first = toks[0][:b]  # depth 1: the first B ranks
+    kept = [Level(first, logq[0][:b], torch.ones_like(first, dtype=torch.bool), first * 0)]
     for lq, tok in zip(logq[1:], toks[1:]):
         kept.append(_children(kept[-1], lq, tok, b))
     lp = torch.cat([lv.lp for lv in kept])  # [L * B] in (depth, rank tuple) order
     best = torch.sort(lp, descending=True, stable=True).indices[:b]
-    keep = torch.zeros_like(lp, dtype=torch.bool).scatter(0, best, True) & (lp > -torch.inf)
+    keep = torch.zeros_like(lp, dtype=torch.bool).scatter(0, best, True)
     return [lv._replace(valid=c) for lv, c in zip(kept, keep.split(b))]
 
 

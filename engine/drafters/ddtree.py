@@ -30,7 +30,6 @@ Nodes are never deeper than `remaining`; B counts drafted nodes (the root is not
 from __future__ import annotations
 
 import heapq
-import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -111,27 +110,28 @@ def best_first(logq: list[list[float]], budget: int) -> list[tuple[int, int]]:
     """Algorithm 1 on log q_i^(k) (logq[i][k], ranks 0-based and sorted descending per depth).
 
     Returns the popped prefixes in pop order as (parent index in this list or -1, rank at
-    their depth); every parent precedes its children. Ties in sigma, which the paper leaves
-    open, go to the shallower prefix, then the smaller rank tuple (lexicographic): a total
-    order in which a parent and an earlier sibling come first, so the pops are the first B
-    prefixes in it; engine/ddtree_step.py selects the same set with tensor ops. A rank of
-    probability zero (log q = -inf) is never pushed.
+    their depth); every parent precedes its children. Lines 7-12 push the next sibling while
+    a rank is left and the first child above depth L, whatever their probability (a rank of
+    probability zero, log q = -inf, scores -inf and comes last). Ties in sigma, which the paper
+    leaves open, go to the shallower prefix, then the smaller rank tuple (lexicographic): a
+    total order in which a parent and an earlier sibling come first, so the pops are the first
+    B prefixes in it; engine/ddtree_step.py selects the same set with tensor ops.
     """
     depth_limit, k_max = len(logq), len(logq[0]) if logq else 0
     out: list[tuple[int, int]] = []
     score: list[float] = []
     # (-sigma, depth, rank tuple, parent, rank)
-    heap = [(-logq[0][0], 0, (0,), -1, 0)] if k_max and logq[0][0] > -math.inf else []
+    heap = [(-logq[0][0], 0, (0,), -1, 0)] if k_max else []
     while heap and len(out) < budget:
         neg, d, ranks, parent, rank = heapq.heappop(heap)
         me = len(out)
         out.append((parent, rank))
         score.append(-neg)
         base = score[parent] if parent >= 0 else 0.0
-        if rank + 1 < len(logq[d]) and logq[d][rank + 1] > -math.inf:  # next sibling
+        if rank + 1 < len(logq[d]):  # next sibling (l. 7-9)
             sibling = ranks[:-1] + (rank + 1,)
             heapq.heappush(heap, (-(base + logq[d][rank + 1]), d, sibling, parent, rank + 1))
-        if d + 1 < depth_limit and logq[d + 1][0] > -math.inf:  # first child
+        if d + 1 < depth_limit:  # first child (l. 10-12)
             heapq.heappush(heap, (-(score[me] + logq[d + 1][0]), d + 1, ranks + (0,), me, 0))
     return out
 
