@@ -68,6 +68,7 @@ def inference(fn):
 
 class CachedModel:
     fast = False  # the eager reference path (engine/static_cache.py: the fast one)
+    compiled = False  # forwards padded to size buckets and run as graphs (static_cache.py)
     # hidden_states indices (0: embeddings) whose rows each forward keeps in `hidden`
     # [n, H * len(hidden_layers)], concatenated: the target features of a drafter conditioned
     # on them (DDTree's block drafter, engine/train/block_drafter.py). The model returns them

@@ -95,9 +95,13 @@ class TreeBuilder:
         device: torch.device | None = None,
         keep_q: bool = True,
         chain_feed: ChainFeed | None = None,
+        wide: bool = False,
     ) -> None:
         self.feed = feed
         self.chain_feed = chain_feed  # expand_chain's forwards, when the draft has them
+        # a draft forward of a few rows costs about one of a single row (padded graph forwards):
+        # a best-first builder may expand the nodes it may need next with the one it needs now
+        self.wide = wide
         self.keep_q = keep_q  # False: tree() leaves q None (a greedy verifier never reads it)
         self.device = device or torch.device("cpu")  # where tree() puts the Tree
         self.tokens: list[int] = [root_token]
@@ -332,7 +336,9 @@ class DraftModel:
         self.prefix_len = len(committed) - 1
         self.path_slots = {}
         chain = self.feed_chain if self.lm.fast and self.warp.greedy and not keep_q else None
-        self.builder = TreeBuilder(self.feed, committed[-1], self.lm.device, keep_q, chain)
+        self.builder = TreeBuilder(
+            self.feed, committed[-1], self.lm.device, keep_q, chain, self.lm.compiled
+        )
         return self.builder
 
     def feed(self, b: TreeBuilder, new: list[int], top: int = 0) -> Batch:

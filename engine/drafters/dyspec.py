@@ -94,7 +94,15 @@ def _draws(draft: TreeBuilder, nodes: list[int], k: int, state: DecodeState, gen
 def grow_greedy(
     draft: TreeBuilder, state: DecodeState, budget: int, gen: torch.Generator
 ) -> list[float]:
-    """Algorithm 1; returns the value of every filled slot in fill order (node order)."""
+    """Algorithm 1; returns the value of every filled slot in fill order (node order).
+
+    Expansion in waves where a draft forward of a few rows costs about one of a single row
+    (TreeBuilder.wide: the padded graph engines): when a node must be expanded, every other
+    node that may still be popped for its first child is expanded in the same forward (see
+    _wave). A node's draws do not depend on when it is expanded, so the tree is the same, with
+    one draft forward and one host read per wave instead of per node (on the real pair at
+    budget 64, 20 forwards per iteration). Sampled draws then come from the generator in wave
+    order: the same distribution, another stream."""
     path_p = {0: 1.0}  # node -> P(u), draft path probability
     draws: dict[int, tuple[list[int], list[float]]] = {}  # node -> its draw sequence
     heap = [(-1.0, 0, 0, 0)]  # (-value, tie-break, node u, draw index k)
@@ -102,9 +110,11 @@ def grow_greedy(
     while heap and draft.size - 1 < budget:
         neg_value, _, u, k = heapq.heappop(heap)
         if u not in draws:
-            t, q = _draws(draft, [u], budget, state, gen)  # [1, k] twice
-            probs, tokens = read_pair(q[0], t[0])  # one read
-            draws[u] = (tokens, probs)
+            wave = [u] + (_wave(heap, draws, budget - draft.size) if draft.wide else [])
+            wave.sort()  # builder order: the batch comes back in the order asked
+            t, q = _draws(draft, wave, budget, state, gen)  # [n, k] twice
+            probs, tokens = read_pair(q, t)  # one read
+            draws.update(zip(wave, zip(tokens, probs)))
         tokens, probs = draws[u]
         if k >= len(tokens) or probs[k] <= 0:
             continue  # the support of q_u is exhausted
@@ -118,6 +128,15 @@ def grow_greedy(
             heapq.heappush(heap, (-rest, counter + 1, u, k + 1))
         counter += 2
     return filled
+
+
+def _wave(heap: list, draws: dict, slots_left: int) -> list[int]:
+    """The unexpanded nodes whose first-child slot is among the `slots_left` best open slots:
+    slots pushed later are worth no more than the slot that pushed them, so a node ranked
+    below that in the heap now is never popped for its first child, and one ranked within it
+    may be."""
+    best = heapq.nsmallest(max(slots_left, 0), heap)
+    return [u for _, _, u, k in best if k == 0 and u not in draws]
 
 
 def _grow_threshold(

@@ -91,3 +91,24 @@ def test_a_broken_builder_is_caught(monkeypatch):
     counts = frequencies(pair, "broken_dyspec", {"budget": 4, "verifier": "specinfer"}, 150)
     pvalue, _ = chi_square(counts, law)
     assert pvalue < 1e-30
+
+
+def test_dyspec_waves_keep_the_target_law(monkeypatch):
+    """Algorithm 1 expanded in waves (the padded engines, engine/drafters/dyspec.py): each
+    wave draws its nodes' rows together, another random stream with the same law per node."""
+    pair, law, alt = world()
+    widest = []
+
+    def waves(draft, state, cfg, gen):
+        draft.wide = True
+        tree = dyspec.build(draft, state, cfg, gen)
+        widest.append(max(len(b.nodes) for b in draft._batches))
+        return tree
+
+    monkeypatch.setitem(
+        DRAFTERS, "dyspec_waves", Drafter(dyspec.DySpecConfig, waves, dyspec.SAMPLING, "specinfer")
+    )
+    counts = frequencies(pair, "dyspec_waves", {"budget": 12, "verifier": "specinfer"}, N)
+    pvalue, power = chi_square(counts, law, alt, ALPHA)
+    assert power >= 0.99 and pvalue > ALPHA, f"p = {pvalue:.2e}"
+    assert max(widest) > 1  # some forwards expanded several nodes

@@ -217,6 +217,25 @@ def test_dyspec_tree_is_the_top_budget_slots(seed, budget):
 
 
 @FAST
+@given(seed=st.integers(0, 10_000), vocab=st.integers(2, 6), budget=st.integers(1, 40))
+def test_dyspec_waves_build_the_same_tree(seed, vocab, budget):
+    """On a wide draft (padded graph forwards) Algorithm 1 expands in waves: the same nodes in
+    the same order with the same slot values, in fewer draft forwards, each feeding only nodes
+    that were in the tree when it ran."""
+    nxt = random_next_probs(vocab, seed)
+    one, wide = PathFeed(nxt), PathFeed(nxt)
+    narrow_b, wide_b = TreeBuilder(one, 0), TreeBuilder(wide, 0, wide=True)
+    filled = dyspec.grow_greedy(narrow_b, state(remaining=7), budget, GEN)
+    assert dyspec.grow_greedy(wide_b, state(remaining=7), budget, GEN) == filled
+    assert (wide_b.tokens, wide_b.parents) == (narrow_b.tokens, narrow_b.parents)
+    assert all(len(f) == 1 for f in one.fed)  # the paper's order: one node per forward
+    assert len(wide.fed) <= len(one.fed)
+    assert sorted(i for f in wide.fed for i in f) == sorted(set(i for f in wide.fed for i in f))
+    if budget >= 8 and vocab >= 3:  # a tree with several expanded levels batches some
+        assert len(wide.fed) < len(one.fed) or len(one.fed) <= 2
+
+
+@FAST
 @given(
     seed=st.integers(0, 10_000),
     vocab=st.integers(2, 5),
