@@ -1,22 +1,21 @@
 """DySpec's Algorithm 1 expanded node by node against in waves, on the real draft (issue 22).
 
-On the padded graph engines DySpec's greedy builder expands, with the node it must expand,
-every node that may still be popped for its first child (engine/drafters/dyspec.py
-grow_greedy): the same tree in fewer draft forwards of more rows. This bench builds both
-trees from the same contexts with the draft model alone (the tree depends on the draft only):
-each prompt of a dataset followed by the first j tokens of its greedy continuation (the
-draft's own: the contexts a generation's iterations see, where the draft is confident and
-DySpec's trees deep; a prompt cut mid-text gives near-uniform drafts and one-level trees), at
-each budget, drafting at DySpec's draft
+On the padded graph engines DySpec's builder expands, with the node it must expand, every node
+that may still be popped for its first child (engine/drafters/dyspec.py grow_greedy): the same
+tree in fewer draft forwards of more rows. This bench builds both trees from the same contexts
+with the draft model alone (the tree depends on the draft only): each prompt of a dataset
+followed by the first j tokens of its greedy continuation (the draft's own, standing in for
+the contexts a generation's iterations see), at each budget, drafting at DySpec's draft
 temperature 0.6 (Sec. 5.1; the sweep's setting for targets at 0 and 0.6). Greedy drafts
 (--draft-temperature 0) give the same trees both ways, which the bench checks; sampled ones the
-same law from another random stream (the wave draws its rows together). It reports draft
-forwards and rows per tree, and the draft time per tree both ways on a profiled device, from a forward-cost curve of the draft (default: the H100 `graphs` curve of
-Qwen2.5-0.5B from bench/records/gpu_h100_graphs_pooled_profile.json): a prediction, not a
-GPU measurement.
+same law from another random stream (a wave draws its rows together). It reports draft
+forwards and rows per tree, and the draft time per tree both ways on a profiled device from a
+forward-cost curve of the draft (default: the H100 `graphs` curve of Qwen2.5-0.5B in
+bench/records/gpu_h100_graphs_pooled_profile.json): a prediction, not a GPU measurement.
 
     python bench/dyspec_waves.py --out bench/records/dyspec_waves_real_pair.json
-    python bench/dyspec_waves.py --draft tiny-llama-draft --budgets 16,64 --n-prompts 2
+    python bench/dyspec_waves.py --draft-temperature 0 --budgets 16,64,128 \
+        --out bench/records/dyspec_waves_real_pair_greedy.json
 """
 
 from __future__ import annotations
