@@ -37,9 +37,12 @@ test: test-fast
 test-fast: lint
 	TRITON_INTERPRET=1 $(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
-# House rules (pyproject.toml [tool.ruff]): lint, and the formatter's layout.
+# House rules (pyproject.toml [tool.ruff]): lint, the formatter's layout, and one basename per
+# test module (tests/ has no packages: pytest refuses to collect a second test_x.py).
 lint: setup
 	$(VENV)/bin/ruff check .
+	@dups=$$(find tests -name 'test_*.py' -printf '%f\n' | sort | uniq -d); \
+	if [ -n "$$dups" ]; then echo "error: test module basenames used twice: $$dups"; exit 1; fi
 	$(VENV)/bin/ruff format --check .
 
 bench: setup
