@@ -15,7 +15,8 @@ sampling: {temperature: 0.0, top_p: 1.0}   # each a number or a list (grid axes)
   # defaults to 1.0); with points only, the grid is empty instead of its default T=0, top-p 1
   # draft_temperature / draft_top_p: the draft's own sampling (DySpec Sec. 5.1 drafts at 0.6
   # for targets at 0 and 0.6), each a number, null (= the target's, the default) or a list
-  # (more grid axes); a point may set them too (its own, default null)
+  # (more grid axes); a point may set them too (its own, default null), and so may a method
+  # (its `sampling:` below, which wins over the sweep's for that method's trials)
 max_new_tokens: 128                 # a number or a list; default for every method
 repeats: 1                          # repeat r runs with seed + r
 seed: 0
@@ -34,6 +35,10 @@ methods:                            # required, non-empty
   - name: dynatree                  # a key of engine.drafters.DRAFTERS
     params: {verifier: greedy}      # fixed values
     grid: {depth: [3, 4], branch: [2, 3]}   # cartesian product, lists only, never empty
+    sampling: {draft_temperature: 0.0}      # optional: this method's draft sampling, one
+                                    # number each (draft_temperature, draft_top_p), for every
+                                    # sampling setting of the sweep (DDTree's vanilla-DFlash
+                                    # chain: an argmax block verified by the target's samples)
 ```
 
 A `profile:` block adds, per pair and engine (and so per placement and dtypes, which are the
@@ -324,8 +329,12 @@ def _dataset(value: Any, where: str, max_prompts: int) -> DatasetSel:
 
 
 def _method(value: Any, where: str) -> MethodSpec:
-    m = mapping(value, where, required=("name",), optional=("params", "grid"))
+    m = mapping(value, where, required=("name",), optional=("params", "grid", "sampling"))
     name = string(m["name"], f"{where}.name")
+    own = mapping(
+        m.get("sampling", {}), f"{where}.sampling", optional=("draft_temperature", "draft_top_p")
+    )
+    dt, dp = own.get("draft_temperature"), own.get("draft_top_p")
     params = dict(mapping(m.get("params", {}), f"{where}.params"))
     grid: dict[str, tuple] = {}
     if "grid" in m:
@@ -340,7 +349,15 @@ def _method(value: Any, where: str) -> MethodSpec:
             if key in params:
                 raise SpecError(f"{where}.grid.{key}: also set in {where}.params")
             grid[str(key)] = tuple(values)
-    return MethodSpec(name=name, params=params, grid=grid)
+    return MethodSpec(
+        name=name,
+        params=params,
+        grid=grid,
+        draft_temperature=None
+        if dt is None
+        else temperature(dt, f"{where}.sampling.draft_temperature"),
+        draft_top_p=None if dp is None else top_p(dp, f"{where}.sampling.draft_top_p"),
+    )
 
 
 SAMPLING_KEYS = ("temperature", "top_p", "draft_temperature", "draft_top_p")

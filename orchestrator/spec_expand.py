@@ -49,8 +49,9 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
     # (method index, temperature, draft temperature or None) -> list of (params,
     # max_new_tokens axis, method)
     points = {}
-    for t, dt in dict.fromkeys((t, _apart(dt, t)) for t, _, dt, _ in sweep.settings):
-        for i, m in enumerate(sweep.methods):
+    for i, m in enumerate(sweep.methods):
+        own = ((t, _apart(m.draft(dt, dp)[0], t)) for t, _, dt, dp in sweep.settings)
+        for t, dt in dict.fromkeys(own):
             points[i, t, dt] = _method_points(
                 m, t, sweep.max_new_tokens, f"{source}: methods[{i}]", sweep.limits, dt
             )
@@ -62,7 +63,8 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
         sweep.pairs, sweep.datasets, sweep.settings
     ):
         for i, m in enumerate(sweep.methods):
-            for params, mnts, _ in points[i, t, _apart(dt, t)]:
+            mdt, mdp = m.draft(dt, dp)
+            for params, mnts, _ in points[i, t, _apart(mdt, t)]:
                 for mnt, e, r in itertools.product(mnts, sweep.engines, range(sweep.repeats)):
                     cfg = TrialConfig(
                         target=target,
@@ -83,8 +85,8 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
                         dtype=sweep.dtype,
                         draft_dtype=sweep.draft_dtype,
                         engine=e,
-                        draft_temperature=dt,
-                        draft_top_p=dp,
+                        draft_temperature=mdt,
+                        draft_top_p=mdp,
                         certify=sweep.certify,
                     )
                     trials.setdefault(cfg.config_hash, cfg)

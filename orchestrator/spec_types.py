@@ -26,6 +26,20 @@ class MethodSpec:
     name: str
     params: dict[str, Any]
     grid: dict[str, tuple]
+    # the method's own draft sampling; None: the sweep's setting
+    draft_temperature: float | None = None
+    draft_top_p: float | None = None
+
+    def own_sampling(self) -> dict[str, float]:
+        """The method's `sampling:` as stored, only the keys it sets."""
+        own = {"draft_temperature": self.draft_temperature, "draft_top_p": self.draft_top_p}
+        return {k: v for k, v in own.items() if v is not None}
+
+    def draft(self, temperature: float | None, top_p: float | None) -> tuple:
+        """(draft temperature, draft top-p) of this method's trials at a sweep setting whose
+        draft settings are `temperature`, `top_p` (None: the target's)."""
+        own = (self.draft_temperature, self.draft_top_p)
+        return tuple(s if o is None else o for o, s in zip(own, (temperature, top_p)))
 
 
 @dataclass(frozen=True)
@@ -113,6 +127,7 @@ class Sweep:
                     "params": m.params,
                     "grid": {k: list(v) for k, v in m.grid.items()},
                 }
+                | ({"sampling": m.own_sampling()} if m.own_sampling() else {})
                 for m in self.methods
             ],
         }

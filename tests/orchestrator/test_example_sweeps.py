@@ -28,7 +28,7 @@ COUNTS = {
     "delayed_verifiers.yaml": (8 * (9 * (4 * 3 + 3 * 3 * 2) + 1),) * 2,
     "dyspec.yaml": (2 * (2 * 5 + 5 + 5 + 1),) * 2,
     "salf.yaml": (3 * 2 * (5 + 1 + 1),) * 2,
-    "ddtree.yaml": (3 * 2 * (7 + 1 + 1),) * 2,
+    "ddtree.yaml": (3 * (9 + 10),) * 2,  # two chains at T = 1, one at T = 0
     "cross_model.yaml": (3 * 2 * 12 + 3,) * 2,  # + one profile trial per pair
 }
 PAPERS = sorted(COUNTS)
@@ -123,6 +123,25 @@ def test_dyspec_drafts_at_0_6_for_both_target_temperatures():
     assert {t.temperature for t in drafted} == {0.0, 0.6}
     for t in drafted:  # a draft temperature equal to the target's is stored as None
         assert (t.draft_temperature or t.temperature) == 0.6
+
+
+def test_ddtree_chains_at_temperature_1_include_vanilla_dflash():
+    # DDTree Sec. 5 compares with vanilla DFlash: its block is the draft's argmax, accepted
+    # while it matches the target's samples (a greedy chain walked as DDTree walks its tree)
+    _, trials = _load("ddtree.yaml", False)
+    chains = {
+        (t.dataset, t.temperature, t.draft_temperature, t.params["verifier"])
+        for t in trials
+        if t.method == "linear"
+    }
+    for d in ("math500", "gsm8k", "humaneval"):
+        assert {c[1:] for c in chains if c[0] == d} == {
+            (0.0, None, "greedy"),
+            (1.0, 0.0, "nss"),
+            (1.0, None, "naive"),
+        }
+    ddtree = {t.params["verifier"] for t in trials if t.method == "ddtree" and t.temperature}
+    assert ddtree == {"nss"}
 
 
 # ----------------------------------------------------------------------------- the block

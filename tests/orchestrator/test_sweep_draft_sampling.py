@@ -1,5 +1,6 @@
 """The sweep file's draft sampling settings (`sampling: draft_temperature / draft_top_p`, DySpec
-Sec. 5.1) and `certify:`: parsing, expansion into trials, the verifier pairing, stored specs."""
+Sec. 5.1), a method's own (`methods[i].sampling`, DDTree's vanilla-DFlash chain) and
+`certify:`: parsing, expansion into trials, the verifier pairing, stored specs."""
 
 from __future__ import annotations
 
@@ -109,3 +110,51 @@ def test_certify_false(tmp_path):
 def test_bad_draft_settings(tmp_path, body, message):
     with pytest.raises(SpecError, match=message):
         _load(tmp_path, body + "\nmethods: [{name: linear}]\n")
+
+
+def test_a_methods_own_draft_sampling(tmp_path):
+    """DDTree's vanilla-DFlash chain (Sec. 5): the block drafted by argmax, verified by the
+    target's samples, beside a chain drafted and verified at the sweep's temperature."""
+    sweep, trials = _load(
+        tmp_path,
+        "sampling: {temperature: [0.0, 1.0]}\n"
+        "methods:\n"
+        "  - {name: linear, params: {k: 4}}\n"
+        "  - {name: linear, params: {k: 4}, sampling: {draft_temperature: 0.0}}\n",
+    )
+    got = [(t.temperature, t.draft_temperature, t.params["verifier"]) for t in trials]
+    # at T = 0 the method's 0 is the target's: one trial, kept once
+    assert got == [(0.0, None, "greedy"), (1.0, None, "naive"), (1.0, 0.0, "nss")]
+    stored = sweep.to_dict()["methods"]
+    assert "sampling" not in stored[0] and stored[1]["sampling"] == {"draft_temperature": 0.0}
+    # the method's setting wins over the sweep's draft axis, for that method only
+    _, trials = _load(
+        tmp_path,
+        "sampling: {temperature: 1.0, draft_temperature: [null, 0.6]}\n"
+        "methods:\n"
+        "  - {name: iid, params: {K: 2, L: 2}}\n"
+        "  - {name: linear, sampling: {draft_temperature: 0.0, draft_top_p: 0.9}}\n",
+    )
+    got = [(t.method, t.draft_temperature, t.draft_top_p) for t in trials]
+    assert got == [("iid", None, None), ("linear", 0.0, 0.9), ("iid", 0.6, None)]
+
+
+@pytest.mark.parametrize(
+    "own, message",
+    [
+        ("{draft_temperature: -1}", r"methods\[0\].sampling.draft_temperature: must be >= 0.0"),
+        ("{draft_top_p: 1.5}", r"methods\[0\].sampling.draft_top_p: must be <= 1.0"),
+        (
+            "{temperature: 1.0}",
+            r"methods\[0\].sampling.temperature: unknown key \(known: draft_temperature",
+        ),
+        (
+            "{draft_temperature: 0.0}\n    params: {verifier: naive}",
+            "with a draft at temperature 0 .*compatible verifiers: nss",
+        ),
+    ],
+)
+def test_bad_method_sampling(tmp_path, own, message):
+    body = f"sampling: {{temperature: 1.0}}\nmethods:\n  - name: linear\n    sampling: {own}\n"
+    with pytest.raises(SpecError, match=message):
+        _load(tmp_path, body)
