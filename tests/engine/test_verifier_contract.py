@@ -55,6 +55,19 @@ STOCHASTIC = [v for v in VERIFIERS if v != "greedy"]
 # one xdist worker for this module (`make test` runs `--dist loadgroup`): its tests share the
 # per-process Monte Carlo caches above, which split across two workers would compute twice
 pytestmark = pytest.mark.xdist_group("verifier_contract")
+
+
+def test_the_module_runs_on_one_worker(request):
+    """Under `--dist loadgroup` xdist keeps a group on one worker by the @GROUP suffix of its
+    tests' ids; a pytest/xdist pairing that loses it splits this module across workers, each
+    computing the Monte Carlo groups (about 2 min each) again."""
+    if getattr(request.config.option, "loadgroup", False):
+        assert request.node.nodeid.endswith("@verifier_contract"), (
+            f"xdist_group ignored by pytest {pytest.__version__} with this pytest-xdist: "
+            "install the pytest pinned in pyproject.toml"
+        )
+
+
 CLAIMS = {v: VERIFIERS[v].modes for v in STOCHASTIC}  # declared by each verifier module
 ROOT_ACCEPTANCE = ("nss", "naive", "naive_tree", "spectr", "specinfer", *formulas.KHISTI)
 N_FIXED, FIXED_TREES = 3_000, 2  # verifications of each of a few fixed trees, per verifier
