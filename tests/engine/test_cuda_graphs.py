@@ -27,13 +27,14 @@ def test_graphs_path_greedy_equals_autoregressive(tiny_pair, method):
 @pytest.mark.parametrize("method", list(DRAFTERS))
 def test_traced_graphs_greedy_equals_autoregressive(llama_pair, method, traced_graphs):
     """Every graph replayed from its record: no method's graphed work reads or depends on a
-    host value (dynatree's whole tree growth is one graph, engine/dynatree_step.py)."""
-    _greedy_equals_autoregressive(llama_pair, method)
+    host value (dynatree's whole tree growth is one graph, engine/dynatree_step.py). One
+    prompt, with its truncated last iteration: tracing each graph key is most of the cost."""
+    _greedy_equals_autoregressive(llama_pair, method, prompts=((PROMPTS[1], 37),))
 
 
-def _greedy_equals_autoregressive(tiny_pair, method):
+def _greedy_equals_autoregressive(tiny_pair, method, prompts=((PROMPTS[0], 40), (PROMPTS[1], 37))):
     accepted = 0
-    for prompt, n in ((PROMPTS[0], 40), (PROMPTS[1], 37)):  # 37: a truncated last iteration
+    for prompt, n in prompts:  # 37: a truncated last iteration
         ids = tiny_pair.target.tokenizer.encode(prompt)
         got = generate(tiny_pair, ids, method, n, engine="graphs")
         assert tuple(got.tokens) == reference(tiny_pair, prompt, n), (method, prompt)
