@@ -63,8 +63,9 @@ def test_static_growth_equals_the_python_builder(tiny_pair, method, params, monk
 @pytest.mark.parametrize(("method", "params"), [CASES[i] for i in (0, 1, 5, 8, 11, 12, 16)])
 def test_graphed_growth_equals_the_python_builder(llama_pair, method, params, traced_graphs):
     """On `engine: graphs`, replayed from its make_fx record (which keeps any host value read
-    at capture): the trees stay the Python builder's at every iteration."""
-    for prompt in PROMPTS[:2]:
+    at capture): the trees stay the Python builder's at every iteration. One prompt: the
+    traced greedy test (test_cuda_graphs.py) replays the other."""
+    for prompt in PROMPTS[:1]:
         ids = llama_pair.target.tokenizer.encode(prompt)
         python = generate(llama_pair, ids, method, 40, params=params, engine="fast")
         graphed = generate(llama_pair, ids, method, 40, params=params, engine="graphs")
