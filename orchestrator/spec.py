@@ -334,7 +334,6 @@ def _method(value: Any, where: str) -> MethodSpec:
     own = mapping(
         m.get("sampling", {}), f"{where}.sampling", optional=("draft_temperature", "draft_top_p")
     )
-    dt, dp = own.get("draft_temperature"), own.get("draft_top_p")
     params = dict(mapping(m.get("params", {}), f"{where}.params"))
     grid: dict[str, tuple] = {}
     if "grid" in m:
@@ -353,10 +352,10 @@ def _method(value: Any, where: str) -> MethodSpec:
         name=name,
         params=params,
         grid=grid,
-        draft_temperature=None
-        if dt is None
-        else temperature(dt, f"{where}.sampling.draft_temperature"),
-        draft_top_p=None if dp is None else top_p(dp, f"{where}.sampling.draft_top_p"),
+        draft_temperature=or_none(temperature)(
+            own.get("draft_temperature"), f"{where}.sampling.draft_temperature"
+        ),
+        draft_top_p=or_none(top_p)(own.get("draft_top_p"), f"{where}.sampling.draft_top_p"),
     )
 
 
