@@ -67,7 +67,8 @@ def _run_options(f):
                 multiple=True,
                 metavar="KEY=V1[,V2...]",
                 help="run only the trials whose KEY (method, a method parameter, temperature, "
-                "top_p, dataset, target, draft, max_new_tokens, repeat) is one of the values; "
+                "top_p, draft_temperature, draft_top_p (none: the target's), dataset, target, "
+                "draft, max_new_tokens, repeat) is one of the values; "
                 "repeatable, a trial must match every --only. The others stay pending for a "
                 "later resume or submit",
             ),

@@ -7,7 +7,9 @@ profile trial (the sweep's `profile:` block) runs unless `--only target=` / `dra
 its pair out.
 
 KEY is one of the trial's own settings (`method`, `target`, `draft`, `dataset`, `temperature`,
-`top_p`, `max_new_tokens`, `repeat`) or a method parameter (`depth`, `verifier`, `B`, ...): the
+`top_p`, `max_new_tokens`, `repeat`, `draft_temperature`, `draft_top_p`; a draft setting equal
+to the target's is stored as none, so `--only draft_temperature=none` picks the trials whose
+draft samples as the target does) or a method parameter (`depth`, `verifier`, `B`, ...): the
 resolved value, defaults included, so `--only depth=5` also picks a method whose default depth
 is 5; a sweep alias reads the parameter it sets (DynaTree's `depth`, `branch`, `threshold` are
 its `D0`, `B_mid`, `tau`). A trial without that parameter (autoregressive has no `depth`)
@@ -30,7 +32,7 @@ from orchestrator.records import TrialConfig
 
 # the trial's own settings --only may name, beside the method's parameters
 SETTINGS = ("method", "target", "draft", "dataset", "temperature", "top_p", "max_new_tokens")
-SETTINGS += ("repeat",)
+SETTINGS += ("repeat", "draft_temperature", "draft_top_p")
 _MISSING = object()
 
 

@@ -151,6 +151,20 @@ def test_matching_is_every_filter_and_profile_trials_follow_the_pair():
     assert json.dumps([o.shown() for o in only]) == '["method=linear", "k=2"]'
 
 
+def test_draft_settings_select_a_methods_own_sampling():
+    """DDTree's sweep runs two chains at T = 1; `draft_temperature` picks vanilla DFlash's
+    (the argmax block), `none` the one whose draft samples as the target does."""
+    from dataclasses import replace
+
+    sps = replace(fake_config(1), temperature=1.0)
+    dflash = replace(sps, draft_temperature=0.0)
+    trials = [sps, dflash]
+    assert [matches(c, parse_only(["draft_temperature=0"])) for c in trials] == [False, True]
+    assert [matches(c, parse_only(["draft_temperature=none"])) for c in trials] == [True, False]
+    with pytest.raises(ConfigError, match=r"has draft_top_p=0.9; its values: None"):
+        check_only(parse_only(["draft_top_p=0.9"]), trials, "s")
+
+
 def test_dynatree_grid_names_select_the_parameters_they_set():
     """DynaTree's grid is written depth / branch / threshold (App. B); its config resolves them
     into D0 / B_mid / tau, and --only reads them there."""
