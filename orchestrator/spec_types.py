@@ -35,11 +35,15 @@ class MethodSpec:
         own = {"draft_temperature": self.draft_temperature, "draft_top_p": self.draft_top_p}
         return {k: v for k, v in own.items() if v is not None}
 
-    def draft(self, temperature: float | None, top_p: float | None) -> tuple:
+    def draft(
+        self, temperature: float | None, top_p: float | None
+    ) -> tuple[float | None, float | None]:
         """(draft temperature, draft top-p) of this method's trials at a sweep setting whose
         draft settings are `temperature`, `top_p` (None: the target's)."""
-        own = (self.draft_temperature, self.draft_top_p)
-        return tuple(s if o is None else o for o, s in zip(own, (temperature, top_p)))
+        return (
+            temperature if self.draft_temperature is None else self.draft_temperature,
+            top_p if self.draft_top_p is None else self.draft_top_p,
+        )
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,7 @@ class Sweep:
                     "params": m.params,
                     "grid": {k: list(v) for k, v in m.grid.items()},
                 }
-                | ({"sampling": m.own_sampling()} if m.own_sampling() else {})
+                | ({"sampling": own} if (own := m.own_sampling()) else {})
                 for m in self.methods
             ],
         }
