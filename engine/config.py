@@ -28,6 +28,9 @@ ADDED_LATER = {"omit_at_default": True}
 # "graphs" the fast path's forwards recorded as CUDA graphs from its eager kernels, no compiler
 # (engine/cuda_graphs.py; on a CPU the same padded forwards without graphs)
 ENGINES = ("eager", "fast", "compiled", "graphs")
+# the model implementations (engine/models.py load_model): Hugging Face's modelling code, or
+# our own forward of Llama / Qwen2 on the static-cache engines (engine/lean_model.py)
+IMPLS = ("hf", "lean")
 # the engines whose forwards are padded to size buckets and replayed as graphs
 PADDED = ("compiled", "graphs")
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from engine.config import ConfigError
+from engine.config import IMPLS, ConfigError
 from engine.model_names import TINY_MODELS, canonical_name
 
 BYTE_VOCAB = 256
@@ -225,26 +225,28 @@ def read_model_config(folder: Path) -> dict[str, Any]:
     return cfg
 
 
-def vocab_size(name: str) -> int | None:
-    """The embedding size of model `name` from its config, without loading it; None when the
-    config does not say or is not on this machine (a folder the workers check)."""
+def model_config(name: str) -> dict[str, Any] | None:
+    """Model `name`'s config (its model_type, vocab_size, ...) without loading it; None when
+    the config is not on this machine (a folder the workers check)."""
     name = canonical_name(checkpoint_base(name))
     kind = resolve(name, local=False)
     if kind == "tiny":
-        return TINY_VOCAB
+        return {"model_type": "gpt_neox" if "neox" in name else "llama", "vocab_size": TINY_VOCAB}
     if kind == "real":
         from engine.fetch import model_dir
 
         try:
-            cfg = read_model_config(model_dir(name))
+            return read_model_config(model_dir(name))
         except ConfigError:
             return None
-    else:
-        path = Path(name).expanduser()
-        if not path.is_dir():
-            return None
-        cfg = read_model_config(path)
-    v = cfg.get("vocab_size")
+    path = Path(name).expanduser()
+    return read_model_config(path) if path.is_dir() else None
+
+
+def vocab_size(name: str) -> int | None:
+    """The embedding size of model `name` from its config, without loading it; None when the
+    config does not say or is not on this machine."""
+    v = (model_config(name) or {}).get("vocab_size")
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
@@ -313,19 +315,39 @@ def check_attn(attn: str) -> str:
     return attn
 
 
+def check_impl(impl: str, *names: str) -> str:
+    """`impl` if known and, for "lean", supported by each named model whose config is on this
+    machine (before any model loads)."""
+    if impl not in IMPLS:
+        raise ConfigError(f"unknown model implementation {impl!r} (known: {', '.join(IMPLS)})")
+    if impl == "lean":
+        from types import SimpleNamespace
+
+        from engine.lean_model import check_supported
+
+        for name in names:
+            cfg = model_config(name)
+            if cfg is not None:
+                check_supported(SimpleNamespace(**cfg))
+    return impl
+
+
 def load_model(
     name: str,
     device: str | None = None,
     dtype: str | torch.dtype | None = None,
     attn: str = "sdpa_gqa",
+    impl: str = "hf",
 ) -> LoadedModel:
     """Load a model by name. attn="tree_triton" switches its attention to the Triton tree
-    kernel (kernels/hf_attention.py) for tree-verification forwards, sdpa elsewhere."""
+    kernel (kernels/hf_attention.py) for tree-verification forwards, sdpa elsewhere.
+    impl="lean": our own forward on the fast engines' cache (engine/lean_model.py; Llama and
+    Qwen2 only, ConfigError otherwise), Hugging Face's everywhere else."""
     name = canonical_name(name)
     kind = resolve(name)
-    check_attn(attn)
+    check_attn(attn), check_impl(impl, name)
     if kind == "checkpoint":
-        return _load_trained(name, device, dtype, attn)
+        return _with_impl(_load_trained(name, device, dtype, attn), impl)
     dev = pick_device(device)
     sha256 = None
     if kind == "tiny":
@@ -366,9 +388,21 @@ def load_model(
     model.set_attn_implementation(attn)
     model = model.to(device=dev, dtype=dt).eval()
     model.requires_grad_(False)
-    return LoadedModel(
+    loaded = LoadedModel(
         name=name, model=model, tokenizer=tokenizer, device=dev, dtype=dt, gguf_sha256=sha256
     )
+    return _with_impl(loaded, impl)
+
+
+def _with_impl(loaded: LoadedModel, impl: str) -> LoadedModel:
+    """The loaded model with our forward (impl "lean"), after its weights are in place."""
+    if impl == "hf":
+        return loaded
+    import dataclasses
+
+    from engine.lean_model import lean
+
+    return dataclasses.replace(loaded, model=lean(loaded.model))
 
 
 def _load_trained(name: str, device, dtype, attn: str) -> LoadedModel:
@@ -395,17 +429,19 @@ def load_pair(
     dtype: str | torch.dtype | None = None,
     attn: str = "sdpa_gqa",
     draft_dtype: str | torch.dtype | None = None,
+    impl: str = "hf",
 ) -> Pair:
     """Load a target/draft pair; both must share one vocabulary (checked). `attn` applies to
     the target, whose forward verifies the tree; `draft_dtype` (None: `dtype`) to the draft,
     e.g. a bf16 draft beside an fp32 target. draft=None or NO_DRAFT loads the target alone (a
-    pair for model-free methods: prompt lookup, autoregressive)."""
+    pair for model-free methods: prompt lookup, autoregressive). `impl` applies to both."""
     resolve(target), check_attn(attn)  # fail before loading anything
     if draft is None or draft == NO_DRAFT:
-        return Pair(target=load_model(target, device, dtype, attn=attn), draft=None)
-    resolve(draft)
-    t = load_model(target, device, dtype, attn=attn)
-    d = load_model(draft, device, dtype if draft_dtype is None else draft_dtype)
+        check_impl(impl, target)
+        return Pair(target=load_model(target, device, dtype, attn=attn, impl=impl), draft=None)
+    resolve(draft), check_impl(impl, target, draft)
+    t = load_model(target, device, dtype, attn=attn, impl=impl)
+    d = load_model(draft, device, dtype if draft_dtype is None else draft_dtype, impl=impl)
     tv, dv = t.model.config.vocab_size, d.model.config.vocab_size
     if t.tokenizer.vocab_size != d.tokenizer.vocab_size and tv != dv:
         raise ConfigError(

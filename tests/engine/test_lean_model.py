@@ -1,0 +1,127 @@
+"""Our own Llama / Qwen2 forward (engine/lean_model.py, `impl: lean`): the same logits as the
+Hugging Face model on the slot cache, the same greedy tokens as autoregressive decoding for
+every method on the static-cache engines, its weights shared with the Hugging Face modules,
+and one error line, before anything loads, for a model it does not support."""
+
+import copy
+
+import pytest
+import torch
+
+from engine.config import ConfigError
+from engine.decode import generate
+from engine.drafters import DRAFTERS
+from engine.lean_model import LeanLM, lean
+from engine.models import load_pair
+from engine.static_cache import StaticCachedModel
+from kernels.triton_tree_attention import is_interpreted
+from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
+from tests.engine.test_fast_path import _tree_then_commit
+
+# the Triton kernels run on CPU tensors only under the interpreter
+KERNELS = ["torch"] + (["triton"] if is_interpreted() or torch.cuda.is_available() else [])
+
+
+def tiny_qwen2():
+    """A random Qwen2 (biases on q, k, v; none on o) of the tiny models' sizes, its biases and
+    norm weights random too (zeros and ones at init), so that each counts where it is used."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(
+        vocab_size=260,
+        hidden_size=64,
+        intermediate_size=192,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    )
+    model = Qwen2ForCausalLM(cfg).eval()
+    for name, p in model.named_parameters():
+        if name.endswith("bias"):
+            torch.nn.init.normal_(p, std=0.5)
+        elif "norm" in name:
+            torch.nn.init.normal_(p, mean=1.0, std=0.3)
+    return model.requires_grad_(False)
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return load_pair("tiny-llama", "tiny-llama-draft")
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_tree_forward_and_compaction_give_the_hf_logits(llama, family, kernels):
+    model = llama.target.model if family == "llama" else tiny_qwen2()
+    want = _tree_then_commit(StaticCachedModel(model))
+    ours = LeanLM(copy.deepcopy(model), kernels)
+    got = _tree_then_commit(StaticCachedModel(ours))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_weights_are_shared_and_the_hf_forward_still_works(llama):
+    model = copy.deepcopy(llama.target.model)
+    before = torch.tensor([[1, 2, 3, 4]])
+    want = model(input_ids=before).logits
+    ours = lean(model)
+    assert lean(ours) is ours
+    att = model.model.layers[0].self_attn
+    fused = ours.layers[0].qkv
+    assert att.q_proj.weight.data_ptr() == fused.data_ptr()
+    assert att.v_proj.weight.data_ptr() > att.k_proj.weight.data_ptr() > fused.data_ptr()
+    assert ours.config is model.config and ours.device == model.device  # the model's own
+    torch.testing.assert_close(ours(input_ids=before).logits, want)  # no slot cache: HF's
+
+
+def test_forwards_that_return_hidden_states_run_the_hf_forward(llama):
+    ours = lean(copy.deepcopy(llama.target.model))
+    lm = StaticCachedModel(ours, engine="fast")
+    lm.hidden_layers = (1,)
+    lm.extend([1, 2, 3])
+    assert lm.hidden is not None and lm.hidden.shape == (3, ours.config.hidden_size)
+
+
+@pytest.fixture(scope="module")
+def lean_pair():
+    return load_pair("tiny-llama", "tiny-llama-draft", impl="lean")
+
+
+@pytest.mark.parametrize("engine", ["fast", "graphs"])
+@pytest.mark.parametrize("method", list(DRAFTERS))
+def test_every_method_emits_the_autoregressive_tokens(llama, lean_pair, method, engine):
+    """Greedy on the lean forward against Hugging Face's autoregressive decoding (the golden
+    test's reference), on the fast path and the padded one (`graphs`: CUDA graphs on CUDA)."""
+    assert isinstance(lean_pair.target.model, LeanLM)
+    accepted = 0
+    for prompt in PROMPTS[:2]:
+        ids = lean_pair.target.tokenizer.encode(prompt)
+        got = generate(lean_pair, ids, method, 40, engine=engine)
+        assert tuple(got.tokens) == reference(llama, prompt, 40), (method, prompt)
+        accepted += sum(s.accepted for s in got.stats.iterations)
+    assert method == "autoregressive" or accepted > 0
+
+
+def test_the_lean_forward_runs(lean_pair, monkeypatch):
+    """The fast path's forwards go through LeanLM.forward, not the wrapped model's."""
+    calls = []
+    forward = LeanLM.forward
+    monkeypatch.setattr(LeanLM, "forward", lambda self, *a: calls.append(1) or forward(self, *a))
+    ids = lean_pair.target.tokenizer.encode(PROMPTS[0])
+    g = generate(lean_pair, ids, "linear", 16, engine="fast")
+    its = g.stats.iterations
+    # every target forward (one per iteration and the prefill) and draft forward
+    assert len(calls) >= len(its) + sum(s.draft_forwards for s in its) + 1
+
+
+def test_unsupported_models_and_names_fail_before_loading(monkeypatch):
+    import engine.models as models
+
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("loaded a model"))
+    not_supported = "impl lean: the model is not supported: its family is 'gpt_neox'"
+    with pytest.raises(ConfigError, match=not_supported):
+        load_pair("tiny-neox", "tiny-neox-draft", impl="lean")
+    with pytest.raises(ConfigError, match="unknown model implementation 'vllm'"):
+        load_pair("tiny-llama", "tiny-llama-draft", impl="vllm")
