@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import markdown_table, write_record  # noqa: E402
 from bench.host_time import EagerOps, HostReads, Synchronisations  # noqa: E402
+from engine.config import IMPLS  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
 from engine.models import load_pair  # noqa: E402
@@ -69,6 +70,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--time-limit-s", type=float, default=300.0)
     ap.add_argument("--learned", action="store_true", help="also NDE and the block drafter")
+    ap.add_argument(
+        "--impl",
+        choices=IMPLS,
+        default="hf",
+        help="the models' forward on the static-cache engines (lean: engine/lean_model.py; "
+        "llama only); the reference is always Hugging Face's eager autoregressive decoding",
+    )
     return ap.parse_args(argv)
 
 
@@ -127,7 +135,7 @@ def run(args) -> dict:
         os.environ["ORCH_HOME"] = tempfile.mkdtemp(prefix="orch_home_")
     for family in args.families.split(","):
         pair = pairs[family] = load_pair(
-            f"tiny-{family}", f"tiny-{family}-draft", args.device, args.dtype
+            f"tiny-{family}", f"tiny-{family}-draft", args.device, args.dtype, impl=args.impl
         )
         report["device"] = str(pair.target.device)
         if pair.target.device.type == "cuda":

@@ -10,6 +10,29 @@ def ms_cell(r: dict | None, key: str = "ms_per_token") -> str:
     return f"{r[key]:.3f}{x}"
 
 
+def lean_table(report: dict) -> list[str]:
+    """Autoregressive decoding on our own forward (ENGINE+lean) beside Hugging Face's, per
+    model and engine, when the run measured it."""
+    rows = []
+    for name, m in report["models"].items():
+        a = m["autoregressive"]
+        for key in (k for k in a if k.endswith("+lean")):
+            hf, ours = a.get(key.removesuffix("+lean")), a[key]
+            ratio = f"{hf['ms_per_token'] / ours['ms_per_token']:.2f}x" if hf else "-"
+            engine = key.removeprefix("ours_").removesuffix("+lean")
+            rows.append(f"| {name} | {engine} | {ms_cell(hf)} | {ms_cell(ours)} | {ratio} |")
+    if not rows:
+        return []
+    return [
+        "",
+        "Autoregressive decoding on our forward (engine/lean_model.py), ms per token (x floor):",
+        "",
+        "| model | engine | Hugging Face forward | lean forward | lean speedup |",
+        "|---|---|---:|---:|---:|",
+        *rows,
+    ]
+
+
 def markdown(report: dict) -> str:
     """The report as Markdown tables (ms; ratios in parentheses)."""
     d, bw = report["device"], report["bandwidth"]
@@ -36,6 +59,7 @@ def markdown(report: dict) -> str:
             )
             + f" | {'-' if share is None else f'{share:.1%}'} | {synced} |"
         )
+    lines += lean_table(report)
     lines += [
         "",
         "Verification: one target forward over n tree nodes, ms (x n=1), at the prompt's context:",

@@ -22,8 +22,9 @@ from bench.gpu_report import ms_cell  # noqa: E402
 from bench.host_time import host_seconds  # noqa: E402
 from bench.tree_attention import time_ms  # noqa: E402
 from engine.clock import synchronised  # noqa: E402
-from engine.config import PADDED, ConfigError  # noqa: E402
+from engine.config import ENGINES, PADDED, ConfigError  # noqa: E402
 from engine.decode import generate  # noqa: E402
+from engine.lean_model import lean  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
 from engine.models import LoadedModel, Pair  # noqa: E402
 from engine.static_cache import cached_model  # noqa: E402
@@ -169,13 +170,27 @@ def random_prompt(model, n: int, seed: int) -> list[int]:
     return torch.randint(model.config.vocab_size, (n,), generator=gen).tolist()
 
 
+# autoregressive engines: each engine path, and the static-cache ones on our own forward
+# (engine/lean_model.py) as ENGINE+lean
+AR_ENGINES = ENGINES + tuple(f"{e}+lean" for e in ENGINES if e != "eager")
+
+
+def on_engine(model, spec: str):
+    """(the model to decode with, the engine path) of an AR_ENGINES entry."""
+    engine, _, impl = spec.partition("+")
+    return (lean(model) if impl == "lean" else model), engine
+
+
 def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float, budget, log):
-    """Our autoregressive decoding per engine path (and HF greedy): ms per token, x floor."""
+    """Our autoregressive decoding per engine path (and HF greedy): ms per token, x floor. An
+    engine ENGINE+lean runs on our own forward of the same model (engine/lean_model.py)."""
     prompt = random_prompt(model, args.prompt_tokens, args.seed)
-    pair = Pair(loaded(name, model), loaded("stub", stub_draft(model, args.seed)))
+    stub = loaded("stub", stub_draft(model, args.seed))
     out = {}
 
-    def ours_ar(pair, prompt, engine):
+    def ours_ar(spec):
+        m, engine = on_engine(model, spec)
+        pair = Pair(loaded(name, m), stub)
         stats = ours(pair, prompt, "autoregressive", args.new_tokens, engine, args.repeats)
         split = iteration_split(stats)
         out = {
@@ -192,11 +207,11 @@ def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float,
             s.summary()["tpot_s"] for s in synced
         )
         if engine == "graphs" and model.device.type == "cuda":
-            out["replay_ms"] = replay_ms(cached_model(model, engine), args.repeats)
+            out["replay_ms"] = replay_ms(cached_model(m, engine), args.repeats)
         return out
 
     for engine in engines:
-        r = budget.run(f"{name} autoregressive {engine}", lambda e=engine: ours_ar(pair, prompt, e))
+        r = budget.run(f"{name} autoregressive {engine}", lambda e=engine: ours_ar(e))
         if r:
             out[f"ours_{engine}"] = r = {**r, "over_floor": r["ms_per_token"] / floor_ms}
             replay = f", graph replay alone {r['replay_ms']:.3f} ms" if r.get("replay_ms") else ""

@@ -215,7 +215,17 @@ class LeanLM:
         return F.linear(h, self.lm_head)[None]
 
 
+# a model's LeanLM lives on the model (as engine/static_cache.py's cached models do): its fused
+# weights are made once, however often a benchmark asks for it
+_LEAN = "_orch_lean"
+
+
 def lean(model, kernels: str = "auto") -> LeanLM:
     """`model` (a Hugging Face Llama / Qwen2 causal LM, on its device and dtype) with our
-    forward; ConfigError for another family."""
-    return model if isinstance(model, LeanLM) else LeanLM(model, kernels)
+    forward, made once per model and `kernels`; ConfigError for another family."""
+    if isinstance(model, LeanLM):
+        return model
+    made = vars(model).setdefault(_LEAN, {})
+    if kernels not in made:
+        made[kernels] = LeanLM(model, kernels)
+    return made[kernels]

@@ -67,7 +67,7 @@ def test_weights_are_shared_and_the_hf_forward_still_works(llama):
     before = torch.tensor([[1, 2, 3, 4]])
     want = model(input_ids=before).logits
     ours = lean(model)
-    assert lean(ours) is ours
+    assert lean(ours) is ours and lean(model) is ours  # made once per model
     att = model.model.layers[0].self_attn
     fused = ours.layers[0].qkv
     assert att.q_proj.weight.data_ptr() == fused.data_ptr()
