@@ -7,6 +7,12 @@
 #
 # The leases up to 2026-11-28 (docs/gpu.md) ran this script's earlier versions; this one runs
 # what they left open:
+# 0. our own forward (engine/lean_model.py, written after the last lease; its Triton kernels
+#    have run only under the CPU interpreter): (a) every method's greedy output on it against
+#    autoregressive decoding, tiny llama, fast and graphs; (b) autoregressive decoding on
+#    graphs and graphs+lean for the 7B, 1.5B and 0.5B shapes against the bandwidth floor
+#    (goal 1.25x; HF's forward was at 1.81x for the 7B); (c) the 7B step's kernels per token
+#    on both forwards
 # 1. where the GPU waits in DySpec's and SALF's iterations (10-14% host time against the 10%
 #    goal in the 2026-11-28 lease; linear beside them at 4%): bench/gpu_gaps.py charges each
 #    idle gap of the device timeline to the engine code that launched the work on either side
@@ -16,7 +22,9 @@
 #    SALF and DDTree (grown on the device since 2026-11-28: engine/ddtree_step.py; 4.3 ms and
 #    one more read per iteration before), pooled over 3 runs each, each beside a
 #    synchronised-timing run
-# Files under $OUT: gaps.json, exact_graphs.json, gpu.json, gpu_profile.json and a log per step.
+# Files under $OUT: exact_lean.json, gpu_lean.json, trace_lean.json, gaps.json, exact_graphs.json,
+# gpu.json, their *_profile.json and a log per step. The later steps' limits were cut to fit
+# step 0; whatever they leave, a second call runs with their earlier limits (190, 100, 200 s).
 set -u
 OUT=${OUT:-/tmp/gpu_lease}
 mkdir -p "$OUT"
@@ -24,15 +32,27 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import torch, transformers, triton; print(torch.__version__, transformers.__version__, triton.__version__)"
 
-timeout 190 python3 bench/gpu_gaps.py --pair qwen2.5-1.5b/qwen2.5-0.5b \
+timeout 60 python3 bench/gpu_exact.py --engines fast,graphs --families llama --impl lean \
+    --time-limit-s 45 --out "$OUT/exact_lean.json" >"$OUT/exact_lean.log" 2>&1
+echo "exact lean: exit $?"; grep -v Warning "$OUT/exact_lean.log" | tail -3
+
+timeout 150 python3 bench/gpu.py --engines graphs,graphs+lean --models qwen2.5-7b,qwen2.5-1.5b,qwen2.5-0.5b \
+    --pairs '' --no-kernel --no-hf --time-limit-s 130 --out "$OUT/gpu_lean.json" >"$OUT/gpu_lean.log" 2>&1
+echo "gpu.py lean: exit $?"; grep -A8 "on our forward" "$OUT/gpu_lean.log"
+
+timeout 60 python3 bench/gpu_trace.py --model qwen2.5-7b --engines graphs,graphs+lean \
+    --out "$OUT/trace_lean.json" >"$OUT/trace_lean.log" 2>&1
+echo "trace lean: exit $?"; grep "per token" "$OUT/trace_lean.log"
+
+timeout 120 python3 bench/gpu_gaps.py --pair qwen2.5-1.5b/qwen2.5-0.5b \
     --methods dyspec,salf,linear:k=4 --tokens 24 --out "$OUT/gaps.json" >"$OUT/gaps.log" 2>&1
 echo "gaps: exit $?"; grep -v "Warn\|warn\|USDT\|forward_call" "$OUT/gaps.log" | tail -45
 
-timeout 100 python3 bench/gpu_exact.py --engines graphs --learned --time-limit-s 75 \
+timeout 80 python3 bench/gpu_exact.py --engines graphs --learned --time-limit-s 60 \
     --out "$OUT/exact_graphs.json" >"$OUT/exact.log" 2>&1
 echo "exact graphs: exit $?"; grep -v Warning "$OUT/exact.log" | tail -3
 
-timeout 200 python3 bench/gpu.py --engines graphs --pair-engine graphs --models '' \
+timeout 90 python3 bench/gpu.py --engines graphs --pair-engine graphs --models '' \
     --pairs qwen2.5-7b/qwen2.5-0.5b,qwen2.5-1.5b/qwen2.5-0.5b --no-kernel --no-hf \
-    --methods linear:k=4,dyspec,salf,ddtree --time-limit-s 180 --out "$OUT/gpu.json" >"$OUT/gpu.log" 2>&1
+    --methods linear:k=4,dyspec,salf,ddtree --time-limit-s 75 --out "$OUT/gpu.json" >"$OUT/gpu.log" 2>&1
 echo "gpu.py: exit $?"; grep -E "ms/token|ms/iteration|errors|error:" "$OUT/gpu.log" | tail -12
