@@ -82,8 +82,10 @@ def test_dyspec_tree_is_the_top_budget_slots(seed, budget):
 @given(seed=st.integers(0, 10_000), vocab=st.integers(2, 6), budget=st.integers(1, 40))
 def test_dyspec_waves_build_the_same_tree(seed, vocab, budget):
     """On a wide draft (padded graph forwards) Algorithm 1 expands in waves: the same nodes in
-    the same order with the same slot values, in fewer draft forwards, each feeding only nodes
-    that were in the tree when it ran."""
+    the same order with the same slot values, in no more draft forwards, each feeding only
+    nodes that were in the tree when it ran. (Not always fewer: a wave may expand a node whose
+    children the budget then leaves out, e.g. seed 0, vocab 3, budget 8: 6 forwards either
+    way; test_dyspec_waves_save_forwards_over_many_drafts counts the saving.)"""
     nxt = random_next_probs(vocab, seed)
     one, wide = PathFeed(nxt), PathFeed(nxt)
     narrow_b, wide_b = TreeBuilder(one, 0), TreeBuilder(wide, 0, wide=True)
@@ -93,8 +95,19 @@ def test_dyspec_waves_build_the_same_tree(seed, vocab, budget):
     assert all(len(f) == 1 for f in one.fed)  # the paper's order: one node per forward
     assert len(wide.fed) <= len(one.fed)
     assert sorted(i for f in wide.fed for i in f) == sorted(set(i for f in wide.fed for i in f))
-    if budget >= 8 and vocab >= 3:  # a tree with several expanded levels batches some
-        assert len(wide.fed) < len(one.fed) or len(one.fed) <= 2
+
+
+@pytest.mark.parametrize("vocab,budget", [(3, 8), (4, 16), (6, 32)])
+def test_dyspec_waves_save_forwards_over_many_drafts(vocab, budget):
+    """Summed over 20 random drafts, the waves take at least 10% fewer draft forwards than
+    Algorithm 1's one node per forward (measured: 127 -> 109, 230 -> 149, 380 -> 163)."""
+    forwards = {False: 0, True: 0}
+    for seed in range(20):
+        for wide in forwards:
+            feed = PathFeed(random_next_probs(vocab, seed))
+            dyspec.grow_greedy(TreeBuilder(feed, 0, wide=wide), state(remaining=7), budget, GEN)
+            forwards[wide] += len(feed.fed)
+    assert forwards[True] <= 0.9 * forwards[False]
 
 
 @FAST
