@@ -30,12 +30,13 @@ demo: setup
 
 # The whole suite: ruff, the fast tests on two workers (one torch thread each), then the tests
 # marked slow (the real-pair golden test) alone with every core; those skip themselves where
-# the pair is not fetched. `make test-fast` leaves them out.
+# the pair is not fetched. `make test-fast` leaves them out. Property tests run on fixed examples
+# here (HYPOTHESIS_PROFILE=ci, tests/conftest.py); pytest by hand draws new ones.
 test: test-fast
-	TRITON_INTERPRET=1 $(PY) -m pytest -q -m slow
+	HYPOTHESIS_PROFILE=ci TRITON_INTERPRET=1 $(PY) -m pytest -q -m slow
 
 test-fast: lint
-	TRITON_INTERPRET=1 $(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
+	HYPOTHESIS_PROFILE=ci TRITON_INTERPRET=1 $(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 # House rules (pyproject.toml [tool.ruff]): lint, the formatter's layout, and one basename per
 # test module (tests/ has no packages: pytest refuses to collect a second test_x.py).
