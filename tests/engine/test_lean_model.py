@@ -104,6 +104,16 @@ def test_every_method_emits_the_autoregressive_tokens(llama, lean_pair, method, 
     assert method == "autoregressive" or accepted > 0
 
 
+@pytest.mark.slow
+def test_compiled_lean_forward_emits_the_autoregressive_tokens(llama, lean_pair):
+    """Under torch.compile (inductor here, CUDA graphs on CUDA) the torch references run, and
+    the compiler fuses them."""
+    ids = lean_pair.target.tokenizer.encode(PROMPTS[0])
+    for method in ("autoregressive", "linear"):
+        got = generate(lean_pair, ids, method, 24, engine="compiled")
+        assert tuple(got.tokens) == reference(llama, PROMPTS[0], 24), method
+
+
 def test_the_lean_forward_runs(lean_pair, monkeypatch):
     """The fast path's forwards go through LeanLM.forward, not the wrapped model's."""
     calls = []
