@@ -6,13 +6,13 @@ import pytest
 import torch
 from hypothesis import settings
 
+from tests.orchestrator.orch_helpers import PG_ADMIN, PG_PASSWORD
+
 # `make test` (CI) runs the property tests on the same examples every time (HYPOTHESIS_PROFILE=ci:
 # derived from each test's name), so a run fails only on a change; pytest run by hand draws new
 # examples each time, which is how counterexamples get found.
 settings.register_profile("ci", derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
-
-from tests.orchestrator.orch_helpers import PG_ADMIN, PG_PASSWORD
 
 
 @functools.lru_cache(maxsize=None)
