@@ -112,7 +112,6 @@ from bench.gpu_models import (  # noqa: E402
 from bench.gpu_predict import from_report, pair_prediction  # noqa: E402
 from bench.gpu_report import markdown  # noqa: E402
 from bench.gpu_sections import (  # noqa: E402
-    AR_ENGINES,
     ar_section,
     copy_bandwidth,
     curve,
@@ -121,7 +120,7 @@ from bench.gpu_sections import (  # noqa: E402
     record_methods,
     verification_table,
 )
-from engine.config import PADDED, ConfigError  # noqa: E402
+from engine.config import ENGINE_SPECS, PADDED, ConfigError  # noqa: E402
 from engine.models import pick_device, pick_dtype  # noqa: E402
 
 RECORD = ROOT / "bench/records/methods_real_pair.json"
@@ -207,8 +206,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         ap.error(f"unknown model or pair {bad[0]!r}")
     if args.new_tokens < 4:
         ap.error("--new-tokens must be >= 4")
-    if args.engines and (bad := [e for e in args.engines.split(",") if e not in AR_ENGINES]):
-        ap.error(f"unknown engine {bad[0]!r} (known: {', '.join(AR_ENGINES)})")
+    if args.engines and (bad := [e for e in args.engines.split(",") if e not in ENGINE_SPECS]):
+        ap.error(f"unknown engine {bad[0]!r} (known: {', '.join(ENGINE_SPECS)})")
     return args
 
 

@@ -40,7 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import markdown_table, write_record  # noqa: E402
 from bench.host_time import EagerOps, HostReads, Synchronisations  # noqa: E402
-from engine.config import IMPLS  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
 from engine.models import load_pair  # noqa: E402
@@ -70,13 +69,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--time-limit-s", type=float, default=300.0)
     ap.add_argument("--learned", action="store_true", help="also NDE and the block drafter")
-    ap.add_argument(
-        "--impl",
-        choices=IMPLS,
-        default="hf",
-        help="the models' forward on the static-cache engines (lean: engine/lean_model.py; "
-        "llama only); the reference is always Hugging Face's eager autoregressive decoding",
-    )
     return ap.parse_args(argv)
 
 
@@ -135,7 +127,7 @@ def run(args) -> dict:
         os.environ["ORCH_HOME"] = tempfile.mkdtemp(prefix="orch_home_")
     for family in args.families.split(","):
         pair = pairs[family] = load_pair(
-            f"tiny-{family}", f"tiny-{family}-draft", args.device, args.dtype, impl=args.impl
+            f"tiny-{family}", f"tiny-{family}-draft", args.device, args.dtype
         )
         report["device"] = str(pair.target.device)
         if pair.target.device.type == "cuda":
@@ -146,7 +138,7 @@ def run(args) -> dict:
         ]
         learned[family] = learned_cases(pair, family) if args.learned else []
     for engine in args.engines.split(","):  # the cheap engines first, for every method
-        methods = args.compiled_methods if engine == "compiled" else args.methods
+        methods = args.compiled_methods if engine.startswith("compiled") else args.methods
         for family, pair in pairs.items():
             cases = [(m, m, None) for m in methods.split(",")] + learned[family]
             for method, name, params in cases:
@@ -164,7 +156,9 @@ def run(args) -> dict:
                     row["equal"] = all(g.tokens == w for g, w in zip(got, want[family]))
                     its = [it for g in got for it in g.stats.iterations]
                     row["tokens_per_iteration"] = sum(it.accepted + 1 for it in its) / len(its)
-                    if engine != "compiled":  # a TorchFunctionMode would break the graphs
+                    if not engine.startswith(
+                        "compiled"
+                    ):  # a TorchFunctionMode would break the graphs
                         ids = prompts[family][0]
                         row.update(host_work(pair, ids, name, args.new_tokens, engine, params))
                 except Exception as e:  # noqa: BLE001 - one failed case must not end the run

@@ -32,7 +32,7 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import torch, transformers, triton; print(torch.__version__, transformers.__version__, triton.__version__)"
 
-timeout 60 python3 bench/gpu_exact.py --engines fast,graphs --families llama --impl lean \
+timeout 60 python3 bench/gpu_exact.py --engines fast+lean,graphs+lean --families llama \
     --time-limit-s 45 --out "$OUT/exact_lean.json" >"$OUT/exact_lean.log" 2>&1
 echo "exact lean: exit $?"; grep -v Warning "$OUT/exact_lean.log" | tail -3
 

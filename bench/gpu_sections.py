@@ -22,9 +22,8 @@ from bench.gpu_report import ms_cell  # noqa: E402
 from bench.host_time import host_seconds  # noqa: E402
 from bench.tree_attention import time_ms  # noqa: E402
 from engine.clock import synchronised  # noqa: E402
-from engine.config import ENGINES, PADDED, ConfigError  # noqa: E402
+from engine.config import PADDED, ConfigError, split_engine  # noqa: E402
 from engine.decode import generate  # noqa: E402
-from engine.lean_model import lean  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
 from engine.models import LoadedModel, Pair  # noqa: E402
 from engine.static_cache import cached_model  # noqa: E402
@@ -61,7 +60,11 @@ def ours(pair: Pair, prompt: list[int], method, new_tokens: int, engine: str, re
     which greedy decoding repeats shape for shape, so no capture or compilation lands in a
     timed run): the GenerationStats of each of `repeats` runs."""
     generate(
-        pair, prompt, method, new_tokens if engine in PADDED else min(new_tokens, 8), engine=engine
+        pair,
+        prompt,
+        method,
+        new_tokens if split_engine(engine)[0] in PADDED else min(new_tokens, 8),
+        engine=engine,
     )
     return [one(pair, prompt, method, new_tokens, engine) for _ in range(repeats)]
 
@@ -170,27 +173,14 @@ def random_prompt(model, n: int, seed: int) -> list[int]:
     return torch.randint(model.config.vocab_size, (n,), generator=gen).tolist()
 
 
-# autoregressive engines: each engine path, and the static-cache ones on our own forward
-# (engine/lean_model.py) as ENGINE+lean
-AR_ENGINES = ENGINES + tuple(f"{e}+lean" for e in ENGINES if e != "eager")
-
-
-def on_engine(model, spec: str):
-    """(the model to decode with, the engine path) of an AR_ENGINES entry."""
-    engine, _, impl = spec.partition("+")
-    return (lean(model) if impl == "lean" else model), engine
-
-
 def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float, budget, log):
     """Our autoregressive decoding per engine path (and HF greedy): ms per token, x floor. An
     engine ENGINE+lean runs on our own forward of the same model (engine/lean_model.py)."""
     prompt = random_prompt(model, args.prompt_tokens, args.seed)
-    stub = loaded("stub", stub_draft(model, args.seed))
+    pair = Pair(loaded(name, model), loaded("stub", stub_draft(model, args.seed)))
     out = {}
 
-    def ours_ar(spec):
-        m, engine = on_engine(model, spec)
-        pair = Pair(loaded(name, m), stub)
+    def ours_ar(engine):
         stats = ours(pair, prompt, "autoregressive", args.new_tokens, engine, args.repeats)
         split = iteration_split(stats)
         out = {
@@ -206,8 +196,8 @@ def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float,
         out["ms_per_token_synchronised"] = 1e3 * statistics.median(
             s.summary()["tpot_s"] for s in synced
         )
-        if engine == "graphs" and model.device.type == "cuda":
-            out["replay_ms"] = replay_ms(cached_model(m, engine), args.repeats)
+        if engine.startswith("graphs") and model.device.type == "cuda":
+            out["replay_ms"] = replay_ms(cached_model(model, engine), args.repeats)
         return out
 
     for engine in engines:

@@ -35,7 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import write_record  # noqa: E402
 from bench.gpu_models import ARCHS, Models, add_trace_options  # noqa: E402
-from bench.gpu_sections import AR_ENGINES, loaded, on_engine, random_prompt, stub_draft  # noqa: E402
+from bench.gpu_sections import loaded, random_prompt, stub_draft  # noqa: E402
+from engine.config import ENGINE_SPECS  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.models import Pair, pick_device, pick_dtype  # noqa: E402
 
@@ -47,8 +48,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     add_trace_options(ap, tokens=16)
     args = ap.parse_args(argv)
     args.engines = [e for e in args.engines.split(",") if e]
-    if bad := [e for e in args.engines if e not in AR_ENGINES]:
-        ap.error(f"unknown engine {bad[0]!r} (known: {', '.join(AR_ENGINES)})")
+    if bad := [e for e in args.engines if e not in ENGINE_SPECS]:
+        ap.error(f"unknown engine {bad[0]!r} (known: {', '.join(ENGINE_SPECS)})")
     if args.tokens < 2:
         ap.error("--tokens must be >= 2")
     return args
@@ -98,19 +99,17 @@ def main(argv=None) -> int:
     device = pick_device(args.device)
     dtype = pick_dtype(args.dtype, device)
     model = Models(args, device, dtype).get(args.model)
-    stub = loaded("stub", stub_draft(model, args.seed))
+    pair = Pair(loaded(args.model, model), loaded("stub", stub_draft(model, args.seed)))
     prompt = random_prompt(model, 16 if args.tiny else args.prompt_tokens, args.seed)
     report = {"bench": "gpu_trace", "model": args.model, "tiny": args.tiny, "device": str(device)}
     report["dtype"] = str(dtype).removeprefix("torch.")
     if device.type == "cuda":
         report["device_name"] = torch.cuda.get_device_name(device)
     report["engines"] = {}
-    for spec in args.engines:  # ENGINE or ENGINE+lean (our forward, engine/lean_model.py)
-        m, engine = on_engine(model, spec)
-        pair = Pair(loaded(args.model, m), stub)
-        r = report["engines"][spec] = trace(pair, prompt, engine, args.tokens, args.top)
+    for engine in args.engines:
+        r = report["engines"][engine] = trace(pair, prompt, engine, args.tokens, args.top)
         print(
-            f"{args.model} {spec}: {r['per_token']:.0f} {r['unit']} per token, "
+            f"{args.model} {engine}: {r['per_token']:.0f} {r['unit']} per token, "
             f"{r['ms_per_token']:.3f} ms of their time per token, "
             f"wall {r['wall_ms_per_token']:.3f} ms per token"
         )

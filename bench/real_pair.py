@@ -10,14 +10,13 @@ autoregressive output (HF stops at EOS like we do).
     python bench/real_pair.py --methods linear:k=4 linear:k=4@fast    # NAME[:k=v,...][@ENGINE]
     python bench/real_pair.py --hf --methods autoregressive@fast autoregressive@fast+lean
 
-A `+lean` suffix runs the contender on our own forward (engine/lean_model.py) of the same
+An engine ENGINE+lean runs the contender on our own forward (engine/lean_model.py) of the same
 loaded models (its weights are the Hugging Face modules' own), beside those without it.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -29,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import load_prompts, write_record  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
 from bench.hf_contenders import stock_attention  # noqa: E402
-from engine.config import ENGINES, IMPLS, ConfigError  # noqa: E402
+from engine.config import ConfigError  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.fetch import REAL_PAIR  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
-from engine.models import Pair, check_impl, load_pair  # noqa: E402
+from engine.models import check_engine, load_pair  # noqa: E402
 
 DEFAULT_METHODS = [
     "linear:k=4",
@@ -57,13 +56,6 @@ def hf_generate(pair, ids: list[int], n: int, assisted: bool) -> tuple[list[int]
     ):
         out = pair.target.model.generate(x, **kw)
     return out[0, len(ids) :].tolist(), time.perf_counter() - start
-
-
-def lean_pair(pair: Pair) -> Pair:
-    """The same models with our forward (engine/lean_model.py), weights shared."""
-    from engine.lean_model import lean
-
-    return Pair(*(dataclasses.replace(m, model=lean(m.model)) for m in (pair.target, pair.draft)))
 
 
 def vs_hf(ratio: float | None) -> str:
@@ -91,22 +83,14 @@ def main() -> None:
     args = ap.parse_args()
 
     wanted = args.methods if args.methods is not None else DEFAULT_METHODS
-    impls = {t: t.partition("+")[2] or "hf" for t in wanted}  # engine/config.py IMPLS
-    engines = {t: t.partition("+")[0].partition("@")[2] or "eager" for t in wanted}
-    methods = {
-        t: resolve_method(*parse_method(t.partition("+")[0].partition("@")[0])) for t in wanted
-    }
-    if bad := sorted(e for e in engines.values() if e not in ENGINES):
-        sys.exit(f"error: engine {bad[0]!r} is not one of {', '.join(ENGINES)}")
-    if bad := sorted(i for i in impls.values() if i not in IMPLS):
-        sys.exit(f"error: impl {bad[0]!r} is not one of {', '.join(IMPLS)}")
-    if "lean" in impls.values():
-        try:
-            check_impl("lean", args.target, args.draft)
-        except ConfigError as e:
-            sys.exit(f"error: {e}")
+    engines = {t: t.partition("@")[2] or "eager" for t in wanted}  # engine/config.py ENGINE_SPECS
+    methods = {t: resolve_method(*parse_method(t.partition("@")[0])) for t in wanted}
+    try:
+        for e in engines.values():
+            check_engine(e, args.target, args.draft)
+    except ConfigError as e:
+        sys.exit(f"error: {e}")
     pair = load_pair(args.target, args.draft, dtype=args.dtype)
-    pairs = {"hf": pair, "lean": lean_pair(pair) if "lean" in impls.values() else None}
     ids = load_prompts(pair, args.n_prompts, args.prompt_tokens, args.dataset)
     generate(pair, ids[0][:8], "autoregressive", 2)  # warm-up
     hf = [("hf:" + k, k == "assisted") for k in ("greedy", "assisted") if k in args.hf]
@@ -119,7 +103,7 @@ def main() -> None:
         ref = generate(pair, x, "autoregressive", args.max_new_tokens)
         runs = {"ours:autoregressive": (ref.tokens, ref.stats)}
         for t, m in methods.items():
-            g = generate(pairs[impls[t]], x, m, args.max_new_tokens, engine=engines[t])
+            g = generate(pair, x, m, args.max_new_tokens, engine=engines[t])
             runs[t] = (g.tokens, g.stats)
         for k, assisted in hf:
             toks, secs = hf_generate(pair, x, args.max_new_tokens, assisted)

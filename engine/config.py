@@ -28,11 +28,20 @@ ADDED_LATER = {"omit_at_default": True}
 # "graphs" the fast path's forwards recorded as CUDA graphs from its eager kernels, no compiler
 # (engine/cuda_graphs.py; on a CPU the same padded forwards without graphs)
 ENGINES = ("eager", "fast", "compiled", "graphs")
-# the model implementations (engine/models.py load_model): Hugging Face's modelling code, or
-# our own forward of Llama / Qwen2 on the static-cache engines (engine/lean_model.py)
-IMPLS = ("hf", "lean")
+# ENGINE+lean: a static-cache engine path on our own forward of a Llama / Qwen2 model
+# (engine/lean_model.py) instead of Hugging Face's; a trial's `engine` is one of ENGINE_SPECS
+ENGINE_SPECS = ENGINES + tuple(f"{e}+lean" for e in ENGINES if e != "eager")
 # the engines whose forwards are padded to size buckets and replayed as graphs
 PADDED = ("compiled", "graphs")
+
+
+def split_engine(spec: str) -> tuple[str, bool]:
+    """(engine path, on our own forward) of an engine spec, e.g. ("graphs", True) for
+    "graphs+lean"; ConfigError for anything else."""
+    if spec not in ENGINE_SPECS:
+        raise ConfigError(f"engine: {spec!r} is not one of {', '.join(ENGINE_SPECS)}")
+    path, _, impl = spec.partition("+")
+    return path, bool(impl)
 
 
 def config_fields(cls: type) -> dict[str, Any]:

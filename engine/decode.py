@@ -32,7 +32,7 @@ from engine import (
 )
 from engine.cache import CachedModel
 from engine.clock import Clock
-from engine.config import ConfigError
+from engine.config import ConfigError, split_engine
 from engine.draft import DecodeState, DraftModel
 from engine.drafters import DRAFTERS
 from engine.drafters.ddtree import block_checkpoint
@@ -252,7 +252,8 @@ def generate(
     draft_top_p: float | None = None,
 ) -> Generation:
     """Decode until `max_new_tokens` or EOS; timing, truncation, caches and stats live here,
-    one iteration is `decode_step`. engine: how the models run (engine/config.py ENGINES).
+    one iteration is `decode_step`. engine: how the models run (engine/config.py ENGINE_SPECS:
+    an engine path, or ENGINE+lean on our own forward of the models, engine/lean_model.py).
     temperature / top_p: the target's sampling, the law of the output; draft_temperature /
     draft_top_p: how the draft draws its trees (None: as the target; DySpec Sec. 5.1 drafts at
     0.6 for targets at 0 and 0.6). A method given resolved must have been resolved with the
@@ -271,14 +272,15 @@ def generate(
     device = pair.target.device
     gen = torch.Generator(device=device).manual_seed(seed)
     eos = pair.target.tokenizer.eos_token_id
+    path, _ = split_engine(engine)
     capacity = len(prompt_ids) + max_new_tokens + MIN_CAPACITY
     target = cached_model(pair.target.model, engine, capacity)
     if pair.draft is None:  # a model-free method (prompt lookup): engine/no_draft.py
         draft = no_draft(method.name, device)
     else:
         draft = DraftModel(pair.draft.model, dw, cached_model(pair.draft.model, engine, capacity))
-    features = open_features(method, pair, target, engine)
-    taps = selector_taps(method, target, draft, engine)
+    features = open_features(method, pair, target, path)
+    taps = selector_taps(method, target, draft, path)
     try:
         with torch.inference_mode():  # once per generation, not per forward (engine/cache.py)
             return _generate(

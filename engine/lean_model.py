@@ -1,4 +1,5 @@
-"""Our own forward of a Llama / Qwen2 model over the fast paths' slot cache (`impl: lean`).
+"""Our own forward of a Llama / Qwen2 model over the fast paths' slot cache (`engine: fast+lean`,
+`compiled+lean`, `graphs+lean`).
 
 Why: on a GPU at batch one a decoding step should cost the time to read the weights once (the
 bandwidth floor). Hugging Face's modelling code launches about 50 kernels per layer (1403 per
@@ -60,7 +61,9 @@ def check_supported(config) -> None:
     elif getattr(config, "use_sliding_window", False):
         why = "it uses sliding-window attention"
     if why:
-        raise ConfigError(f"impl lean: the model is not supported: {why} (use impl hf)")
+        raise ConfigError(
+            f"engine +lean: the model is not supported: {why} (use the engine without +lean)"
+        )
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from engine.config import IMPLS, ConfigError
+from engine.config import ConfigError, split_engine
 from engine.model_names import TINY_MODELS, canonical_name
 
 BYTE_VOCAB = 256
@@ -315,12 +315,10 @@ def check_attn(attn: str) -> str:
     return attn
 
 
-def check_impl(impl: str, *names: str) -> str:
-    """`impl` if known and, for "lean", supported by each named model whose config is on this
-    machine (before any model loads)."""
-    if impl not in IMPLS:
-        raise ConfigError(f"unknown model implementation {impl!r} (known: {', '.join(IMPLS)})")
-    if impl == "lean":
+def check_engine(engine: str, *names: str) -> str:
+    """`engine` if known (engine/config.py ENGINE_SPECS) and, on our own forward (ENGINE+lean),
+    supported by each named model whose config is on this machine: before any model loads."""
+    if split_engine(engine)[1]:
         from types import SimpleNamespace
 
         from engine.lean_model import check_supported
@@ -329,7 +327,7 @@ def check_impl(impl: str, *names: str) -> str:
             cfg = model_config(name)
             if cfg is not None:
                 check_supported(SimpleNamespace(**cfg))
-    return impl
+    return engine
 
 
 def load_model(
@@ -337,17 +335,14 @@ def load_model(
     device: str | None = None,
     dtype: str | torch.dtype | None = None,
     attn: str = "sdpa_gqa",
-    impl: str = "hf",
 ) -> LoadedModel:
     """Load a model by name. attn="tree_triton" switches its attention to the Triton tree
-    kernel (kernels/hf_attention.py) for tree-verification forwards, sdpa elsewhere.
-    impl="lean": our own forward on the fast engines' cache (engine/lean_model.py; Llama and
-    Qwen2 only, ConfigError otherwise), Hugging Face's everywhere else."""
+    kernel (kernels/hf_attention.py) for tree-verification forwards, sdpa elsewhere."""
     name = canonical_name(name)
     kind = resolve(name)
-    check_attn(attn), check_impl(impl, name)
+    check_attn(attn)
     if kind == "checkpoint":
-        return _with_impl(_load_trained(name, device, dtype, attn), impl)
+        return _load_trained(name, device, dtype, attn)
     dev = pick_device(device)
     sha256 = None
     if kind == "tiny":
@@ -388,21 +383,9 @@ def load_model(
     model.set_attn_implementation(attn)
     model = model.to(device=dev, dtype=dt).eval()
     model.requires_grad_(False)
-    loaded = LoadedModel(
+    return LoadedModel(
         name=name, model=model, tokenizer=tokenizer, device=dev, dtype=dt, gguf_sha256=sha256
     )
-    return _with_impl(loaded, impl)
-
-
-def _with_impl(loaded: LoadedModel, impl: str) -> LoadedModel:
-    """The loaded model with our forward (impl "lean"), after its weights are in place."""
-    if impl == "hf":
-        return loaded
-    import dataclasses
-
-    from engine.lean_model import lean
-
-    return dataclasses.replace(loaded, model=lean(loaded.model))
 
 
 def _load_trained(name: str, device, dtype, attn: str) -> LoadedModel:
@@ -429,19 +412,17 @@ def load_pair(
     dtype: str | torch.dtype | None = None,
     attn: str = "sdpa_gqa",
     draft_dtype: str | torch.dtype | None = None,
-    impl: str = "hf",
 ) -> Pair:
     """Load a target/draft pair; both must share one vocabulary (checked). `attn` applies to
     the target, whose forward verifies the tree; `draft_dtype` (None: `dtype`) to the draft,
     e.g. a bf16 draft beside an fp32 target. draft=None or NO_DRAFT loads the target alone (a
-    pair for model-free methods: prompt lookup, autoregressive). `impl` applies to both."""
+    pair for model-free methods: prompt lookup, autoregressive)."""
     resolve(target), check_attn(attn)  # fail before loading anything
     if draft is None or draft == NO_DRAFT:
-        check_impl(impl, target)
-        return Pair(target=load_model(target, device, dtype, attn=attn, impl=impl), draft=None)
-    resolve(draft), check_impl(impl, target, draft)
-    t = load_model(target, device, dtype, attn=attn, impl=impl)
-    d = load_model(draft, device, dtype if draft_dtype is None else draft_dtype, impl=impl)
+        return Pair(target=load_model(target, device, dtype, attn=attn), draft=None)
+    resolve(draft)
+    t = load_model(target, device, dtype, attn=attn)
+    d = load_model(draft, device, dtype if draft_dtype is None else draft_dtype)
     tv, dv = t.model.config.vocab_size, d.model.config.vocab_size
     if t.tokenizer.vocab_size != d.tokenizer.vocab_size and tv != dv:
         raise ConfigError(

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.config import ENGINES, ConfigError
+from engine.config import ConfigError, split_engine
 
 if TYPE_CHECKING:
     import torch
@@ -53,7 +53,7 @@ class ForwardCurve:
     model: str
     device_name: str
     dtype: str  # "float32", "bfloat16", ...
-    engine: str  # engine/config.py ENGINES
+    engine: str  # engine/config.py ENGINE_SPECS
     points: tuple[CurvePoint, ...]
 
     def contexts(self) -> tuple[int, ...]:
@@ -171,16 +171,19 @@ def device_info(device: torch.device | str) -> dict[str, Any]:
 
 
 def cached_factory(engine: str) -> Callable[[torch.nn.Module, int], CachedModel]:
-    """model, capacity -> an empty cached model of the given engine path (ENGINES)."""
-    if engine not in ENGINES:
-        raise ConfigError(f"engine: {engine!r} is not one of {', '.join(ENGINES)}")
-    if engine == "eager":
+    """model, capacity -> an empty cached model of the given engine (ENGINE_SPECS; ENGINE+lean
+    on our own forward of the model, engine/lean_model.py)."""
+    path, on_lean = split_engine(engine)
+    if path == "eager":
         from engine.cache import CachedModel
 
         return lambda model, capacity: CachedModel(model)
+    from engine.lean_model import lean
     from engine.static_cache import StaticCachedModel
 
-    return lambda model, capacity: StaticCachedModel(model, capacity, engine)
+    return lambda model, capacity: StaticCachedModel(
+        lean(model) if on_lean else model, capacity, path
+    )
 
 
 def parse_ints(text: str, option: str) -> list[int]:

@@ -32,7 +32,7 @@ import torch
 
 from engine.cache import NO_CONTEXT, CachedModel, extras, head, inference
 from engine.clock import Clock
-from engine.config import ENGINES, PADDED, ConfigError
+from engine.config import PADDED, split_engine
 from engine.cuda_graphs import GraphedForward
 from engine.transfer import to_device
 from engine.tree import additive_mask
@@ -346,14 +346,17 @@ _CACHED = "_orch_cached_models"
 
 
 def cached_model(model, engine: str = "eager", capacity: int = MIN_CAPACITY) -> CachedModel:
-    """An empty cached model for one generation on the given engine path (engine/config.py
-    ENGINES). The fast paths keep one instance per model and reset it, so a buffer is
-    allocated, and a compiled graph captured, once per model and size bucket, not per
-    generation."""
+    """An empty cached model for one generation on the given engine (engine/config.py
+    ENGINE_SPECS; ENGINE+lean: on our own forward of the model, engine/lean_model.py). The fast
+    paths keep one instance per model and reset it, so a buffer is allocated, and a compiled
+    graph captured, once per model and size bucket, not per generation."""
+    engine, on_lean = split_engine(engine)
     if engine == "eager":
         return CachedModel(model)
-    if engine not in ENGINES:
-        raise ConfigError(f"engine: {engine!r} is not one of {', '.join(ENGINES)}")
+    if on_lean:
+        from engine.lean_model import lean
+
+        model = lean(model)
     per_model = vars(model).setdefault(_CACHED, {})
     if engine not in per_model:
         per_model[engine] = StaticCachedModel(model, capacity, engine)

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from engine.config import ENGINES, IMPLS, ConfigError, parse_key_values
+from engine.config import ENGINE_SPECS, ConfigError, parse_key_values
 from engine.model_names import DEFAULT_PAIR, canonical_name
 
 
@@ -161,18 +161,11 @@ def _parse_prompt_ids(text: str) -> list[int]:
 )
 @click.option(
     "--engine",
-    type=click.Choice(ENGINES),
+    type=click.Choice(ENGINE_SPECS),
     default="eager",
     show_default=True,
-    help="eager (reference), fast (static KV cache), compiled (fast + torch.compile)",
-)
-@click.option(
-    "--impl",
-    type=click.Choice(IMPLS),
-    default="hf",
-    show_default=True,
-    help="model forward on the fast engines: hf (Hugging Face's) or lean (ours: fused "
-    "projections and Triton kernels; Llama / Qwen2)",
+    help="eager (reference), fast (static KV cache), compiled (fast + torch.compile), graphs "
+    "(fast's forwards as CUDA graphs); ENGINE+lean: on our own forward (Llama / Qwen2)",
 )
 @click.option("--json", "as_json", is_flag=True, help="print tokens, text and stats as JSON")
 def generate(
@@ -193,13 +186,12 @@ def generate(
     dtype,
     attn,
     engine,
-    impl,
     as_json,
 ) -> None:
     """Run one generation with one method and print the result."""
     from engine.decode import generate as run
     from engine.methods import method_params, resolve_method
-    from engine.models import NO_DRAFT, check_attn, check_impl, load_pair, resolve
+    from engine.models import NO_DRAFT, check_attn, check_engine, load_pair, resolve
     from engine.no_draft import no_draft
     from orchestrator.limits import check_generate
     from orchestrator.preflight import check_checkpoints
@@ -215,11 +207,11 @@ def generate(
         no_draft(m.name)  # ConfigError unless the method is model-free
     else:
         resolve(draft)
-    check_impl(impl, target, *([] if draft == NO_DRAFT else [draft]))
+    check_engine(engine, target, *([] if draft == NO_DRAFT else [draft]))
     drafting = {"draft_temperature": draft_temperature, "draft_top_p": draft_top_p}
     tree_temperature = temperature if draft_temperature is None else draft_temperature
     check_generate(target, draft, m, ids, max_new_tokens, tree_temperature, device)
-    pair = load_pair(target, draft, device=device, dtype=dtype, attn=attn, impl=impl)
+    pair = load_pair(target, draft, device=device, dtype=dtype, attn=attn)
     tok = pair.target.tokenizer
     if ids is None:
         ids = (tok.chat_template_encode(prompt) if chat else None) or tok.encode(prompt)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from engine.config import ENGINES
+from engine.config import ENGINE_SPECS
 from engine.profile import DEFAULT_CONTEXTS, DEFAULT_REPEATS, DEFAULT_SIZES, parse_ints
 from orchestrator.cli_options import db_option
 
@@ -27,7 +27,7 @@ from orchestrator.cli_options import db_option
     show_default=True,
     help="cached context lengths, comma-separated",
 )
-@click.option("--engine", type=click.Choice(ENGINES), default="eager", show_default=True)
+@click.option("--engine", type=click.Choice(ENGINE_SPECS), default="eager", show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--repeats", type=click.IntRange(min=1), default=DEFAULT_REPEATS, show_default=True)
 @db_option
@@ -47,14 +47,14 @@ def profile(
     """Measure seconds per forward of N new tokens after C cached tokens for the target and
     the draft on this device, and store both curves (replacing an earlier profile of the same
     device, model, dtype and engine)."""
-    from engine.models import check_device, pick_device, pick_dtype, resolve
+    from engine.models import check_device, check_engine, pick_device, pick_dtype, resolve
     from engine.profile import check_grid
     from orchestrator.profiles import profile_models, save_curves
     from orchestrator.store import Store
 
     n, c = parse_ints(sizes, "--sizes"), parse_ints(contexts, "--contexts")
     check_grid(n, c, repeats)
-    resolve(target), resolve(draft)
+    resolve(target), resolve(draft), check_engine(engine, target, draft)
     dev = pick_device(check_device(device))
     roles = [("target", target, target_dtype or dtype), ("draft", draft, draft_dtype or dtype)]
     for _, _, dt in roles:

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from engine.config import ENGINES
+from engine.config import ENGINE_SPECS
 from orchestrator.cli_options import (
     db_option,
     format_option,
@@ -126,7 +126,7 @@ def _export_name(col: str) -> str:
 )
 @click.option(
     "--predict-engine",
-    type=click.Choice(ENGINES),
+    type=click.Choice(ENGINE_SPECS),
     default=None,
     help="with --predict-on: that engine path's curves (default: each trial's own engine)",
 )

@@ -59,7 +59,7 @@ class TrialConfig:
     chat: bool | None = None  # None: the dataset's default
     device: str = "auto"
     dtype: str = "auto"  # the target's, and the draft's unless draft_dtype is set
-    engine: str = "eager"  # engine/config.py ENGINES
+    engine: str = "eager"  # engine/config.py ENGINE_SPECS
     draft_dtype: str | None = None  # None: the draft runs in `dtype`
     # the draft's own sampling (DySpec Sec. 5.1); None: the target's (engine/sampling.py)
     draft_temperature: float | None = None

@@ -25,7 +25,8 @@ max_attempts: 3                     # dispatches of a trial whose worker died
 device: auto                        # auto | cpu | cuda | cuda:N
 dtype: auto                         # auto | float32 | bfloat16 | float16, or per role:
                                     # {target: float32, draft: bfloat16}
-engine: eager                       # eager | fast | compiled, or a list (a grid axis)
+engine: eager                       # eager | fast | compiled | graphs, or a list (a grid axis);
+                                    # fast+lean etc.: on our own forward (Llama / Qwen2)
 certify: true                       # per-trial losslessness certificate (engine/certify.py)
 limits: {max_trials: 100000}        # caps (orchestrator/limits.py), each optional
 scale: {prompts: 4, max_new_tokens: 32}  # sizes for `orch submit --scale` (orchestrator/scale.py)
@@ -73,7 +74,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from engine.config import ENGINES, ConfigError
+from engine.config import ENGINE_SPECS, ConfigError
 from engine.model_names import canonical_name
 from engine.profile import check_grid as check_profile_grid
 from engine.profile import parse_ints
@@ -290,8 +291,8 @@ def _dtypes(value: Any, where: str) -> tuple[str, str | None]:
 
 
 def _engine(value: Any, where: str) -> str:
-    if value not in ENGINES:
-        raise SpecError(f"{where}: {value!r} is not one of {', '.join(ENGINES)}")
+    if value not in ENGINE_SPECS:
+        raise SpecError(f"{where}: {value!r} is not one of {', '.join(ENGINE_SPECS)}")
     return value
 
 

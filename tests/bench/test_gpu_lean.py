@@ -1,6 +1,6 @@
-"""The GPU benchmarks' runs of our own forward (engine/lean_model.py) at toy sizes on the CPU:
-bench/gpu.py's autoregressive section and its table, bench/gpu_exact.py --impl lean and
-bench/gpu_trace.py's ENGINE+lean, each beside Hugging Face's forward as the lease runs them."""
+"""The GPU benchmarks' runs of our own forward (engine/lean_model.py, ENGINE+lean) at toy sizes
+on the CPU: bench/gpu.py's autoregressive section and its table, bench/gpu_exact.py and
+bench/gpu_trace.py, each beside Hugging Face's forward as the lease runs them."""
 
 import json
 
@@ -20,12 +20,12 @@ def test_gpu_times_autoregressive_decoding_on_both_forwards(tmp_path, capsys):
 
 def test_gpu_exact_runs_every_method_on_the_lean_forward(tmp_path, capsys):
     out = tmp_path / "exact.json"
-    argv = ["--device", "cpu", "--families", "llama", "--engines", "fast,graphs"]
+    argv = ["--device", "cpu", "--families", "llama", "--engines", "fast+lean,graphs+lean"]
     argv += ["--methods", "autoregressive,dynatree,ddtree", "--new-tokens", "12", "--prompts", "1"]
-    assert gpu_exact.main([*argv, "--impl", "lean", "--out", str(out)]) == 0
-    report = json.loads(out.read_text())
-    assert report["args"]["impl"] == "lean" and len(report["rows"]) == 6
-    assert all(r["equal"] for r in report["rows"])
+    assert gpu_exact.main([*argv, "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["engine"] for r in rows} == {"fast+lean", "graphs+lean"} and len(rows) == 6
+    assert all(r["equal"] for r in rows)
 
 
 def test_gpu_trace_counts_fewer_ops_per_token_on_the_lean_forward(tmp_path):

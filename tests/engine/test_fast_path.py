@@ -147,9 +147,8 @@ def test_compiled_path_greedy_equals_autoregressive(llama_pair):
         assert tuple(got.tokens) == reference(llama_pair, PROMPTS[2], 24), method
 
 
-@pytest.mark.parametrize("impl", ["hf", "lean"])
-@pytest.mark.parametrize("engine", ["fast", "graphs"])
-def test_a_dropped_pair_is_freed_with_its_cached_models(engine, impl):
+@pytest.mark.parametrize("engine", ["fast", "graphs", "graphs+lean"])
+def test_a_dropped_pair_is_freed_with_its_cached_models(engine):
     """The fast paths keep one cached model per model and engine (engine/static_cache.py
     cached_model), and our forward one LeanLM per model (engine/lean_model.py lean); a worker
     that drops a pair for the next one must get its memory back: the models go once nothing but
@@ -159,7 +158,7 @@ def test_a_dropped_pair_is_freed_with_its_cached_models(engine, impl):
 
     from engine.models import load_pair
 
-    pair = load_pair("tiny-llama", "tiny-llama-draft", "cpu", "float32", impl=impl)
+    pair = load_pair("tiny-llama", "tiny-llama-draft", "cpu", "float32")
     ids = pair.target.tokenizer.encode("def f(x):")
     generate(pair, ids, "linear", 8, engine=engine)
     models = [weakref.ref(pair.target.model), weakref.ref(pair.draft.model)]

@@ -1,6 +1,6 @@
-"""Our own Llama / Qwen2 forward (engine/lean_model.py, `impl: lean`): the same logits as the
-Hugging Face model on the slot cache, the same greedy tokens as autoregressive decoding for
-every method on the static-cache engines, its weights shared with the Hugging Face modules,
+"""Our own Llama / Qwen2 forward (engine/lean_model.py, `engine: ENGINE+lean`): the same logits
+as the Hugging Face model on the slot cache, the same greedy tokens as autoregressive decoding
+for every method on the static-cache engines, its weights shared with the Hugging Face modules,
 and one error line, before anything loads, for a model it does not support."""
 
 import copy
@@ -12,7 +12,7 @@ from engine.config import ConfigError
 from engine.decode import generate
 from engine.drafters import DRAFTERS
 from engine.lean_model import LeanLM, lean
-from engine.models import load_pair
+from engine.models import check_engine, load_pair
 from engine.static_cache import StaticCachedModel
 from kernels.triton_tree_attention import is_interpreted
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
@@ -62,8 +62,8 @@ def test_tree_forward_and_compaction_give_the_hf_logits(llama, family, kernels):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
-def test_weights_are_shared_and_the_hf_forward_still_works(llama):
-    model = copy.deepcopy(llama.target.model)
+def test_weights_are_shared_and_the_hf_forward_still_works():
+    model = tiny_qwen2()
     before = torch.tensor([[1, 2, 3, 4]])
     want = model(input_ids=before).logits
     ours = lean(model)
@@ -76,62 +76,59 @@ def test_weights_are_shared_and_the_hf_forward_still_works(llama):
     torch.testing.assert_close(ours(input_ids=before).logits, want)  # no slot cache: HF's
 
 
-def test_forwards_that_return_hidden_states_run_the_hf_forward(llama):
-    ours = lean(copy.deepcopy(llama.target.model))
+def test_forwards_that_return_hidden_states_run_the_hf_forward():
+    ours = lean(tiny_qwen2())
     lm = StaticCachedModel(ours, engine="fast")
     lm.hidden_layers = (1,)
     lm.extend([1, 2, 3])
     assert lm.hidden is not None and lm.hidden.shape == (3, ours.config.hidden_size)
 
 
-@pytest.fixture(scope="module")
-def lean_pair():
-    return load_pair("tiny-llama", "tiny-llama-draft", impl="lean")
-
-
-@pytest.mark.parametrize("engine", ["fast", "graphs"])
+@pytest.mark.parametrize("engine", ["fast+lean", "graphs+lean"])
 @pytest.mark.parametrize("method", list(DRAFTERS))
-def test_every_method_emits_the_autoregressive_tokens(llama, lean_pair, method, engine):
+def test_every_method_emits_the_autoregressive_tokens(llama, method, engine):
     """Greedy on the lean forward against Hugging Face's autoregressive decoding (the golden
     test's reference), on the fast path and the padded one (`graphs`: CUDA graphs on CUDA)."""
-    assert isinstance(lean_pair.target.model, LeanLM)
     accepted = 0
     for prompt in PROMPTS[:2]:
-        ids = lean_pair.target.tokenizer.encode(prompt)
-        got = generate(lean_pair, ids, method, 40, engine=engine)
+        ids = llama.target.tokenizer.encode(prompt)
+        got = generate(llama, ids, method, 40, engine=engine)
         assert tuple(got.tokens) == reference(llama, prompt, 40), (method, prompt)
         accepted += sum(s.accepted for s in got.stats.iterations)
     assert method == "autoregressive" or accepted > 0
 
 
 @pytest.mark.slow
-def test_compiled_lean_forward_emits_the_autoregressive_tokens(llama, lean_pair):
+def test_compiled_lean_forward_emits_the_autoregressive_tokens(llama):
     """Under torch.compile (inductor here, CUDA graphs on CUDA) the torch references run, and
     the compiler fuses them."""
-    ids = lean_pair.target.tokenizer.encode(PROMPTS[0])
+    ids = llama.target.tokenizer.encode(PROMPTS[0])
     for method in ("autoregressive", "linear"):
-        got = generate(lean_pair, ids, method, 24, engine="compiled")
+        got = generate(llama, ids, method, 24, engine="compiled+lean")
         assert tuple(got.tokens) == reference(llama, PROMPTS[0], 24), method
 
 
-def test_the_lean_forward_runs(lean_pair, monkeypatch):
-    """The fast path's forwards go through LeanLM.forward, not the wrapped model's."""
+def test_the_lean_forward_runs_on_lean_engines_only(llama, monkeypatch):
+    """ENGINE+lean's forwards go through LeanLM.forward, the plain engines' do not."""
     calls = []
     forward = LeanLM.forward
     monkeypatch.setattr(LeanLM, "forward", lambda self, *a: calls.append(1) or forward(self, *a))
-    ids = lean_pair.target.tokenizer.encode(PROMPTS[0])
-    g = generate(lean_pair, ids, "linear", 16, engine="fast")
+    ids = llama.target.tokenizer.encode(PROMPTS[0])
+    generate(llama, ids, "linear", 16, engine="fast")
+    assert calls == []
+    g = generate(llama, ids, "linear", 16, engine="fast+lean")
     its = g.stats.iterations
     # every target forward (one per iteration and the prefill) and draft forward
     assert len(calls) >= len(its) + sum(s.draft_forwards for s in its) + 1
 
 
-def test_unsupported_models_and_names_fail_before_loading(monkeypatch):
-    import engine.models as models
-
-    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("loaded a model"))
-    not_supported = "impl lean: the model is not supported: its family is 'gpt_neox'"
+def test_unsupported_models_and_engines_fail_with_one_line():
+    not_supported = "engine \\+lean: the model is not supported: its family is 'gpt_neox'"
     with pytest.raises(ConfigError, match=not_supported):
-        load_pair("tiny-neox", "tiny-neox-draft", impl="lean")
-    with pytest.raises(ConfigError, match="unknown model implementation 'vllm'"):
-        load_pair("tiny-llama", "tiny-llama-draft", impl="vllm")
+        check_engine("graphs+lean", "tiny-llama", "tiny-neox-draft")
+    assert check_engine("graphs", "tiny-neox") == "graphs"
+    with pytest.raises(ConfigError, match="engine: 'eager\\+lean' is not one of"):
+        check_engine("eager+lean", "tiny-llama")
+    neox = load_pair("tiny-neox", "tiny-neox-draft")
+    with pytest.raises(ConfigError, match=not_supported):  # and at generation, named
+        generate(neox, [1, 2, 3], "linear", 4, engine="fast+lean")

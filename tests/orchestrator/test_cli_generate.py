@@ -84,6 +84,10 @@ def test_prompt_ids_and_plain_output():
         (["--target", "no-such-model"], "unknown model 'no-such-model'"),
         (["--max-new-tokens", "0"], "--max-new-tokens"),
         (["--prompt-ids", "1,x"], "comma-separated integers"),
+        (
+            ["--target", "tiny-neox", "--draft", "tiny-neox-draft", "--engine", "fast+lean"],
+            "engine +lean: the model is not supported: its family is 'gpt_neox'",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, needle, monkeypatch):

@@ -115,6 +115,24 @@ def test_engine_axis_and_hashes_of_eager_trials(tmp_path):
     assert fast.config_hash != eager.config_hash
 
 
+def test_lean_engines_are_axis_values_for_llama_and_qwen2_pairs_only(tmp_path):
+    """ENGINE+lean (our own forward, engine/lean_model.py) is an engine value like the others;
+    a pair it cannot run fails the sweep file with one line naming the model, before loading."""
+    p = tmp_path / "e.yaml"
+    body = "dataset: {name: spec_bench, prompts: 1}\nengine: [graphs, graphs+lean]\n"
+    body += "methods: [{name: linear}]\n"
+    p.write_text("name: e\npairs: [{target: tiny-llama, draft: tiny-llama-draft}]\n" + body)
+    _, trials = load_sweep(p)
+    assert sorted(t.engine for t in trials) == ["graphs", "graphs+lean"]
+    p.write_text("name: e\npairs: [{target: tiny-neox, draft: tiny-neox-draft}]\n" + body)
+    with pytest.raises(
+        SpecError,
+        match=r"pairs\[0\]\.target: engine \+lean: the model is not "
+        "supported: its family is 'gpt_neox'",
+    ):
+        load_sweep(p)
+
+
 BASE = """\
 name: bad
 pairs: [{target: tiny-llama, draft: tiny-llama-draft}]
@@ -189,7 +207,7 @@ dataset: {name: spec_bench, prompts: 2}
         ("methods: [{name: linear}]\ndevice: gpu", "device: 'gpu' is not one of"),
         (
             "methods: [{name: linear}]\nengine: [fast, turbo]",
-            "engine[1]: 'turbo' is not one of eager, fast, compiled, graphs",
+            "engine[1]: 'turbo' is not one of eager, fast, compiled, graphs, fast+lean",
         ),
     ],
 )
