@@ -40,6 +40,17 @@ def prompts_and_reference():
     return ids, [generate(pair, x, "autoregressive", NEW).tokens for x in ids]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def free_the_pair():
+    """Drop the pair (6 GB in fp32) after this module: the multinode test that follows loads
+    it again in a worker process, and both together nearly filled a 24 GB machine."""
+    yield
+    real_pair.cache_clear(), prompts_and_reference.cache_clear()
+    import gc
+
+    gc.collect()
+
+
 SMALL_TREES = {
     "dynatree": {"N_max": 32},
     "dyspec": {"budget": 32},
