@@ -196,3 +196,33 @@ def test_orch_submit_on_ray(ray_session, pg_url, tmp_path):
     for f in (session / "logs").glob("*"):
         if f.is_file():
             assert PG_PASSWORD not in f.read_text(errors="replace"), f
+
+
+@pytest.mark.parametrize("error", ["OutOfMemoryError", "WorkerCrashedError", "NodeDiedError"])
+def test_a_killed_worker_process_is_the_actor_dying(monkeypatch, error):
+    """Ray's memory monitor killing an actor's process raises OutOfMemoryError (not a
+    RayActorError) for its trials, and for every later call on that actor: the trial goes back
+    in the queue and the actor is replaced, as for a killed actor, so one kill does not fail
+    every trial that is left; after max_attempts the trial fails, naming the cause."""
+    import ray.exceptions
+
+    from orchestrator.executors import Worker
+    from orchestrator.executors import ray_executor as rx
+
+    def get(ref):
+        raise getattr(ray.exceptions, error)("1 worker(s) were killed (node low on memory)")
+
+    monkeypatch.setattr(rx.ray, "get", get)
+    ex = rx.RayExecutor(max_attempts=2)
+    dead = rx.Slot(actor=None, worker=Worker("actor0", "h", "0"), info=None)
+    ex.slots = [dead]
+    monkeypatch.setattr(ex, "_spawn", lambda: "replacement")
+    job, queues, sink = _jobs()[0], {}, ListSink()
+    job.attempts = 1
+    ex._collect("ref", dead, job, queues, sink)
+    assert not dead.alive and ex.slots == ["replacement"]
+    assert list(queues[job.config.pair_key]) == [job] and not sink.failures
+    assert sink.retried and "actor0 on h (gpu 0) died" in sink.retried[0][1]
+    job.attempts = 2  # dispatched again, and killed again: the last attempt
+    ex._collect("ref", dead, job, {}, sink)
+    assert "(attempt 2 of 2)" in sink.failures[job.trial_id][1].error
