@@ -55,8 +55,9 @@ SETTINGS = [
     "max_new_tokens",
     "device",
     "dtype",
+    "engine",  # a method's speedup is against autoregressive decoding on its own engine path
 ]
-CONFIG_KEY = SETTINGS + ["engine", "draft_dtype", "method", "params"]
+CONFIG_KEY = SETTINGS + ["draft_dtype", "method", "params"]
 _WHERE = re.compile(r"^\s*([\w.]+)\s*(==|=|!=|>=|<=|>|<)\s*(.*?)\s*$")
 
 

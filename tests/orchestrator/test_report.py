@@ -156,3 +156,33 @@ def test_bad_where(filled):
         main, ["query", "--best-by", "throughput", "--where", "k~2", "--db", filled]
     )
     assert r.exit_code == 2 and "--where expects" in r.stderr
+
+
+def test_speedups_are_against_autoregressive_decoding_on_the_same_engine(sqlite_url):
+    """A sweep over engines (e.g. graphs and graphs+lean on a GPU): each trial's speedup is
+    over the autoregressive trial on its own engine path, and compare shows each engine."""
+    import dataclasses
+
+    store = Store(sqlite_url)
+    rows = [("eager", "autoregressive", 10.0), ("eager", "linear", 15.0)]
+    rows += [("fast", "autoregressive", 40.0), ("fast", "linear", 80.0)]
+    trials = []
+    for engine, method, tp in rows:
+        cfg = dataclasses.replace(fake_config(method=method), engine=engine)
+        trials.append((cfg, fake_result(cfg, throughput=tp)))
+    sid = store.submit("engines", {"name": "engines"}, [c for c, _ in trials], "v").sweep_id
+    store.begin_run(sid)
+    ids = {c.config_hash: i for i, c, _ in store.runnable(sid)}
+    for cfg, res in trials:
+        store.mark_running(ids[cfg.config_hash], "h", None)
+        store.record_result(ids[cfg.config_hash], res)
+    store.finish_run(sid)
+    store.close()
+    got = json.loads(_run("compare", "--db", sqlite_url, "--format", "json"))
+    speedups = {(r["method"], r["engine"]): r["speedup"] for r in got}
+    assert speedups == {
+        ("autoregressive", "eager"): 1.0,
+        ("autoregressive", "fast"): 1.0,
+        ("linear", "eager"): 1.5,
+        ("linear", "fast"): 2.0,
+    }
