@@ -120,7 +120,7 @@ from bench.gpu_sections import (  # noqa: E402
     record_methods,
     verification_table,
 )
-from engine.config import ENGINE_SPECS, PADDED, ConfigError  # noqa: E402
+from engine.config import ENGINE_SPECS, PADDED, ConfigError, split_engine  # noqa: E402
 from engine.models import pick_device, pick_dtype  # noqa: E402
 
 RECORD = ROOT / "bench/records/methods_real_pair.json"
@@ -165,7 +165,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--compiled-sizes", default="1,16,64", help="compiled curve sizes")
     ap.add_argument(
         "--pair-engine",
-        choices=["fast", "compiled", "graphs"],
+        choices=[e for e in ENGINE_SPECS if e != "eager"],
         default="fast",
         help="the engine the pairs' methods run on, and whose curves their predictions use",
     )
@@ -374,7 +374,7 @@ def main(argv=None) -> int:
                 name, model, args, first, not args.no_hf, entry["floor_ms_per_token"], budget, log
             )
         )
-        for engine in ("fast", "graphs"):
+        for engine in ("fast", "graphs", "fast+lean", "graphs+lean"):
             if engine in args.engines:
                 model_curve(name, model, engine)
         save()
@@ -390,7 +390,7 @@ def main(argv=None) -> int:
         if draft is None:
             continue
         engine = args.pair_engine
-        if engine in PADDED:  # our autoregressive host time on that path, for h_AR
+        if split_engine(engine)[0] in PADDED:  # our autoregressive host time there, for h_AR
             padded_ar(tname, target, engine)
         res = pair_section(pname, target, draft, args, record, budget, log)
         tc, dc = model_curve(tname, target, engine), model_curve(dname, draft, engine)

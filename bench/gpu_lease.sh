@@ -37,7 +37,8 @@ timeout 60 python3 bench/gpu_exact.py --engines fast+lean,graphs+lean --families
 echo "exact lean: exit $?"; grep -v Warning "$OUT/exact_lean.log" | tail -3
 
 timeout 150 python3 bench/gpu.py --engines graphs,graphs+lean --models qwen2.5-7b,qwen2.5-1.5b,qwen2.5-0.5b \
-    --pairs '' --no-kernel --no-hf --time-limit-s 130 --out "$OUT/gpu_lean.json" >"$OUT/gpu_lean.log" 2>&1
+    --pairs '' --no-kernel --no-hf --sizes 1,4,16,64 --contexts 512 --time-limit-s 130 \
+    --out "$OUT/gpu_lean.json" >"$OUT/gpu_lean.log" 2>&1
 echo "gpu.py lean: exit $?"; grep -A8 "on our forward" "$OUT/gpu_lean.log"
 
 timeout 60 python3 bench/gpu_trace.py --model qwen2.5-7b --engines graphs,graphs+lean \
