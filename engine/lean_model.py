@@ -191,7 +191,7 @@ class LeanLM:
         n, heads, kv_heads, d = tokens.shape[0], self.heads, self.kv_heads, self.head_dim
         groups = heads // kv_heads
         x = self.embed(tokens)  # [n, hidden]
-        cos, sin = (c[0] for c in self.rotary(x, positions))  # [n, D] each
+        cos, sin = (c[0].contiguous() for c in self.rotary(x, positions))  # [n, D] each
         # query heads packed per key/value head: rows g n + t of head j are query head
         # j groups + g at row t, so each row's mask is its token's, repeated per group
         mask = mask.expand(1, groups, n, -1).reshape(1, 1, groups * n, -1)  # [1, 1, G n, W]
@@ -207,7 +207,8 @@ class LeanLM:
                 attn_mask=mask,
                 scale=self.scale,
             )  # [1, H_kv, G n, D] = [H, n, D]
-            a = a.view(heads, n, d).transpose(0, 1).reshape(n, heads * d)
+            # reshape, not view: a CUDA kernel may return its output in [G n, H_kv, D] order
+            a = a.reshape(heads, n, d).transpose(0, 1).reshape(n, heads * d)
             h, x = norm(F.linear(a, layer.o, layer.o_bias), x, layer.norm_post, self.eps)
             m = F.linear(act(F.linear(h, layer.gate_up)), layer.down)  # [n, hidden]
             if i + 1 < len(self.layers):
