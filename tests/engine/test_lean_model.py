@@ -62,6 +62,22 @@ def test_tree_forward_and_compaction_give_the_hf_logits(llama, family, kernels):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
+def test_attention_output_in_sequence_major_order_is_read_right(llama, monkeypatch):
+    """CUDA's SDPA kernels may return [B, H, L, D] laid out as [B, L, H, D]: same logits."""
+    import engine.lean_model as lm
+
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def sequence_major(*args, **kwargs):
+        return sdpa(*args, **kwargs).transpose(1, 2).contiguous().transpose(1, 2)
+
+    want = _tree_then_commit(StaticCachedModel(llama.target.model))
+    monkeypatch.setattr(lm.F, "scaled_dot_product_attention", sequence_major)
+    got = _tree_then_commit(StaticCachedModel(LeanLM(copy.deepcopy(llama.target.model), "torch")))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
 def test_weights_are_shared_and_the_hf_forward_still_works():
     model = tiny_qwen2()
     before = torch.tensor([[1, 2, 3, 4]])
