@@ -156,9 +156,8 @@ def run(args) -> dict:
                     row["equal"] = all(g.tokens == w for g, w in zip(got, want[family]))
                     its = [it for g in got for it in g.stats.iterations]
                     row["tokens_per_iteration"] = sum(it.accepted + 1 for it in its) / len(its)
-                    if not engine.startswith(
-                        "compiled"
-                    ):  # a TorchFunctionMode would break the graphs
+                    # a TorchFunctionMode would break the compiled graphs
+                    if not engine.startswith("compiled"):
                         ids = prompts[family][0]
                         row.update(host_work(pair, ids, name, args.new_tokens, engine, params))
                 except Exception as e:  # noqa: BLE001 - one failed case must not end the run
