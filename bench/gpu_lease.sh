@@ -10,9 +10,9 @@
 # 0. our own forward (engine/lean_model.py, written after the last lease; its Triton kernels
 #    have run only under the CPU interpreter): (a) every method's greedy output on it against
 #    autoregressive decoding, tiny llama, fast and graphs; (b) autoregressive decoding on
-#    graphs and graphs+lean for the 7B, 1.5B and 0.5B shapes against the bandwidth floor
-#    (goal 1.25x; HF's forward was at 1.81x for the 7B); (c) the 7B step's kernels per token
-#    on both forwards
+#    graphs and graphs+lean for the Qwen2.5 7B, 1.5B and 0.5B shapes, then Llama-2-7B if the
+#    step's limit leaves time, against the bandwidth floor (goal 1.25x; HF's forward was at
+#    1.81x for the Qwen 7B); (c) the 7B step's kernels per token on both forwards
 # 1. where the GPU waits in DySpec's and SALF's iterations (10-14% host time against the 10%
 #    goal in the 2026-11-28 lease; linear beside them at 4%): bench/gpu_gaps.py charges each
 #    idle gap of the device timeline to the engine code that launched the work on either side
@@ -36,7 +36,8 @@ timeout 60 python3 bench/gpu_exact.py --engines fast+lean,graphs+lean --families
     --time-limit-s 45 --out "$OUT/exact_lean.json" >"$OUT/exact_lean.log" 2>&1
 echo "exact lean: exit $?"; grep -v Warning "$OUT/exact_lean.log" | tail -3
 
-timeout 150 python3 bench/gpu.py --engines graphs,graphs+lean --models qwen2.5-7b,qwen2.5-1.5b,qwen2.5-0.5b \
+timeout 150 python3 bench/gpu.py --engines graphs,graphs+lean \
+    --models qwen2.5-7b,qwen2.5-1.5b,qwen2.5-0.5b,llama-2-7b \
     --pairs '' --no-kernel --no-hf --sizes 1,4,16,64 --contexts 512 --time-limit-s 130 \
     --out "$OUT/gpu_lean.json" >"$OUT/gpu_lean.log" 2>&1
 echo "gpu.py lean: exit $?"; grep -A8 "on our forward" "$OUT/gpu_lean.log"
