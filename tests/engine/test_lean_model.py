@@ -27,7 +27,6 @@ def tiny_qwen2():
     norm weights random too (zeros and ones at init), so that each counts where it is used."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    torch.manual_seed(0)
     cfg = Qwen2Config(
         vocab_size=260,
         hidden_size=64,
@@ -37,12 +36,15 @@ def tiny_qwen2():
         num_key_value_heads=2,
         tie_word_embeddings=True,
     )
-    model = Qwen2ForCausalLM(cfg).eval()
+    with torch.random.fork_rng():  # the init draws from the global generator: seed a copy
+        torch.manual_seed(0)
+        model = Qwen2ForCausalLM(cfg).eval()
+    gen = torch.Generator().manual_seed(0)
     for name, p in model.named_parameters():
         if name.endswith("bias"):
-            torch.nn.init.normal_(p, std=0.5)
+            torch.nn.init.normal_(p, std=0.5, generator=gen)
         elif "norm" in name:
-            torch.nn.init.normal_(p, mean=1.0, std=0.3)
+            torch.nn.init.normal_(p, mean=1.0, std=0.3, generator=gen)
     return model.requires_grad_(False)
 
 
