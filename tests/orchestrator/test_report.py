@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from orch_helpers import fake_config, fake_result
+from orch_helpers import fake_config, fake_result, record_sweep
 
 from orchestrator.cli import main
 from orchestrator.store import Store
@@ -170,13 +170,7 @@ def test_speedups_are_against_autoregressive_decoding_on_the_same_engine(sqlite_
     for engine, method, tp in rows:
         cfg = dataclasses.replace(fake_config(method=method), engine=engine)
         trials.append((cfg, fake_result(cfg, throughput=tp)))
-    sid = store.submit("engines", {"name": "engines"}, [c for c, _ in trials], "v").sweep_id
-    store.begin_run(sid)
-    ids = {c.config_hash: i for i, c, _ in store.runnable(sid)}
-    for cfg, res in trials:
-        store.mark_running(ids[cfg.config_hash], "h", None)
-        store.record_result(ids[cfg.config_hash], res)
-    store.finish_run(sid)
+    record_sweep(store, "engines", trials)
     store.close()
     got = json.loads(_run("compare", "--db", sqlite_url, "--format", "json"))
     speedups = {(r["method"], r["engine"]): r["speedup"] for r in got}
