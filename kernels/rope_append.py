@@ -11,9 +11,10 @@ half-split layout of transformers' `rotate_half`):
 and the new keys and values stored at this forward's cache slots (engine/static_cache.py).
 Hugging Face does this with about a dozen kernels per layer (slices, negation, concatenation,
 four products, two sums, two `index_copy_`); the kernel does it in one, one program per (row,
-head), and rounds after each product and the sum as torch's elementwise ops do, so in any dtype
-it returns the reference's values (cos and sin come in already computed by the model's own
-rotary module, once per forward).
+head), and rounds after each product and the sum as torch's elementwise ops do, so it returns
+the reference's values up to the last bit (a GPU may fuse a product and a sum; the CPU
+interpreter truncates to bf16 where torch rounds). cos and sin come in already computed by the
+model's own rotary module, once per forward.
 
 The queries come out as [H, n, D]: grouped by key/value head (query head h reads key/value head
 h // (H / H_kv)), which the attention reads as [H_kv, (H / H_kv) n, D] without a copy
