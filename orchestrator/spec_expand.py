@@ -27,7 +27,6 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
     from engine.drafters import MODEL_FREE
     from engine.models import NO_DRAFT, check_engine, resolve
 
-    lean = [e for e in sweep.engines if e.endswith("+lean")]  # our forward: Llama / Qwen2 only
     for i, (target, draft) in enumerate(sweep.pairs):
         needs = [m.name for m in sweep.methods if m.name not in MODEL_FREE]
         if draft == NO_DRAFT and needs:
@@ -40,8 +39,8 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
                 continue
             try:
                 resolve(name, local=local_models)
-                if lean:
-                    check_engine(lean[0], name)
+                for engine in sweep.engines:  # ENGINE+lean: Llama / Qwen2 only
+                    check_engine(engine, name)
             except ConfigError as e:
                 raise SpecError(f"{source}: pairs[{i}].{role}: {e}") from None
     for d in sweep.datasets:
