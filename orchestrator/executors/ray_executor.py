@@ -52,6 +52,8 @@ from orchestrator.records import TrialConfig, TrialFailure, TrialResult
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 SECRET_ENV = ("ORCH_DB_URL",)  # never handed to a Ray process started here
 MAX_SPAWNS_PER_ACTOR = 10  # replacements of actors that die as they start, then give up
+SPREAD_WAIT_S = 60.0  # at the start, wait this long for every actor (pairs spread over them)
+PLACEMENT_TIMEOUT_S = 1800.0  # no actor placed for this long: give up (`orch resume` later)
 
 
 @ray.remote(max_restarts=0, max_task_retries=0)
@@ -170,6 +172,7 @@ class RayExecutor:
         pipeline: int = 2,
         accelerator: str = "auto",
         verbose: bool = False,
+        placement_timeout: float = PLACEMENT_TIMEOUT_S,
     ) -> None:
         if accelerator not in ("auto", "gpu", "cpu"):
             raise ConfigError(f"unknown accelerator {accelerator!r} (known: auto, gpu, cpu)")
@@ -177,6 +180,7 @@ class RayExecutor:
         self.verbose = verbose  # workers' stdout and stderr on the driver's terminal
         self.address, self.warmup, self.max_attempts = address, warmup, max_attempts
         self.actors, self.pipeline = actors, pipeline
+        self.placement_timeout = placement_timeout
         self.slots: list[Slot] = []
         self._options: dict[str, Any] = {}
         self._threads: int | None = None
@@ -240,15 +244,14 @@ class RayExecutor:
             actor=actor, worker=Worker(name=name, host="?", gpu_id=None), info=actor.info.remote()
         )
 
-    def _describe(self, slots: list[Slot], timeout: float | None = None) -> None:
-        """Mark the slots whose actor Ray has placed ready (wait for all: timeout None)."""
+    def _describe(self, slots: list[Slot], timeout: float, every: bool = False) -> None:
+        """Mark the slots whose actor Ray has placed within `timeout` s ready (wait for one,
+        or for `every` one)."""
         waiting = [s for s in slots if s.alive and not s.ready]
         if not waiting:
             return
         placed, _ = ray.wait(
-            [s.info for s in waiting],
-            num_returns=len(waiting) if timeout is None else 1,
-            timeout=timeout,
+            [s.info for s in waiting], num_returns=len(waiting) if every else 1, timeout=timeout
         )
         for s in waiting:
             if s.info not in placed:
@@ -271,7 +274,9 @@ class RayExecutor:
         started_ray = self._connect()
         try:
             self.slots = [self._spawn() for _ in range(self._plan(len(jobs)))]
-            self._describe(self.slots)
+            # an actor Ray cannot place now (its node just died and the cluster does not know
+            # yet, or the autoscaler is still adding one) must not hold up the others
+            self._describe(self.slots, timeout=SPREAD_WAIT_S, every=True)
             self._loop(jobs, sink)
             self.load_counts = self._loads()
         finally:  # also on Ctrl-C, when Ray's own processes may be going down already
@@ -298,14 +303,19 @@ class RayExecutor:
             queues.setdefault(job.config.pair_key, deque()).append(job)
         inflight: dict[Any, tuple[Slot, Job]] = {}
         stopping = False
+        unplaced_since = time.monotonic()
         while True:
             self._describe(self.slots, timeout=0)  # replacements Ray has placed meanwhile
+            if any(s.alive and s.ready for s in self.slots):
+                unplaced_since = time.monotonic()
             if not stopping:
                 self._dispatch(queues, inflight, sink)
             if not inflight:
                 if stopping or not any(queues.values()):
                     return
-                self._describe(self.slots, timeout=1.0)  # every actor lost: wait for one
+                if time.monotonic() - unplaced_since > self.placement_timeout:
+                    raise ClusterError(self._unplaced())
+                self._describe(self.slots, timeout=1.0)  # no actor placed: wait for one
                 continue
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
             for ref in ready:
@@ -314,6 +324,16 @@ class RayExecutor:
                 self._collect(ref, slot, job, queues, sink)
             if not stopping and sink.stop_requested():
                 stopping = True
+
+    def _unplaced(self) -> str:
+        asked = ", ".join(f"{k} {v}" for k, v in self._options.items() if v)
+        free = ray.available_resources()
+        has = ", ".join(f"{k} {free[k]:g}" for k in ("CPU", "GPU") if free.get(k))
+        return (
+            f"Ray placed none of the {len(self.slots)} actors in {self.placement_timeout:g} s "
+            f"(each asks for {asked}; the cluster has {has or 'none of them'} free): "
+            "`orch resume` runs the rest once it has room"
+        )
 
     def _dispatch(self, queues, inflight, sink: Sink) -> None:
         for slot in self.slots:

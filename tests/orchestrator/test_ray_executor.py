@@ -161,6 +161,42 @@ def test_killed_actor_trial_is_retried(ray_session, local_results):
         assert _signature(sink.results[i][1]) == _signature(local_results.results[i][1])
 
 
+def test_an_actor_ray_cannot_place_does_not_hold_up_the_sweep(ray_session, monkeypatch):
+    """Three GPU actors on two GPUs (as when a worker node has just died and the cluster still
+    counts its GPU): the two placed run every trial (before, the driver waited for all three
+    forever; CI 2026-11-28)."""
+    from orchestrator.executors import ray_executor as rx
+
+    monkeypatch.setattr(rx, "SPREAD_WAIT_S", 2.0)
+    ex = rx.RayExecutor(actors=3, accelerator="gpu")
+    sink = ListSink()
+    ex.run(_jobs()[:6], sink)
+    assert set(sink.results) == set(range(6)) and not sink.failures
+    assert sorted(s.ready for s in ex.slots) == [False, True, True]
+    assert {r.gpu_id for _, r in sink.results.values()} == {"0", "1"}
+
+
+def test_no_actor_placed_is_one_error_line(ray_session, monkeypatch):
+    """Actors no node can hold: after the placement timeout, one line that says what each
+    actor asks for and what the cluster has, instead of waiting forever."""
+    from orchestrator.executors import ray_executor as rx
+
+    monkeypatch.setattr(rx, "SPREAD_WAIT_S", 0.5)
+    ex = rx.RayExecutor(accelerator="gpu", placement_timeout=2.0)
+
+    def plan(n_jobs):
+        ex._options = {"num_gpus": 4, "num_cpus": 0}  # more than the 2 GPUs it has
+        return 1
+
+    monkeypatch.setattr(ex, "_plan", plan)
+    sink = ListSink()
+    with pytest.raises(rx.ClusterError) as e:
+        ex.run(_jobs()[:2], sink)
+    msg = str(e.value)
+    assert msg.startswith("Ray placed none of the 1 actors in 2 s (each asks for num_gpus 4;")
+    assert "GPU 2" in msg and "\n" not in msg and not sink.started
+
+
 def test_orch_submit_on_ray(ray_session, pg_url, tmp_path):
     from db.models import Profile, Trial
     from orchestrator.cli import main
