@@ -26,6 +26,7 @@ from engine.config import ConfigError
 from orchestrator.spec import load_sweep
 
 POLL_S = 2.0
+AGENT_WAIT_S = 120.0  # how long a cluster may say it has no job agent yet
 
 
 def _has_password(url: str) -> bool:
@@ -57,14 +58,16 @@ def driver_command(sweep_file: str, options: dict[str, object]) -> str:
     return shlex.join(args)
 
 
-def _submit(client, attempts: int = 10, **job) -> str:
-    """client.submit_job, retried while the cluster says no job agent is available yet (a
-    head that just started, or a node that just died and is still listed)."""
-    for attempt in range(1, attempts + 1):
+def _submit(client, wait_s: float = AGENT_WAIT_S, **job) -> str:
+    """client.submit_job, retried for up to `wait_s` seconds while the cluster says no job
+    agent is available yet (a head that just started or is busy, a node that just died and is
+    still listed: 30 s was too short for a loaded CI machine)."""
+    deadline = time.monotonic() + wait_s
+    while True:
         try:
             return client.submit_job(**job)
         except RuntimeError as e:
-            if "No available agent" not in str(e) or attempt == attempts:
+            if "No available agent" not in str(e) or time.monotonic() > deadline:
                 raise ConfigError(f"the Ray Jobs API refused the job: {e}") from None
         time.sleep(3.0)
 
