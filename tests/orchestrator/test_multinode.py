@@ -59,7 +59,9 @@ def cluster():
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `orch`
     common = ["--node-ip-address", "127.0.0.1", "--temp-dir", temp, "--disable-usage-stats"]
 
-    def ports() -> list[str]:  # each node's agents on free ports: the defaults would collide
+    def ports() -> list[str]:
+        """Each node's agents on free ports: the defaults would collide with each other and
+        with any other Ray on this machine (the head's job agent then never comes up)."""
         return [
             "--dashboard-agent-listen-port",
             str(_free_port()),
@@ -88,6 +90,7 @@ def cluster():
                 "--dashboard-port",
                 str(dashboard),
                 *common,
+                *ports(),
             ],
             env=env,
             check=True,
