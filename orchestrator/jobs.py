@@ -60,8 +60,8 @@ def driver_command(sweep_file: str, options: dict[str, object]) -> str:
 
 def _submit(client, wait_s: float = AGENT_WAIT_S, **job) -> str:
     """client.submit_job, retried for up to `wait_s` seconds while the cluster says no job
-    agent is available yet (a head that just started or is busy, a node that just died and is
-    still listed: 30 s was too short for a loaded CI machine)."""
+    agent is available yet (a head that just started, a node that just died and is still
+    listed)."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
