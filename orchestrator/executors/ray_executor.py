@@ -152,12 +152,17 @@ class Slot:
     pair: tuple | None = None
     inflight: set = field(default_factory=set)
     alive: bool = True
-    ready: bool = False  # placed and described: takes trials
+    ready: bool = False  # placed and described
+
+    @property
+    def usable(self) -> bool:
+        """Placed, described and not lost: takes trials."""
+        return self.alive and self.ready
 
 
 class ClusterError(ConfigError):
-    """Ray could not be started or reached: one line for the terminal (the sweep stays
-    resumable: nothing of it ran)."""
+    """Ray could not be started or reached, or placed no actor: one line for the terminal (the
+    sweep stays resumable: its unfinished trials stay pending)."""
 
 
 class RayExecutor:
@@ -244,10 +249,10 @@ class RayExecutor:
             actor=actor, worker=Worker(name=name, host="?", gpu_id=None), info=actor.info.remote()
         )
 
-    def _describe(self, slots: list[Slot], timeout: float, every: bool = False) -> None:
+    def _describe(self, timeout: float, every: bool = False) -> None:
         """Mark the slots whose actor Ray has placed within `timeout` s ready (wait for one,
         or for `every` one)."""
-        waiting = [s for s in slots if s.alive and not s.ready]
+        waiting = [s for s in self.slots if s.alive and not s.ready]
         if not waiting:
             return
         placed, _ = ray.wait(
@@ -276,7 +281,7 @@ class RayExecutor:
             self.slots = [self._spawn() for _ in range(self._plan(len(jobs)))]
             # an actor Ray cannot place now (its node just died and the cluster does not know
             # yet, or the autoscaler is still adding one) must not hold up the others
-            self._describe(self.slots, timeout=SPREAD_WAIT_S, every=True)
+            self._describe(timeout=SPREAD_WAIT_S, every=True)
             self._loop(jobs, sink)
             self.load_counts = self._loads()
         finally:  # also on Ctrl-C, when Ray's own processes may be going down already
@@ -290,7 +295,7 @@ class RayExecutor:
 
     def _loads(self) -> dict[str, dict[str, int]]:
         """Model-pair loads per live actor (name -> {"target/draft": loads})."""
-        live = [s for s in self.slots if s.alive and s.ready]
+        live = [s for s in self.slots if s.usable]
         try:
             counts = ray.get([s.actor.loads.remote() for s in live], timeout=60)
         except (RayError, TimeoutError):
@@ -305,8 +310,8 @@ class RayExecutor:
         stopping = False
         unplaced_since = time.monotonic()
         while True:
-            self._describe(self.slots, timeout=0)  # replacements Ray has placed meanwhile
-            if any(s.alive and s.ready for s in self.slots):
+            self._describe(timeout=0)  # replacements Ray has placed meanwhile
+            if any(s.usable for s in self.slots):
                 unplaced_since = time.monotonic()
             if not stopping:
                 self._dispatch(queues, inflight, sink)
@@ -315,7 +320,7 @@ class RayExecutor:
                     return
                 if time.monotonic() - unplaced_since > self.placement_timeout:
                     raise ClusterError(self._unplaced())
-                self._describe(self.slots, timeout=1.0)  # no actor placed: wait for one
+                self._describe(timeout=1.0)  # no actor placed: wait for one
                 continue
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
             for ref in ready:
@@ -337,7 +342,7 @@ class RayExecutor:
 
     def _dispatch(self, queues, inflight, sink: Sink) -> None:
         for slot in self.slots:
-            while slot.alive and slot.ready and len(slot.inflight) < self.pipeline:
+            while slot.usable and len(slot.inflight) < self.pipeline:
                 job = self._pick(slot, queues)
                 if job is None:
                     break
