@@ -136,10 +136,27 @@ def _export_name(col: str) -> str:
     default=None,
     help="with --predict-on: that dtype's curves for both roles (default: each trial's own)",
 )
+@click.option(
+    "--predict-host-ms",
+    "predict_host_ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MS",
+    help="with --predict-on: milliseconds outside model forwards per iteration, every method "
+    "(default: each trial's own, measured where it ran)",
+)
 @db_option
 @format_option
 def compare(
-    where, sweep, all_sweeps, predict_on, predict_engine, predict_dtype, db_url, fmt
+    where,
+    sweep,
+    all_sweeps,
+    predict_on,
+    predict_engine,
+    predict_dtype,
+    predict_host_ms,
+    db_url,
+    fmt,
 ) -> None:
     """Each method's best config per pair and setting, Spec-Bench style: its speedup over
     autoregressive decoding with the same pair and settings, the spread over prompts and
@@ -147,8 +164,13 @@ def compare(
     task where the dataset has several (spec_bench: its 6). With --predict-on, the speedup the
     cost model predicts on that device beside it (alone when no trial ran on that kind of
     device)."""
-    if (predict_engine or predict_dtype) and predict_on is None:
-        flag = "--predict-engine" if predict_engine else "--predict-dtype"
+    given = {
+        "--predict-engine": predict_engine,
+        "--predict-dtype": predict_dtype,
+        "--predict-host-ms": predict_host_ms,
+    }
+    flag = next((f for f, v in given.items() if v is not None), None)
+    if flag and predict_on is None:
         raise click.UsageError(f"{flag} needs --predict-on")
     from orchestrator.report import apply_where
     from orchestrator.report_output import render
@@ -166,7 +188,10 @@ def compare(
 
         store = Store(db_url, mode="read")
         try:
-            best = compare_predicted(store, df, where, predict_on, predict_engine, predict_dtype)
+            host_s = None if predict_host_ms is None else predict_host_ms / 1000
+            best = compare_predicted(
+                store, df, where, predict_on, predict_engine, predict_dtype, host_s
+            )
         finally:
             store.close()
     if fmt == "table":

@@ -152,7 +152,12 @@ def _trial_curve(curves, model: str, dtype: str, engine: str) -> ForwardCurve | 
 
 
 def predict_frame(
-    df: pd.DataFrame, curves: dict, device: str, engine: str | None = None, dtype: str | None = None
+    df: pd.DataFrame,
+    curves: dict,
+    device: str,
+    engine: str | None = None,
+    dtype: str | None = None,
+    host_s: float | None = None,
 ) -> pd.DataFrame:
     """Per finished trial (a load_frame(details=True) row): the cost model's time per token
     and speedup on `device`, from the trial's iterations and the device's curves for its
@@ -162,7 +167,10 @@ def predict_frame(
     given, the curves of that dtype for both roles: the trial's acceptance stands in for that
     dtype's, e.g. fp32 CPU trials predicted on a GPU's bf16 curves). h_i: the trial's
     own host time; h_AR: the host time per iteration of the autoregressive trial with the same
-    settings when stored. Trials whose models the device has no curve for are left out."""
+    settings when stored; `host_s`, when given, replaces both (every iteration of every
+    method, autoregressive included, costs that much outside its forwards: a host time
+    measured on the predicted device instead of where the trials ran). Trials whose models
+    the device has no curve for are left out."""
     device_type = "cuda" if is_gpu_name(device) else "cpu"
     gens_of, h_ar = {}, {}
     for _, r in df.iterrows():
@@ -185,7 +193,10 @@ def predict_frame(
         needs_draft = any(it.draft_forwards for g in gens for it in g.iterations)
         if ct is None or (needs_draft and cd is None):
             continue
-        p = cost_model.predict(gens, ct, cd, h_ar.get(key[i], 0.0))
+        if host_s is None:
+            p = cost_model.predict(gens, ct, cd, h_ar.get(key[i], 0.0))
+        else:
+            p = cost_model.predict(gens, ct, cd, host_s, host_s=host_s)
         rows.append(
             {
                 "trial_id": r["trial_id"],
@@ -220,9 +231,11 @@ def compare_predicted(
     device: str,
     engine: str | None = None,
     dtype: str | None = None,
+    host_s: float | None = None,
 ) -> pd.DataFrame:
     """report.compare of `df` (a report.load_frame(details=True) frame) with the cost model's
-    predicted speedup on `device` (with `engine`'s and `dtype`'s curves, see predict_frame)
+    predicted speedup on `device` (with `engine`'s and `dtype`'s curves and `host_s`, see
+    predict_frame)
     beside the measured one. The device is checked first (an unknown one: ConfigError naming
     the profiled ones). The database does not record which
     device name a trial's worker had, only whether it had a GPU (trials.gpu_id): measured
@@ -231,7 +244,8 @@ def compare_predicted(
     from orchestrator.report_query import MEASURED, compare
 
     curves = device_curves(store, device)
-    df = df.merge(predict_frame(df, curves, device, engine, dtype), on="trial_id", how="left")
+    predicted = predict_frame(df, curves, device, engine, dtype, host_s)
+    df = df.merge(predicted, on="trial_id", how="left")
     best = compare(df, where)
     on_gpu = df["gpu_id"].notna()
     if not (on_gpu.all() if is_gpu_name(device) else not on_gpu.any()):

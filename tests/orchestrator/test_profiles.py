@@ -104,12 +104,13 @@ def measured(sqlite_url):
     return sqlite_url
 
 
-def _expected_speedup():
-    """By hand, curves c_t = 1 + 0.1 n, c_d = 0.2 + 0.05 n, host 0.1 s per iteration."""
+def _expected_speedup(host=0.1):
+    """By hand, curves c_t = 1 + 0.1 n, c_d = 0.2 + 0.05 n, `host` s per iteration (the
+    stored trials': 0.1)."""
     prefill = 1.0 + 0.1 * 3
-    ar = prefill + 4 * (1.1 + 0.1)
+    ar = prefill + 4 * (1.1 + host)
     # iteration 1: draft forwards of 3 + 1 and 1 tokens; iteration 2: 1 and 1
-    lin = prefill + (0.4 + 0.25) + 1.3 + 0.1 + (0.25 + 0.25) + 1.3 + 0.1
+    lin = prefill + (0.4 + 0.25) + 1.3 + host + (0.25 + 0.25) + 1.3 + host
     return ar / lin
 
 
@@ -130,6 +131,31 @@ def test_compare_predicts_alone_on_a_device_without_runs(measured):
     r = CliRunner().invoke(main, ["compare", "--db", measured, "--predict-on", GPU])
     assert r.exit_code == 0, r.output
     assert f"predicted {_expected_speedup():.2f}x" in r.stdout and "1.50x" not in r.stdout
+
+
+@pytest.mark.parametrize("host_ms", [0.0, 100.0, 500.0])
+def test_predict_host_ms_replaces_every_trials_host_time(measured, host_ms):
+    """--predict-host-ms: each iteration of both methods costs that long outside its forwards
+    (100 ms is what the stored trials measured, so it predicts what the default does)."""
+    args = ["compare", "--db", measured, "--predict-on", GPU, "--format", "json"]
+    r = CliRunner().invoke(main, args + ["--predict-host-ms", str(host_ms)])
+    assert r.exit_code == 0, r.output
+    rows = {x["method"]: x for x in json.loads(r.stdout)}
+    assert rows["linear"]["predicted_speedup"] == pytest.approx(_expected_speedup(host_ms / 1000))
+    assert rows["autoregressive"]["predicted_speedup"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("value", ["-1", "fast"])
+def test_predict_host_ms_bad_value(measured, value):
+    r = CliRunner().invoke(main, ["compare", "--db", measured, "--predict-host-ms", value])
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--predict-host-ms" in lines[0], lines
+
+
+def test_predict_host_ms_needs_a_device(measured):
+    r = CliRunner().invoke(main, ["compare", "--db", measured, "--predict-host-ms", "1"])
+    assert r.exit_code == 2 and "--predict-host-ms needs --predict-on" in r.stderr
 
 
 def test_compare_unknown_device_is_one_error_line(measured):
