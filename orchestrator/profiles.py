@@ -239,16 +239,18 @@ def compare_predicted(
     beside the measured one. The device is checked first (an unknown one: ConfigError naming
     the profiled ones). The database does not record which
     device name a trial's worker had, only whether it had a GPU (trials.gpu_id): measured
-    speedups are kept when every trial ran on the kind of device `device` is (GPU or CPU),
-    else only the prediction is shown."""
+    speedups are kept (and pick each method's best config) when every trial ran on the kind
+    of device `device` is (GPU or CPU), else only the prediction is shown and the best config
+    is the one with the highest predicted speedup."""
     from orchestrator.report_query import MEASURED, compare
 
     curves = device_curves(store, device)
     predicted = predict_frame(df, curves, device, engine, dtype, host_s)
     df = df.merge(predicted, on="trial_id", how="left")
-    best = compare(df, where)
     on_gpu = df["gpu_id"].notna()
-    if not (on_gpu.all() if is_gpu_name(device) else not on_gpu.any()):
-        measured = MEASURED + [c for c in best.columns if c.startswith("speedup.")]
-        best[measured] = float("nan")
+    if on_gpu.all() if is_gpu_name(device) else not on_gpu.any():
+        return compare(df, where)
+    best = compare(df, where, rank_by="predicted_speedup")
+    measured = MEASURED + [c for c in best.columns if c.startswith("speedup.")]
+    best[measured] = float("nan")
     return best

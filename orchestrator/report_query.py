@@ -86,8 +86,11 @@ def _group_label(df: pd.DataFrame) -> pd.Series:
     return df.apply(label, axis=1)
 
 
-def compare(df: pd.DataFrame, where: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Each method's best config (by mean speedup) per pair and setting: its params, speedup,
+def compare(
+    df: pd.DataFrame, where: tuple[str, ...] = (), rank_by: str = "speedup"
+) -> pd.DataFrame:
+    """Each method's best config (by mean `rank_by`: the measured speedup, or
+    "predicted_speedup") per pair and setting: its params, speedup,
     the spread of that speedup over prompts x repeats (per-prompt speedups against the
     baseline's mean on the same prompt; over repeats alone when the frame has no per-prompt
     data), tau and acceptance, and `speedup.<task>` per Spec-Bench task or category (pooled
@@ -123,7 +126,7 @@ def compare(df: pd.DataFrame, where: tuple[str, ...] = ()) -> pd.DataFrame:
     )
     g["pair"] = g["target"] + "/" + g["draft"]
     best = (
-        g.sort_values("speedup", ascending=False, kind="stable")
+        g.sort_values(rank_by, ascending=False, kind="stable")
         .groupby(SETTINGS + ["method"], dropna=False, sort=False)
         .head(1)
     )

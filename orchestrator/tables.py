@@ -126,8 +126,11 @@ def render_compare(
     """Spec-Bench style text: per pair and setting, one row per method (its winning config's
     speedup with spread, tau, acceptance, tok/s and params), then speedup per task."""
     over = best["spread_over"].iloc[0] if len(best) else "repeats"
+    by = "mean speedup"
+    if "predicted_speedup" in best.columns and len(best) and best["speedup"].isna().all():
+        by = "predicted speedup"  # profiles.compare_predicted on another kind of device
     lines = [
-        "each method's best config by mean speedup (tok/s over autoregressive, same settings)",
+        f"each method's best config by {by} (tok/s over autoregressive, same settings)",
         f"±, min-max: the spread of its speedup over {over}",
         "tau = tokens_per_iteration (Spec-Bench's mean accepted tokens)",
     ]

@@ -80,28 +80,47 @@ def _iters(lists, host=0.0):
     return {**lists, **times, "draft_forward_s": [0.0] * n, "target_forward_s": [0.0] * n}
 
 
-@pytest.fixture
-def measured(sqlite_url):
-    store = Store(sqlite_url)
-    trials = []
-    for method, lists, tp in (("autoregressive", AR_ITS, 10.0), ("linear", LIN_ITS, 15.0)):
-        cfg = fake_config(method=method, **({"k": 2} if method == "linear" else {}))
-        res = fake_result(cfg, throughput=tp)
-        res = type(res)(
-            **{
-                **res.__dict__,
-                "per_prompt": [{"id": "p0", "prompt_tokens": 4, "tokens": [1, 2, 3, 4]}],
-                "per_iteration": [_iters(lists, host=0.1)],
-            }
-        )
-        trials.append((cfg, res))
-    record_sweep(store, "s", trials)
+# linear k=3 emitting the 4 tokens in one iteration of a 4-node tree (3 draft forwards: 3
+# prompt tokens + 1 node, then 1, then 1)
+LIN3_ITS = {
+    "tree_size": [4],
+    "accepted": [3],
+    "emitted": [4],
+    "draft_forwards": [3],
+    "draft_tokens": [6],
+}
+
+
+def _trial(lists, throughput, method="linear", **params):
+    cfg = fake_config(method=method, **params)
+    res = fake_result(cfg, throughput=throughput)
+    res = type(res)(
+        **{
+            **res.__dict__,
+            "per_prompt": [{"id": "p0", "prompt_tokens": 4, "tokens": [1, 2, 3, 4]}],
+            "per_iteration": [_iters(lists, host=0.1)],
+        }
+    )
+    return cfg, res
+
+
+def _measured(url, *more):
+    """Autoregressive (10 tok/s) and linear k=2 (15 tok/s) trials on the CPU, then `more`;
+    the same tiny curves profiled on a CPU and a GPU."""
+    store = Store(url)
+    trials = [_trial(AR_ITS, 10.0, method="autoregressive"), _trial(LIN_ITS, 15.0, k=2)]
+    record_sweep(store, "s", trials + list(more))
     for dev, dt in ((CPU, "float32"), (GPU, "bfloat16")):  # dtype auto resolves per device
         t = _linear("tiny-llama", dev, 1.0, 0.1, dt)
         d = _linear("tiny-llama-draft", dev, 0.2, 0.05, dt)
         save_curves(store, [(t, INFO), (d, INFO)])
     store.close()
-    return sqlite_url
+    return url
+
+
+@pytest.fixture
+def measured(sqlite_url):
+    return _measured(sqlite_url)
 
 
 def _expected_speedup(host=0.1):
@@ -156,6 +175,36 @@ def test_predict_host_ms_bad_value(measured, value):
 def test_predict_host_ms_needs_a_device(measured):
     r = CliRunner().invoke(main, ["compare", "--db", measured, "--predict-host-ms", "1"])
     assert r.exit_code == 2 and "--predict-host-ms needs --predict-on" in r.stderr
+
+
+def test_best_config_by_prediction_on_another_kind_of_device(sqlite_url):
+    """Linear k=3 ran slower on the CPU than k=2 (12 against 15 tok/s) but drafts the 4 tokens
+    in one iteration: on the CPU's own profile the measured speedup picks k=2; predicted on
+    the GPU, where no trial ran, the predicted speedup picks k=3 and the table says so."""
+    url = _measured(sqlite_url, _trial(LIN3_ITS, 12.0, k=3))
+    prefill = 1.3
+    ar = prefill + 4 * (1.1 + 0.1)
+    lin3 = prefill + (0.4 + 0.25 + 0.25) + 1.4 + 0.1  # draft forwards of 3 + 1, 1, 1 tokens
+    assert ar / lin3 > _expected_speedup()  # k=3 predicts faster than k=2
+
+    def linear_row(device, fmt="json"):
+        args = ["compare", "--db", url, "--predict-on", device, "--format", fmt]
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 0, r.output
+        return (
+            r.stdout
+            if fmt == "table"
+            else next(x for x in json.loads(r.stdout) if x["method"] == "linear")
+        )
+
+    on_cpu = linear_row(CPU)
+    assert on_cpu["params"].startswith("k=2,") and on_cpu["speedup"] == pytest.approx(1.5)
+    on_gpu = linear_row(GPU)
+    assert on_gpu["params"].startswith("k=3,") and on_gpu["speedup"] is None
+    assert on_gpu["predicted_speedup"] == pytest.approx(ar / lin3)
+    table = linear_row(GPU, "table")
+    assert "best config by predicted speedup" in table and "k=3" in table
+    assert "best config by mean speedup" in linear_row(CPU, "table")
 
 
 def test_compare_unknown_device_is_one_error_line(measured):
