@@ -193,10 +193,8 @@ def predict_frame(
         needs_draft = any(it.draft_forwards for g in gens for it in g.iterations)
         if ct is None or (needs_draft and cd is None):
             continue
-        if host_s is None:
-            p = cost_model.predict(gens, ct, cd, h_ar.get(key[i], 0.0))
-        else:
-            p = cost_model.predict(gens, ct, cd, host_s, host_s=host_s)
+        h = h_ar.get(key[i], 0.0) if host_s is None else host_s
+        p = cost_model.predict(gens, ct, cd, h, host_s=host_s)
         rows.append(
             {
                 "trial_id": r["trial_id"],
@@ -235,13 +233,12 @@ def compare_predicted(
 ) -> pd.DataFrame:
     """report.compare of `df` (a report.load_frame(details=True) frame) with the cost model's
     predicted speedup on `device` (with `engine`'s and `dtype`'s curves and `host_s`, see
-    predict_frame)
-    beside the measured one. The device is checked first (an unknown one: ConfigError naming
-    the profiled ones). The database does not record which
-    device name a trial's worker had, only whether it had a GPU (trials.gpu_id): measured
-    speedups are kept (and pick each method's best config) when every trial ran on the kind
-    of device `device` is (GPU or CPU), else only the prediction is shown and the best config
-    is the one with the highest predicted speedup."""
+    predict_frame) beside the measured one. The device is checked first (an unknown one:
+    ConfigError naming the profiled ones). The database does not record which device name a
+    trial's worker had, only whether it had a GPU (trials.gpu_id): measured speedups are kept
+    (and pick each method's best config) when every trial ran on the kind of device `device`
+    is (GPU or CPU), else only the prediction is shown and the best config is the one with
+    the highest predicted speedup."""
     from orchestrator.report_query import MEASURED, compare
 
     curves = device_curves(store, device)
