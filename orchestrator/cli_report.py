@@ -110,6 +110,47 @@ def query(best_by, where, sweep, all_sweeps, top, rank_global, columns, db_url, 
     click.echo(render(ranked[keep].rename(columns=_export_name), fmt))
 
 
+PREDICT_FLAGS = ("--predict-engine", "--predict-dtype", "--predict-host-ms")
+
+
+def predict_options(when: str):
+    """--predict-engine, --predict-dtype and --predict-host-ms, handed to the command as one
+    `predict_with` (orchestrator.profiles.PredictWith); `when` prefixes their help."""
+
+    def decorate(f):
+        @click.option(
+            "--predict-engine",
+            type=click.Choice(ENGINE_SPECS),
+            default=None,
+            help=f"{when}that engine path's curves (default: each trial's own engine)",
+        )
+        @click.option(
+            "--predict-dtype",
+            type=click.Choice(["float32", "bfloat16", "float16"]),
+            default=None,
+            help=f"{when}that dtype's curves for both roles (default: each trial's own)",
+        )
+        @click.option(
+            "--predict-host-ms",
+            type=click.FloatRange(min=0),
+            default=None,
+            metavar="MS",
+            help=f"{when}milliseconds outside model forwards per iteration, every method "
+            "(default: each trial's own, measured where it ran)",
+        )
+        @functools.wraps(f)
+        def wrapper(*args, predict_engine, predict_dtype, predict_host_ms, **kwargs):
+            from orchestrator.profiles import PredictWith
+
+            host_s = None if predict_host_ms is None else predict_host_ms / 1000
+            predict_with = PredictWith(predict_engine, predict_dtype, host_s)
+            return f(*args, predict_with=predict_with, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
 def _export_name(col: str) -> str:
     return "params." + col.removeprefix("param.") if col.startswith("param.") else col
 
@@ -124,52 +165,18 @@ def _export_name(col: str) -> str:
     metavar="DEVICE",
     help="a profiled device name (orch profile): the cost model's predicted speedup there",
 )
-@click.option(
-    "--predict-engine",
-    type=click.Choice(ENGINE_SPECS),
-    default=None,
-    help="with --predict-on: that engine path's curves (default: each trial's own engine)",
-)
-@click.option(
-    "--predict-dtype",
-    type=click.Choice(["float32", "bfloat16", "float16"]),
-    default=None,
-    help="with --predict-on: that dtype's curves for both roles (default: each trial's own)",
-)
-@click.option(
-    "--predict-host-ms",
-    "predict_host_ms",
-    type=click.FloatRange(min=0),
-    default=None,
-    metavar="MS",
-    help="with --predict-on: milliseconds outside model forwards per iteration, every method "
-    "(default: each trial's own, measured where it ran)",
-)
+@predict_options("with --predict-on: ")
 @db_option
 @format_option
-def compare(
-    where,
-    sweep,
-    all_sweeps,
-    predict_on,
-    predict_engine,
-    predict_dtype,
-    predict_host_ms,
-    db_url,
-    fmt,
-) -> None:
+def compare(where, sweep, all_sweeps, predict_on, predict_with, db_url, fmt) -> None:
     """Each method's best config per pair and setting, Spec-Bench style: its speedup over
     autoregressive decoding with the same pair and settings, the spread over prompts and
     repeats, tau (tokens per iteration) and acceptance, its parameters, and the speedup per
     task where the dataset has several (spec_bench: its 6). With --predict-on, the speedup the
     cost model predicts on that device beside it (alone when no trial ran on that kind of
     device)."""
-    given = {
-        "--predict-engine": predict_engine,
-        "--predict-dtype": predict_dtype,
-        "--predict-host-ms": predict_host_ms,
-    }
-    flag = next((f for f, v in given.items() if v is not None), None)
+    given = (predict_with.engine, predict_with.dtype, predict_with.host_s)
+    flag = next((f for f, v in zip(PREDICT_FLAGS, given) if v is not None), None)
     if flag and predict_on is None:
         raise click.UsageError(f"{flag} needs --predict-on")
     from orchestrator.report import apply_where
@@ -188,10 +195,7 @@ def compare(
 
         store = Store(db_url, mode="read")
         try:
-            host_s = None if predict_host_ms is None else predict_host_ms / 1000
-            best = compare_predicted(
-                store, df, where, predict_on, predict_engine, predict_dtype, host_s
-            )
+            best = compare_predicted(store, df, where, predict_on, predict_with)
         finally:
             store.close()
     if fmt == "table":
@@ -263,12 +267,14 @@ def plot(out_dir, where, sweep, all_sweeps, db_url) -> None:
     metavar="DIR",
     help="folder for report.md, report.html and img/*.png (default: report-<sweep>/)",
 )
+@predict_options("the predictions on each profiled GPU: ")
 @db_option
-def report(sweep, out_dir, db_url) -> None:
+def report(sweep, out_dir, predict_with, db_url) -> None:
     """A paper-style report of one sweep (default: the most recent) from the database alone:
     Markdown and HTML with PNG figures: the sweep file's paper reference and scale, every
     config's speedup, tokens per iteration, the papers' acceptance definitions, certificate and
-    device, and the tables and figures the sweep's grid calls for (docs/report.md)."""
+    device, the tables and figures the sweep's grid calls for, and the cost model's predicted
+    speedups on every profiled GPU (docs/report.md)."""
     from orchestrator.extras import require
 
     require("matplotlib", "orch report")  # before anything is read or written
@@ -282,7 +288,7 @@ def report(sweep, out_dir, db_url) -> None:
         name = resolve_sweep(store, sweep)
         out_dir = out_dir or f"report-{name}"
         check_output_dir(out_dir, "the report")  # before the results are read
-        written = write_report(store, name, out_dir)
+        written = write_report(store, name, out_dir, predict_with)
     finally:
         store.close()
     click.echo(f"sweep {name!r}: wrote {len(written) - 2} figures and report.md, report.html")

@@ -29,6 +29,7 @@ import pandas as pd
 
 from engine.certify import GREEDY_CHECK, trial_certificate
 from engine.metrics import ACCEPTANCE_DEFINITIONS, acceptance_definitions
+from orchestrator.profiles import TRIALS_OWN, PredictWith
 from orchestrator.report import BASELINE, QueryError, load_frame, resolve_sweep
 from orchestrator.report_doc import Block, table, to_html, to_markdown
 from orchestrator.store import Store
@@ -61,9 +62,13 @@ ACCEPTANCE = tuple(
 )
 
 
-def write_report(store: Store, sweep: str | None, out_dir: str | Path) -> list[Path]:
+def write_report(
+    store: Store, sweep: str | None, out_dir: str | Path, predict_with: PredictWith = TRIALS_OWN
+) -> list[Path]:
     """Read sweep `sweep` (None: the most recent), then write report.md, report.html and the
-    figures into `out_dir`; everything is computed before the first file is written."""
+    figures into `out_dir`; everything is computed before the first file is written.
+    `predict_with`: what the predictions on profiled GPUs take instead of each trial's own
+    engine, dtype and host time (orchestrator/profiles.py)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -81,7 +86,7 @@ def write_report(store: Store, sweep: str | None, out_dir: str | Path) -> list[P
     blocks = header(store, info, df)
     blocks += main_tables(cf)
     more, figs = figure_sections(cf)
-    blocks += more + predictions(store, df, cf, order) + failures(store, info)
+    blocks += more + predictions(store, df, cf, order, predict_with) + failures(store, info)
     out = Path(out_dir)
     written = []
     try:

@@ -9,6 +9,7 @@ transaction (a key holds the latest measurement; its created_at says when).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -22,6 +23,29 @@ from orchestrator.store import Store
 from orchestrator.store_trials import put_profiles
 
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+@dataclass(frozen=True)
+class PredictWith:
+    """What a prediction takes from the device instead of from each trial (`orch compare` and
+    `orch report`'s --predict-engine, --predict-dtype, --predict-host-ms): the curves of
+    `engine` and of `dtype` (both roles), and `host_s` seconds outside the forwards per
+    iteration of every method (h_i = h_AR). None: the trial's own."""
+
+    engine: str | None = None
+    dtype: str | None = None
+    host_s: float | None = None
+
+    def describe(self) -> str:
+        """The choices made, for a report's text ("" when none)."""
+        parts = [f"the {self.engine} engine's curves"] if self.engine else []
+        parts += [f"{self.dtype} curves"] if self.dtype else []
+        if self.host_s is not None:
+            parts.append(f"{self.host_s * 1000:g} ms outside the forwards per iteration")
+        return ", ".join(parts)
+
+
+TRIALS_OWN = PredictWith()  # every trial's own engine, dtype and host time
 
 
 def normalise_dtype(dtype: str, device_type: str = "cpu") -> str:
@@ -152,23 +176,18 @@ def _trial_curve(curves, model: str, dtype: str, engine: str) -> ForwardCurve | 
 
 
 def predict_frame(
-    df: pd.DataFrame,
-    curves: dict,
-    device: str,
-    engine: str | None = None,
-    dtype: str | None = None,
-    host_s: float | None = None,
+    df: pd.DataFrame, curves: dict, device: str, using: PredictWith = TRIALS_OWN
 ) -> pd.DataFrame:
     """Per finished trial (a load_frame(details=True) row): the cost model's time per token
     and speedup on `device`, from the trial's iterations and the device's curves for its
-    target and draft (its dtypes; the curve of `engine`, default the trial's own engine, else
-    the eager one: every engine emits the same greedy tokens, so a trial's acceptance profile
-    holds on any of them, e.g. a CPU trial predicted on a GPU's `graphs` curves; `dtype`, when
-    given, the curves of that dtype for both roles: the trial's acceptance stands in for that
-    dtype's, e.g. fp32 CPU trials predicted on a GPU's bf16 curves). h_i: the trial's
-    own host time; h_AR: the host time per iteration of the autoregressive trial with the same
-    settings when stored; `host_s`, when given, replaces both (every iteration of every
-    method, autoregressive included, costs that much outside its forwards: a host time
+    target and draft (its dtypes; the curve of `using.engine`, default the trial's own
+    engine, else the eager one: every engine emits the same greedy tokens, so a trial's
+    acceptance profile holds on any of them, e.g. a CPU trial predicted on a GPU's `graphs`
+    curves; `using.dtype`, the curves of that dtype for both roles: the trial's acceptance
+    stands in for that dtype's, e.g. fp32 CPU trials predicted on a GPU's bf16 curves). h_i:
+    the trial's own host time; h_AR: the host time per iteration of the autoregressive trial
+    with the same settings when stored; `using.host_s` replaces both (every iteration of
+    every method, autoregressive included, costs that much outside its forwards: a host time
     measured on the predicted device instead of where the trials ran). Trials whose models
     the device has no curve for are left out."""
     device_type = "cuda" if is_gpu_name(device) else "cpu"
@@ -184,17 +203,18 @@ def predict_frame(
             h_ar.setdefault(key[i], cost_model.mean_host_per_token(gens_of[r["trial_id"]]))
     rows = []
     for i, r in df.iterrows():
+        dtype = using.dtype
         t_dtype = normalise_dtype(dtype or r["dtype"], device_type)
         d_dtype = normalise_dtype(dtype or _given(r.get("draft_dtype")) or r["dtype"], device_type)
-        path = engine or _given(r.get("engine")) or "eager"
+        path = using.engine or _given(r.get("engine")) or "eager"
         ct = _trial_curve(curves, r["target"], t_dtype, path)
         cd = _trial_curve(curves, r["draft"], d_dtype, path)
         gens = gens_of[r["trial_id"]]
         needs_draft = any(it.draft_forwards for g in gens for it in g.iterations)
         if ct is None or (needs_draft and cd is None):
             continue
-        h = h_ar.get(key[i], 0.0) if host_s is None else host_s
-        p = cost_model.predict(gens, ct, cd, h, host_s=host_s)
+        h = h_ar.get(key[i], 0.0) if using.host_s is None else using.host_s
+        p = cost_model.predict(gens, ct, cd, h, host_s=using.host_s)
         rows.append(
             {
                 "trial_id": r["trial_id"],
@@ -227,13 +247,11 @@ def compare_predicted(
     df: pd.DataFrame,
     where,
     device: str,
-    engine: str | None = None,
-    dtype: str | None = None,
-    host_s: float | None = None,
+    using: PredictWith = TRIALS_OWN,
 ) -> pd.DataFrame:
     """report.compare of `df` (a report.load_frame(details=True) frame) with the cost model's
-    predicted speedup on `device` (with `engine`'s and `dtype`'s curves and `host_s`, see
-    predict_frame) beside the measured one. The device is checked first (an unknown one:
+    predicted speedup on `device` (with what it is `using`, see predict_frame) beside the
+    measured one. The device is checked first (an unknown one:
     ConfigError naming the profiled ones). The database does not record which device name a
     trial's worker had, only whether it had a GPU (trials.gpu_id): measured speedups are kept
     (and pick each method's best config) when every trial ran on the kind of device `device`
@@ -242,7 +260,7 @@ def compare_predicted(
     from orchestrator.report_query import MEASURED, compare
 
     curves = device_curves(store, device)
-    predicted = predict_frame(df, curves, device, engine, dtype, host_s)
+    predicted = predict_frame(df, curves, device, using)
     df = df.merge(predicted, on="trial_id", how="left")
     on_gpu = df["gpu_id"].notna()
     if on_gpu.all() if is_gpu_name(device) else not on_gpu.any():

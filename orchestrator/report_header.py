@@ -12,6 +12,7 @@ import pandas as pd
 
 from db.models import TrialStatus
 from orchestrator.paper_report import num, params_cell, plain, val, varied_by_method, vkey
+from orchestrator.profiles import TRIALS_OWN, PredictWith
 from orchestrator.report import QueryError
 from orchestrator.report_doc import Block, table
 from orchestrator.store import Store
@@ -118,16 +119,21 @@ def sampling_points(df: pd.DataFrame) -> list[str]:
 
 
 def predictions(
-    store: Store, df: pd.DataFrame, cf: pd.DataFrame, order: dict[str, int]
+    store: Store,
+    df: pd.DataFrame,
+    cf: pd.DataFrame,
+    order: dict[str, int],
+    predict_with: PredictWith = TRIALS_OWN,
 ) -> list[Block]:
-    """The cost model's predicted speedup on each profiled GPU (`orch compare --predict-on`)."""
+    """The cost model's predicted speedup on each profiled GPU (`orch compare --predict-on`,
+    with `predict_with`'s curves and host time where given)."""
     from orchestrator.profiles import compare_predicted, is_gpu_name, load_profiles
 
     gpus = sorted({p["device_name"] for p in load_profiles(store) if is_gpu_name(p["device_name"])})
     out: list[Block] = []
     for gpu in gpus:
         try:
-            best = compare_predicted(store, df, (), gpu)
+            best = compare_predicted(store, df, (), gpu, predict_with)
         except QueryError as e:
             out += [("h2", f"Predicted on {gpu}"), ("p", f"No prediction: {e}")]
             continue
@@ -174,8 +180,10 @@ def predictions(
             (
                 "p",
                 "engine/cost_model.py from each best config's stored iterations and the "
-                f"profiled forward costs of {gpu} (orch profile): measured speedup where the "
-                "trials ran on that kind of device, else the prediction alone.",
+                f"profiled forward costs of {gpu} (orch profile)"
+                + (f", with {predict_with.describe()}" if predict_with.describe() else "")
+                + ": measured speedup where the trials ran on that kind of device, else the "
+                "prediction alone (each method's best config by it).",
             ),
             table(
                 (

@@ -193,6 +193,33 @@ def test_report_is_the_same_from_sqlite_and_postgres(tmp_path, sweep_file, sqlit
         assert f'src="img/{n}"' in (tmp_path / "a" / "report.html").read_text()
 
 
+def test_report_predicts_with_the_given_host_time(tmp_path, sweep_file, sqlite_url):
+    """`orch report --predict-host-ms`: the prediction section says so and shows what `orch
+    compare --predict-on` gives with the same option, method by method."""
+    import json
+
+    store_sweep(sqlite_url, sweep_file)
+    sections = {}
+    for ms in ("0", "50"):
+        out = tmp_path / f"r{ms}"
+        args = ["report", "--db", sqlite_url, "-o", str(out), "--predict-host-ms", ms]
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 0, r.output
+        md = (out / "report.md").read_text()
+        section = md[md.index(f"## Predicted on {GPU}") :].split("\n## ")[0]
+        assert f"with {ms} ms outside the forwards per iteration" in section
+        args = ["compare", "--db", sqlite_url, "--predict-on", GPU, "--format", "json"]
+        r = CliRunner().invoke(main, args + ["--predict-host-ms", ms])
+        assert r.exit_code == 0, r.output
+        rows = [x for x in json.loads(r.stdout) if x["predicted_speedup"] is not None]
+        assert len({x["method"] for x in rows}) >= 3
+        for x in rows:
+            assert f"| {x['method']} |" in section
+            assert f"| {x['predicted_speedup']:.3f} |" in section, (ms, x["method"])
+        sections[ms] = section
+    assert sections["0"] != sections["50"]
+
+
 def test_report_errors_are_one_line_and_write_nothing(tmp_path, sweep_file, sqlite_url):
     store_sweep(sqlite_url, sweep_file)
     blocker = tmp_path / "file"

@@ -172,8 +172,9 @@ def test_predict_host_ms_bad_value(measured, value):
     assert len(lines) == 1 and "--predict-host-ms" in lines[0], lines
 
 
-def test_predict_host_ms_needs_a_device(measured):
-    r = CliRunner().invoke(main, ["compare", "--db", measured, "--predict-host-ms", "1"])
+@pytest.mark.parametrize("ms", ["0", "1"])
+def test_predict_host_ms_needs_a_device(measured, ms):
+    r = CliRunner().invoke(main, ["compare", "--db", measured, "--predict-host-ms", ms])
     assert r.exit_code == 2 and "--predict-host-ms needs --predict-on" in r.stderr
 
 
