@@ -44,73 +44,36 @@ def _note(fmt: str):
     return functools.partial(click.echo, err=fmt != "table")
 
 
-@click.command()
-@click.option(
-    "--best-by",
-    required=True,
-    metavar="METRIC",
-    help="throughput, speedup, acceptance_rate, tokens_per_iteration, "
-    "mean_accepted_length, ttft_s, tpot_s, total_s, peak_memory_bytes, ...",
-)
-@where_option
-@sweep_options
-@click.option(
-    "--top",
-    type=click.IntRange(min=0),
-    default=10,
-    show_default=True,
-    help="rows to show per group (0: all)",
-)
-@click.option(
-    "--global",
-    "rank_global",
-    is_flag=True,
-    help="rank across every pair, dataset, sampling and device at once (default: within each)",
-)
-@click.option(
-    "--columns",
-    default=None,
-    metavar="A,B,...",
-    help="columns to show instead of the defaults, or '+A,B' to add to them: any metric "
-    "(ttft_s, mean_accepted_length, ...), config (engine, max_new_tokens, pair, ...) or "
-    "param (k, depth, params.k)",
-)
-@db_option
-@format_option
-def query(best_by, where, sweep, all_sweeps, top, rank_global, columns, db_url, fmt) -> None:
-    """Configs ranked by a metric (mean over repeats) within each group of one pair, dataset
-    slice, sampling setting and device (`rank` restarts at 1 in each); `*` marks the
-    autoregressive baseline. Example: orch query --best-by speedup --where 'depth>=4'"""
-    from orchestrator.report import BEST_BY, QueryError
-    from orchestrator.report_output import render
-    from orchestrator.report_query import query as run
-    from orchestrator.tables import query_columns, render_query, varied_params
-
-    if best_by not in BEST_BY:  # before touching the database
-        raise QueryError(
-            f"metric {best_by!r} is not allowed for --best-by (allowed: {', '.join(BEST_BY)})"
-        )
-    df = _frame(db_url, sweep, all_sweeps, _note(fmt))
-    ranked = run(
-        df,
-        best_by,
-        where,
-        top or None,
-        by_group=not rank_global,
-    )
-    cols = query_columns(best_by, columns, ranked)
-    if rank_global and "pair" not in cols:
-        cols.insert(2, "pair")
-    if fmt == "table":
-        width = 100 if columns is None else 10_000  # columns asked for are shown whole
-        click.echo(render_query(ranked, best_by, cols, varied_params(df), width=width))
-        return
-    keep = ["group", "pair", "target", "draft", "dataset", "temperature", "max_new_tokens"]
-    keep = list(dict.fromkeys(cols[:2] + keep + cols[2:] + ["baseline"]))
-    click.echo(render(ranked[keep].rename(columns=_export_name), fmt))
-
-
 PREDICT_FLAGS = ("--predict-engine", "--predict-dtype", "--predict-host-ms")
+
+
+def predict_on_option(what: str):
+    return click.option(
+        "--predict-on",
+        default=None,
+        metavar="DEVICE",
+        help=f"a profiled device name (orch profile): {what}",
+    )
+
+
+def _check_predict_flags(predict_on, predict_with) -> None:
+    """--predict-engine, --predict-dtype and --predict-host-ms need --predict-on."""
+    given = (predict_with.engine, predict_with.dtype, predict_with.host_s)
+    flag = next((f for f, v in zip(PREDICT_FLAGS, given) if v is not None), None)
+    if flag and predict_on is None:
+        raise click.UsageError(f"{flag} needs --predict-on")
+
+
+def _predicted(db_url, df, device: str, predict_with):
+    """`df` with the cost model's prediction of each trial on `device`."""
+    from orchestrator.profiles import add_predictions
+    from orchestrator.store import Store
+
+    store = Store(db_url, mode="read")
+    try:
+        return add_predictions(store, df, device, predict_with)
+    finally:
+        store.close()
 
 
 def predict_options(when: str):
@@ -151,6 +114,82 @@ def predict_options(when: str):
     return decorate
 
 
+@click.command()
+@click.option(
+    "--best-by",
+    required=True,
+    metavar="METRIC",
+    help="throughput, speedup, acceptance_rate, tokens_per_iteration, "
+    "mean_accepted_length, ttft_s, tpot_s, total_s, peak_memory_bytes, ...",
+)
+@where_option
+@sweep_options
+@click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="rows to show per group (0: all)",
+)
+@click.option(
+    "--global",
+    "rank_global",
+    is_flag=True,
+    help="rank across every pair, dataset, sampling and device at once (default: within each)",
+)
+@click.option(
+    "--columns",
+    default=None,
+    metavar="A,B,...",
+    help="columns to show instead of the defaults, or '+A,B' to add to them: any metric "
+    "(ttft_s, mean_accepted_length, ...), config (engine, max_new_tokens, pair, ...) or "
+    "param (k, depth, params.k)",
+)
+@predict_on_option("the cost model's predicted_speedup and predicted_tpot_s there, to rank by")
+@predict_options("with --predict-on: ")
+@db_option
+@format_option
+def query(
+    best_by, where, sweep, all_sweeps, top, rank_global, columns, predict_on, predict_with, db_url,
+    fmt,
+) -> None:  # fmt: skip
+    """Configs ranked by a metric (mean over repeats) within each group of one pair, dataset
+    slice, sampling setting and device (`rank` restarts at 1 in each); `*` marks the
+    autoregressive baseline. Example: orch query --best-by speedup --where 'depth>=4'"""
+    from orchestrator.report import BEST_BY, PREDICTED, QueryError
+    from orchestrator.report_output import render
+    from orchestrator.report_query import query as run
+    from orchestrator.tables import query_columns, render_query, varied_params
+
+    if best_by not in BEST_BY:  # before touching the database
+        raise QueryError(
+            f"metric {best_by!r} is not allowed for --best-by (allowed: {', '.join(BEST_BY)})"
+        )
+    if best_by in PREDICTED and predict_on is None:
+        raise click.UsageError(f"--best-by {best_by} needs --predict-on")
+    _check_predict_flags(predict_on, predict_with)
+    df = _frame(db_url, sweep, all_sweeps, _note(fmt), details=predict_on is not None)
+    if predict_on is not None:
+        df = _predicted(db_url, df, predict_on, predict_with)
+    ranked = run(
+        df,
+        best_by,
+        where,
+        top or None,
+        by_group=not rank_global,
+    )
+    cols = query_columns(best_by, columns, ranked)
+    if rank_global and "pair" not in cols:
+        cols.insert(2, "pair")
+    if fmt == "table":
+        width = 100 if columns is None else 10_000  # columns asked for are shown whole
+        click.echo(render_query(ranked, best_by, cols, varied_params(df), width=width))
+        return
+    keep = ["group", "pair", "target", "draft", "dataset", "temperature", "max_new_tokens"]
+    keep = list(dict.fromkeys(cols[:2] + keep + cols[2:] + ["baseline"]))
+    click.echo(render(ranked[keep].rename(columns=_export_name), fmt))
+
+
 def _export_name(col: str) -> str:
     return "params." + col.removeprefix("param.") if col.startswith("param.") else col
 
@@ -158,13 +197,7 @@ def _export_name(col: str) -> str:
 @click.command()
 @where_option
 @sweep_options
-@click.option(
-    "--predict-on",
-    "predict_on",
-    default=None,
-    metavar="DEVICE",
-    help="a profiled device name (orch profile): the cost model's predicted speedup there",
-)
+@predict_on_option("the cost model's predicted speedup there")
 @predict_options("with --predict-on: ")
 @db_option
 @format_option
@@ -175,10 +208,7 @@ def compare(where, sweep, all_sweeps, predict_on, predict_with, db_url, fmt) -> 
     task where the dataset has several (spec_bench: its 6). With --predict-on, the speedup the
     cost model predicts on that device beside it (alone when no trial ran on that kind of
     device)."""
-    given = (predict_with.engine, predict_with.dtype, predict_with.host_s)
-    flag = next((f for f, v in zip(PREDICT_FLAGS, given) if v is not None), None)
-    if flag and predict_on is None:
-        raise click.UsageError(f"{flag} needs --predict-on")
+    _check_predict_flags(predict_on, predict_with)
     from orchestrator.report import apply_where
     from orchestrator.report_output import render
     from orchestrator.report_query import compare as run

@@ -242,6 +242,16 @@ def _settings(df: pd.DataFrame) -> pd.Series:
     return settings_key(df)
 
 
+def add_predictions(
+    store: Store, df: pd.DataFrame, device: str, using: PredictWith = TRIALS_OWN
+) -> pd.DataFrame:
+    """`df` (a report.load_frame(details=True) frame) with predict_frame's columns on `device`
+    (NaN for trials it cannot predict); an unknown device is a ConfigError naming the
+    profiled ones."""
+    predicted = predict_frame(df, device_curves(store, device), device, using)
+    return df.merge(predicted, on="trial_id", how="left")
+
+
 def compare_predicted(
     store: Store,
     df: pd.DataFrame,
@@ -259,9 +269,7 @@ def compare_predicted(
     the highest predicted speedup."""
     from orchestrator.report_query import MEASURED, compare
 
-    curves = device_curves(store, device)
-    predicted = predict_frame(df, curves, device, using)
-    df = df.merge(predicted, on="trial_id", how="left")
+    df = add_predictions(store, df, device, using)
     on_gpu = df["gpu_id"].notna()
     if on_gpu.all() if is_gpu_name(device) else not on_gpu.any():
         return compare(df, where)

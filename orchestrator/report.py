@@ -41,7 +41,11 @@ BEST_BY = {
     "peak_memory_bytes": False,
     "overhead_share": False,
     "mean_tree_size": False,
+    # `orch query --predict-on DEVICE` only (orchestrator/profiles.py add_predictions)
+    "predicted_speedup": True,
+    "predicted_tpot_s": False,
 }
+PREDICTED = ("predicted_speedup", "predicted_tpot_s")
 SETTINGS = [
     "target",
     "draft",

@@ -14,6 +14,7 @@ from orchestrator.report import (
     BASELINE,
     BEST_BY,
     CONFIG_KEY,
+    PREDICTED,
     SETTINGS,
     QueryError,
     apply_where,
@@ -42,7 +43,7 @@ def query(
     if df.empty:
         raise QueryError("no finished trials match the --where filters")
     metrics = [m for m in METRIC_COLUMNS if m in df.columns and m not in CONFIG_KEY]
-    metrics += ["speedup", "ar_throughput"]
+    metrics += ["speedup", "ar_throughput"] + [c for c in PREDICTED if c in df.columns]
     params = [c for c in df.columns if c.startswith("param.")]
     g = df.groupby(CONFIG_KEY, dropna=False, sort=False)
     out = g.agg(

@@ -22,8 +22,8 @@ SHORT = {
     "repeats": "n",
     "max_new_tokens": "max_new",
 }
-QUERY_COLUMNS = ["rank", "method", "{best}", "{best}_std", "speedup", "tokens_per_iteration",
-                 "acceptance_rate", "repeats", "params"]  # fmt: skip
+QUERY_COLUMNS = ["rank", "method", "{best}", "{best}_std", "speedup", "predicted_speedup",
+                 "tokens_per_iteration", "acceptance_rate", "repeats", "params"]  # fmt: skip
 
 
 def query_columns(best_by: str, columns: str | None, rows: pd.DataFrame) -> list[str]:

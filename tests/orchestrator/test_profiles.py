@@ -208,6 +208,43 @@ def test_best_config_by_prediction_on_another_kind_of_device(sqlite_url):
     assert "best config by mean speedup" in linear_row(CPU, "table")
 
 
+def test_query_ranks_every_config_by_its_prediction(sqlite_url):
+    """`orch query --best-by predicted_speedup --predict-on DEVICE`: every config with its
+    prediction (the same as compare's), ranked by it; measured speedups stay beside them."""
+    url = _measured(sqlite_url, _trial(LIN3_ITS, 12.0, k=3))
+    lin3 = 6.1 / (1.3 + (0.4 + 0.25 + 0.25) + 1.4 + 0.1)  # as in the test above
+
+    def ranked(*args):
+        base = ["query", "--db", url, "--predict-on", GPU, "--format", "json", "--best-by"]
+        r = CliRunner().invoke(main, base + list(args))
+        assert r.exit_code == 0, r.output
+        rows = json.loads(r.stdout)
+        return [(x["params"].split(",")[0], x["speedup"], x["predicted_speedup"]) for x in rows]
+
+    by_prediction = ranked("predicted_speedup")
+    assert [k for k, _, _ in by_prediction] == ["k=3", "k=2", "verifier=greedy"]
+    assert [p for _, _, p in by_prediction] == pytest.approx([lin3, _expected_speedup(), 1.0])
+    assert by_prediction[1][1] == pytest.approx(1.5)  # measured, kept
+    assert [k for k, _, _ in ranked("speedup")] == ["k=2", "k=3", "verifier=greedy"]
+    faster = ranked("predicted_tpot_s")  # smaller is better
+    assert [k for k, _, _ in faster] == ["k=3", "k=2", "verifier=greedy"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--best-by", "predicted_speedup"], "--best-by predicted_speedup needs --predict-on"),
+        (["--best-by", "speedup", "--predict-dtype", "bfloat16"], "--predict-dtype needs"),
+        (["--best-by", "speedup", "--predict-on", "Nope"], "no profile for device 'Nope'"),
+    ],
+)
+def test_query_predict_errors_are_one_line(measured, args, message):
+    r = CliRunner().invoke(main, ["query", "--db", measured, *args])
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
+
+
 def test_compare_unknown_device_is_one_error_line(measured):
     r = CliRunner().invoke(main, ["compare", "--db", measured, "--predict-on", "Nope GPU"])
     assert r.exit_code == 2
