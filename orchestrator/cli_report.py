@@ -221,13 +221,9 @@ def compare(where, sweep, all_sweeps, predict_on, predict_with, db_url, fmt) -> 
         best = run(df, where)
     else:
         from orchestrator.profiles import compare_predicted
-        from orchestrator.store import Store
 
-        store = Store(db_url, mode="read")
-        try:
-            best = compare_predicted(store, df, where, predict_on, predict_with)
-        finally:
-            store.close()
+        df = _predicted(db_url, df, predict_on, predict_with)
+        best = compare_predicted(df, where, predict_on)
     if fmt == "table":
         click.echo(render_compare(best, varied_params(apply_where(df, where))))
     else:

@@ -252,24 +252,15 @@ def add_predictions(
     return df.merge(predicted, on="trial_id", how="left")
 
 
-def compare_predicted(
-    store: Store,
-    df: pd.DataFrame,
-    where,
-    device: str,
-    using: PredictWith = TRIALS_OWN,
-) -> pd.DataFrame:
-    """report.compare of `df` (a report.load_frame(details=True) frame) with the cost model's
-    predicted speedup on `device` (with what it is `using`, see predict_frame) beside the
-    measured one. The device is checked first (an unknown one:
-    ConfigError naming the profiled ones). The database does not record which device name a
-    trial's worker had, only whether it had a GPU (trials.gpu_id): measured speedups are kept
-    (and pick each method's best config) when every trial ran on the kind of device `device`
-    is (GPU or CPU), else only the prediction is shown and the best config is the one with
-    the highest predicted speedup."""
+def compare_predicted(df: pd.DataFrame, where, device: str) -> pd.DataFrame:
+    """report.compare of `df` (add_predictions' frame for `device`) with the cost model's
+    predicted speedup beside the measured one. The database does not record which device name
+    a trial's worker had, only whether it had a GPU (trials.gpu_id): measured speedups are
+    kept (and pick each method's best config) when every trial ran on the kind of device
+    `device` is (GPU or CPU), else only the prediction is shown and the best config is the
+    one with the highest predicted speedup."""
     from orchestrator.report_query import MEASURED, compare
 
-    df = add_predictions(store, df, device, using)
     on_gpu = df["gpu_id"].notna()
     if on_gpu.all() if is_gpu_name(device) else not on_gpu.any():
         return compare(df, where)

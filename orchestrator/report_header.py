@@ -127,13 +127,18 @@ def predictions(
 ) -> list[Block]:
     """The cost model's predicted speedup on each profiled GPU (`orch compare --predict-on`,
     with `predict_with`'s curves and host time where given)."""
-    from orchestrator.profiles import compare_predicted, is_gpu_name, load_profiles
+    from orchestrator.profiles import (
+        add_predictions,
+        compare_predicted,
+        is_gpu_name,
+        load_profiles,
+    )
 
     gpus = sorted({p["device_name"] for p in load_profiles(store) if is_gpu_name(p["device_name"])})
     out: list[Block] = []
     for gpu in gpus:
         try:
-            best = compare_predicted(store, df, (), gpu, predict_with)
+            best = compare_predicted(add_predictions(store, df, gpu, predict_with), (), gpu)
         except QueryError as e:
             out += [("h2", f"Predicted on {gpu}"), ("p", f"No prediction: {e}")]
             continue
