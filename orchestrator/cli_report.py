@@ -64,14 +64,17 @@ def _check_predict_flags(predict_on, predict_with) -> None:
         raise click.UsageError(f"{flag} needs --predict-on")
 
 
-def _predicted(db_url, df, device: str, predict_with):
-    """`df` with the cost model's prediction of each trial on `device`."""
-    from orchestrator.profiles import add_predictions
+def _curves(db_url, device: str | None) -> dict | None:
+    """The forward-cost curves of --predict-on DEVICE, read before any result is (an unknown
+    device: one error line naming the profiled ones); None without --predict-on."""
+    if device is None:
+        return None
+    from orchestrator.profiles import device_curves
     from orchestrator.store import Store
 
     store = Store(db_url, mode="read")
     try:
-        return add_predictions(store, df, device, predict_with)
+        return device_curves(store, device)
     finally:
         store.close()
 
@@ -168,9 +171,12 @@ def query(
     if best_by in PREDICTED and predict_on is None:
         raise click.UsageError(f"--best-by {best_by} needs --predict-on")
     _check_predict_flags(predict_on, predict_with)
-    df = _frame(db_url, sweep, all_sweeps, _note(fmt), details=predict_on is not None)
-    if predict_on is not None:
-        df = _predicted(db_url, df, predict_on, predict_with)
+    curves = _curves(db_url, predict_on)
+    df = _frame(db_url, sweep, all_sweeps, _note(fmt), details=curves is not None)
+    if curves is not None:
+        from orchestrator.profiles import add_predictions
+
+        df = add_predictions(df, curves, predict_on, predict_with)
     ranked = run(
         df,
         best_by,
@@ -214,15 +220,14 @@ def compare(where, sweep, all_sweeps, predict_on, predict_with, db_url, fmt) -> 
     from orchestrator.report_query import compare as run
     from orchestrator.tables import render_compare, varied_params
 
-    df = _frame(
-        db_url, sweep, all_sweeps, _note(fmt), details=predict_on is not None, per_prompt=True
-    )
-    if predict_on is None:
+    curves = _curves(db_url, predict_on)
+    df = _frame(db_url, sweep, all_sweeps, _note(fmt), details=curves is not None, per_prompt=True)
+    if curves is None:
         best = run(df, where)
     else:
-        from orchestrator.profiles import compare_predicted
+        from orchestrator.profiles import add_predictions, compare_predicted
 
-        df = _predicted(db_url, df, predict_on, predict_with)
+        df = add_predictions(df, curves, predict_on, predict_with)
         best = compare_predicted(df, where, predict_on)
     if fmt == "table":
         click.echo(render_compare(best, varied_params(apply_where(df, where))))

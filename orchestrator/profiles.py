@@ -243,13 +243,11 @@ def _settings(df: pd.DataFrame) -> pd.Series:
 
 
 def add_predictions(
-    store: Store, df: pd.DataFrame, device: str, using: PredictWith = TRIALS_OWN
+    df: pd.DataFrame, curves: dict, device: str, using: PredictWith = TRIALS_OWN
 ) -> pd.DataFrame:
     """`df` (a report.load_frame(details=True) frame) with predict_frame's columns on `device`
-    (NaN for trials it cannot predict); an unknown device is a ConfigError naming the
-    profiled ones."""
-    predicted = predict_frame(df, device_curves(store, device), device, using)
-    return df.merge(predicted, on="trial_id", how="left")
+    (its device_curves), NaN for trials it cannot predict."""
+    return df.merge(predict_frame(df, curves, device, using), on="trial_id", how="left")
 
 
 def compare_predicted(df: pd.DataFrame, where, device: str) -> pd.DataFrame:

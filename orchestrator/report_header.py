@@ -130,6 +130,7 @@ def predictions(
     from orchestrator.profiles import (
         add_predictions,
         compare_predicted,
+        device_curves,
         is_gpu_name,
         load_profiles,
     )
@@ -138,7 +139,8 @@ def predictions(
     out: list[Block] = []
     for gpu in gpus:
         try:
-            best = compare_predicted(add_predictions(store, df, gpu, predict_with), (), gpu)
+            predicted = add_predictions(df, device_curves(store, gpu), gpu, predict_with)
+            best = compare_predicted(predicted, (), gpu)
         except QueryError as e:
             out += [("h2", f"Predicted on {gpu}"), ("p", f"No prediction: {e}")]
             continue

@@ -235,7 +235,6 @@ def test_query_ranks_every_config_by_its_prediction(sqlite_url):
     [
         (["--best-by", "predicted_speedup"], "--best-by predicted_speedup needs --predict-on"),
         (["--best-by", "speedup", "--predict-dtype", "bfloat16"], "--predict-dtype needs"),
-        (["--best-by", "speedup", "--predict-on", "Nope"], "no profile for device 'Nope'"),
     ],
 )
 def test_query_predict_errors_are_one_line(measured, args, message):
@@ -245,11 +244,13 @@ def test_query_predict_errors_are_one_line(measured, args, message):
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
 
 
-def test_compare_unknown_device_is_one_error_line(measured):
-    r = CliRunner().invoke(main, ["compare", "--db", measured, "--predict-on", "Nope GPU"])
+@pytest.mark.parametrize("command", [["compare"], ["query", "--best-by", "speedup"]])
+def test_unknown_device_is_one_error_line_before_any_result(measured, command):
+    r = CliRunner().invoke(main, [*command, "--db", measured, "--predict-on", "Nope GPU"])
     assert r.exit_code == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --predict-on: no profile for device")
+    assert r.stdout == ""  # not even the line saying which sweep the results come from
 
 
 def test_orch_profile_tiny_pair_stores_both_roles(sqlite_url):
