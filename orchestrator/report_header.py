@@ -161,6 +161,7 @@ def predictions(
                             "dataset",
                             "category",
                             "temperature",
+                            "top_p",
                             "max_new_tokens",
                             "device",
                         )
@@ -175,6 +176,7 @@ def predictions(
                 r["pair"],
                 r["dataset"],
                 val(r["temperature"]),
+                val(r["top_p"]),
                 str(r["max_new_tokens"]),
                 shown.get((r["method"], r["params"]), r["params"]),
                 num(r["speedup"]),
@@ -198,6 +200,7 @@ def predictions(
                     "pair",
                     "dataset",
                     "T",
+                    "top-p",
                     "new tokens",
                     "config",
                     "measured speedup",

@@ -100,11 +100,16 @@ def compare(
     mean per config comes beside the measured one."""
     predicted = "predicted_speedup" in df.columns
     df = apply_where(df, where)
-    df = df[df["speedup"].notna()]
-    if df.empty:
+    df = df[df[rank_by].notna()]  # a prediction needs no measured baseline
+    if df.empty and rank_by == "speedup":
         raise QueryError(
             "no trial has an autoregressive baseline with the same pair, dataset, "
             "sampling and max_new_tokens; add `- name: autoregressive` to the sweep"
+        )
+    if df.empty:
+        raise QueryError(
+            "the device has no curves for these trials' models at their engine and dtype "
+            "(see --predict-engine and --predict-dtype)"
         )
     df = df.assign(_config=config_key(df), _skey=settings_key(df))
     g = (
@@ -146,6 +151,7 @@ def compare(
         "dataset",
         "category",
         "temperature",
+        "top_p",
         "max_new_tokens",
         "device",
         "engine",

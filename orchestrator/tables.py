@@ -134,12 +134,13 @@ def render_compare(
         f"±, min-max: the spread of its speedup over {over}",
         "tau = tokens_per_iteration (Spec-Bench's mean accepted tokens)",
     ]
-    setting = ["pair", "dataset", "category", "temperature", "max_new_tokens", "device"]
+    setting = ["pair", "dataset", "category", "temperature", "top_p", "max_new_tokens", "device"]
     cats = [c for c in best.columns if c.startswith("speedup.")]
     for key, block in best.groupby(setting, dropna=False, sort=False):
-        pair, dataset, category, t, mnt, device = key
+        pair, dataset, category, t, top_p, mnt, device = key
         sel = f", {category}" if plain(category) is not None else ""
-        lines += ["", f"{pair} · {dataset}{sel} · T={t:g} · {mnt} new tokens · {device}"]
+        sampling = f"T={t:g}" + (f" top_p={top_p:g}" if top_p != 1.0 else "")
+        lines += ["", f"{pair} · {dataset}{sel} · {sampling} · {mnt} new tokens · {device}"]
         measured = block["speedup"].notna()
         block = block.assign(
             acceptance_rate=block["acceptance_rate"].where(block["method"] != BASELINE)

@@ -208,6 +208,34 @@ def test_best_config_by_prediction_on_another_kind_of_device(sqlite_url):
     assert "best config by mean speedup" in linear_row(CPU, "table")
 
 
+def test_predictions_need_no_measured_baseline_and_keep_top_p_apart(sqlite_url, tmp_path):
+    """Linear k=2 also ran at T = 1 with top-p 0.9 and 0.99, where no autoregressive trial ran:
+    no measured speedup there, but predictions on the GPU (h_AR = 0: no host time of an
+    autoregressive trial), one block or row per top-p in compare and in the report."""
+    more = []
+    for top_p in (0.9, 0.99):
+        cfg, res = _trial(LIN_ITS, 15.0, k=2)
+        cfg = type(cfg)(**{**cfg.__dict__, "temperature": 1.0, "top_p": top_p})
+        more.append((cfg, res))
+    url = _measured(sqlite_url, *more)
+    args = ["compare", "--db", url, "--predict-on", GPU]
+    r = CliRunner().invoke(main, args + ["--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = [(x["method"], x["temperature"], x["top_p"]) for x in json.loads(r.stdout)]
+    assert sorted(rows) == sorted(
+        [("autoregressive", 0.0, 1.0), ("linear", 0.0, 1.0)]
+        + [("linear", 1.0, 0.9), ("linear", 1.0, 0.99)]
+    )
+    table = CliRunner().invoke(main, args).stdout
+    assert "T=1 top_p=0.9 ·" in table and "T=1 top_p=0.99 ·" in table and "T=0 ·" in table
+    r = CliRunner().invoke(main, ["report", "--db", url, "-o", str(tmp_path / "r")])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "r" / "report.md").read_text()
+    section = md[md.index(f"## Predicted on {GPU}") :]
+    assert "| T | top-p |" in section
+    assert "| 1 | 0.9 |" in section and "| 1 | 0.99 |" in section
+
+
 def test_query_ranks_every_config_by_its_prediction(sqlite_url):
     """`orch query --best-by predicted_speedup --predict-on DEVICE`: every config with its
     prediction (the same as compare's), ranked by it; measured speedups stay beside them."""
@@ -441,19 +469,25 @@ def test_predict_engine_predicts_fast_trials_on_the_graphs_curves(sqlite_url):
     _real_pair_sweep(store, "fp32_fast", "fast", "float32")  # a CPU run's dtype
     store.close()
 
-    def predicted(sweep, *more):
+    def run(sweep, *more):
         args = ["compare", "--sweep", sweep, "--db", sqlite_url, "--predict-on", H100]
-        args += ["--format", "json"]
-        r = CliRunner().invoke(main, args + list(more))
+        return CliRunner().invoke(main, args + ["--format", "json", *more])
+
+    def predicted(sweep, *more):
+        r = run(sweep, *more)
         assert r.exit_code == 0, r.output
         return {x["method"]: x["predicted_speedup"] for x in json.loads(r.stdout)}
+
+    def no_curves(sweep, *more):  # one error line, as nothing can be predicted
+        r = run(sweep, *more)
+        assert r.exit_code == 2 and "the device has no curves for these trials" in r.stderr
 
     want = predicted("on_graphs")
     assert want["autoregressive"] == pytest.approx(1.0) and 0 < want["linear"] < 10
     assert predicted("on_fast", "--predict-engine", "graphs") == want
-    assert all(v is None for v in predicted("on_fast").values())
+    no_curves("on_fast")
     # fp32 trials: no fp32 curve on the H100; on its bf16 curves with --predict-dtype
-    assert all(v is None for v in predicted("fp32_fast", "--predict-engine", "graphs").values())
+    no_curves("fp32_fast", "--predict-engine", "graphs")
     both = ("--predict-engine", "graphs", "--predict-dtype", "bfloat16")
     assert predicted("fp32_fast", *both) == want
     for flag, value in (("--predict-engine", "graphs"), ("--predict-dtype", "bfloat16")):
