@@ -27,8 +27,8 @@ DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 @dataclass(frozen=True)
 class PredictWith:
-    """What a prediction takes from the device instead of from each trial (`orch compare` and
-    `orch report`'s --predict-engine, --predict-dtype, --predict-host-ms): the curves of
+    """What a prediction takes from the device instead of from each trial (`orch compare`,
+    `query` and `report`'s --predict-engine, --predict-dtype, --predict-host-ms): the curves of
     `engine` and of `dtype` (both roles), and `host_s` seconds outside the forwards per
     iteration of every method (h_i = h_AR). None: the trial's own."""
 
@@ -203,9 +203,9 @@ def predict_frame(
             h_ar.setdefault(key[i], cost_model.mean_host_per_token(gens_of[r["trial_id"]]))
     rows = []
     for i, r in df.iterrows():
-        dtype = using.dtype
-        t_dtype = normalise_dtype(dtype or r["dtype"], device_type)
-        d_dtype = normalise_dtype(dtype or _given(r.get("draft_dtype")) or r["dtype"], device_type)
+        t_dtype = normalise_dtype(using.dtype or r["dtype"], device_type)
+        draft_dtype = using.dtype or _given(r.get("draft_dtype")) or r["dtype"]
+        d_dtype = normalise_dtype(draft_dtype, device_type)
         path = using.engine or _given(r.get("engine")) or "eager"
         ct = _trial_curve(curves, r["target"], t_dtype, path)
         cd = _trial_curve(curves, r["draft"], d_dtype, path)
