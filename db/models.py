@@ -2,6 +2,7 @@
 
     sweeps ──< sweep_trials >── trials ──1:1── results        models, datasets (metadata)
                                                               profiles (device cost curves)
+                                                              verifier_checks (certificates)
 
 - `trials` is global: one row per `config_hash` (sha256 of the fully resolved config), shared
   by every sweep that contains that config, so a repeated or overlapping submission never
@@ -241,6 +242,44 @@ class Profile(Base):
     driver: Mapped[str] = mapped_column(String(200))  # CUDA runtime / driver, "" on CPU
     versions: Mapped[dict[str, Any]]  # torch, transformers, triton
     cores: Mapped[int] = mapped_column(Integer)
+    host: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class VerifierCheck(Base):
+    """A sampling verifier's distribution check at one setting (engine/distribution_check.py;
+    migration 0010): the certificate of every sampled trial with that verifier, tree sampling
+    and sampling. The draft's sampling is stored resolved (the target's where a trial has
+    none), so the key has no NULLs. One row per key: rerunning a check replaces it."""
+
+    __tablename__ = "verifier_checks"
+    __table_args__ = (
+        UniqueConstraint(
+            "verifier",
+            "tree_sampling",
+            "temperature",
+            "top_p",
+            "draft_temperature",
+            "draft_top_p",
+            name="uq_verifier_checks_key",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    verifier: Mapped[str] = mapped_column(String(64))
+    tree_sampling: Mapped[str] = mapped_column(String(32))
+    temperature: Mapped[float] = mapped_column(Float)
+    top_p: Mapped[float] = mapped_column(Float)
+    draft_temperature: Mapped[float] = mapped_column(Float)
+    draft_top_p: Mapped[float] = mapped_column(Float)
+    samples: Mapped[int] = mapped_column(Integer)
+    p_value: Mapped[float] = mapped_column(Float)
+    power: Mapped[float] = mapped_column(Float)  # against a verifier emitting the draft's law
+    alpha: Mapped[float] = mapped_column(Float)
+    support_ok: Mapped[bool]
+    passed: Mapped[bool]
+    seconds: Mapped[float] = mapped_column(Float)
+    code_version: Mapped[str] = mapped_column(String(80))
     host: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 

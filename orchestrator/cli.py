@@ -251,6 +251,7 @@ def generate(
 
 
 def _register() -> None:
+    from orchestrator.cli_certify import certify
     from orchestrator.cli_data import datasets, models
     from orchestrator.cli_delete import delete
     from orchestrator.cli_profile import profile, profile_import
@@ -266,6 +267,7 @@ def _register() -> None:
         export,
         plot,
         report,
+        certify,
         cancel,
         resume,
         delete,

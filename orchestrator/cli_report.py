@@ -172,7 +172,8 @@ def query(
         raise click.UsageError(f"--best-by {best_by} needs --predict-on")
     _check_predict_flags(predict_on, predict_with)
     curves = _curves(db_url, predict_on)
-    df = _frame(db_url, sweep, all_sweeps, _note(fmt), details=curves is not None)
+    certs = _mentions_certificate(where, columns)
+    df = _frame(db_url, sweep, all_sweeps, _note(fmt), curves is not None, per_prompt=certs)
     if curves is not None:
         from orchestrator.profiles import add_predictions
 
@@ -194,6 +195,17 @@ def query(
     keep = ["group", "pair", "target", "draft", "dataset", "temperature", "max_new_tokens"]
     keep = list(dict.fromkeys(cols[:2] + keep + cols[2:] + ["baseline"]))
     click.echo(render(ranked[keep].rename(columns=_export_name), fmt))
+
+
+def _mentions_certificate(where: tuple[str, ...], columns: str | None) -> bool:
+    """Whether --where or --columns name a certificate column (orchestrator/certificates.py),
+    which needs the trials' per-prompt data."""
+    import re
+
+    from orchestrator.certificates import COLUMNS
+
+    names = re.findall(r"[\w.]+", " ".join([*where, columns or ""]))
+    return any(n in COLUMNS for n in names)
 
 
 def _export_name(col: str) -> str:

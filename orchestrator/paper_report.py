@@ -150,9 +150,7 @@ def configs(df: pd.DataFrame, order: dict[str, int]) -> pd.DataFrame:
                 **{k: acc[k] for k in ACCEPTANCE},
                 "hist": acc["ddtree_acceptance_length_histogram"],
                 "by_depth": acc["delayed_acceptance_by_depth"],
-                "certificate": certificate_cell(
-                    [trial_certificate(t["per_prompt"] or []) for t in trials]
-                ),
+                "certificate": certificate_cell(trials),
                 "device_name": devices_cell(trials),
             }
         )
@@ -215,15 +213,21 @@ def num(v: Any, digits: int = 3) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def certificate_cell(certs: list[dict[str, Any] | None]) -> str:
-    """A config's losslessness certificate over its trials (engine/certify.py)."""
+def certificate_cell(trials: list[dict[str, Any]]) -> str:
+    """A config's losslessness certificate over its trials: the greedy check (engine/certify.py)
+    and the comparison with the autoregressive trial, or the sampling verifier's claim and its
+    stored distribution check (orchestrator/certificates.py)."""
+    certs = [trial_certificate(t["per_prompt"] or []) for t in trials]
+    words = {t.get("lossless") for t in trials}
     if not certs or any(c is None for c in certs):
         return "not certified"
     if certs[0]["check"] == GREEDY_CHECK:
         prompts = sum(c["prompts"] for c in certs)
         failed = [c for c in certs if not c["lossless"]]
         if not failed:
-            return f"lossless: greedy check, {prompts}/{prompts} prompts"
+            same = trials[0].get("ar_equal", "-")
+            versus = "" if same == "-" or trials[0]["method"] == BASELINE else f"; = AR {same}"
+            return f"lossless: greedy check, {prompts}/{prompts} prompts{versus}"
         c = failed[0]
         bad = sum(x["failed_prompts"] for x in failed)
         return (
@@ -236,8 +240,14 @@ def certificate_cell(certs: list[dict[str, Any] | None]) -> str:
         if c.get("tree_sampling")
         else c["verifier"]
     )
+    if words == {"exact"}:
+        return "exact: sampled from the target"
     if not c.get("verifier_declares_lossless"):
         return f"NOT lossless: {on}"
+    if "failed" in words:
+        return f"FAILED: {on}, distribution check (orch certify)"
+    if words == {"tested"}:
+        return f"tested: {on}, distribution check passed"
     tested = "distribution-tested" if c.get("verifier_distribution_tested") else "untested"
     return f"claimed: {on}, {tested}"
 

@@ -99,7 +99,8 @@ def load_frame(
 ) -> pd.DataFrame:
     """Every finished trial of `sweep` (default: the most recent sweep; `all_sweeps`: every
     sweep) with config, placement and metrics; `details`: per-prompt and per-iteration JSON,
-    `per_prompt`: the per-prompt JSON only."""
+    `per_prompt`: the per-prompt JSON only; with either, each trial's certificate columns
+    `lossless` and `ar_equal` (orchestrator/certificates.py)."""
     sweep = resolve_sweep(store, sweep, all_sweeps)
     cols = [
         Trial.id,
@@ -143,7 +144,13 @@ def load_frame(
     if df.empty:
         where = f" of sweep {sweep!r}" if sweep else ""
         raise QueryError(f"no finished trials{where} in {store.display_url}")
-    return add_speedup(df)
+    df = add_speedup(df)
+    if details or per_prompt:
+        from orchestrator.certificates import add_certificates
+        from orchestrator.verifier_checks import load_checks
+
+        df = add_certificates(df, load_checks(store))
+    return df
 
 
 def add_speedup(df: pd.DataFrame) -> pd.DataFrame:

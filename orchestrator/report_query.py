@@ -51,6 +51,7 @@ def query(
         **{f"{best_by}_std": (best_by, "std")},
         **{m: (m, "mean") for m in metrics},
         **{c: (c, "first") for c in params},
+        **_certificate_aggs(df),
     ).reset_index()
     out.insert(0, "pair", out["target"] + "/" + out["draft"])
     out["baseline"] = out["method"] == BASELINE
@@ -66,6 +67,16 @@ def query(
     if top:
         out = out[out["rank"] <= top]
     return out.reset_index(drop=True)
+
+
+def _certificate_aggs(df: pd.DataFrame) -> dict:
+    """A config's certificate columns over its repeats: the worst `lossless` word, the
+    first repeat's `ar_equal` (orchestrator/certificates.py)."""
+    if "lossless" not in df.columns:
+        return {}
+    from orchestrator.certificates import worst
+
+    return {"lossless": ("lossless", worst), "ar_equal": ("ar_equal", "first")}
 
 
 def _group_label(df: pd.DataFrame) -> pd.Series:
@@ -127,6 +138,7 @@ def compare(
             repeats=("speedup", "size"),
             _config=("_config", "first"),
             **({"predicted_speedup": ("predicted_speedup", "mean")} if predicted else {}),
+            **_certificate_aggs(df),
         )
         .reset_index()
     )
@@ -168,6 +180,7 @@ def compare(
         "params",
         "repeats",
         *(["predicted_speedup"] if predicted else []),
+        *[c for c in ("lossless", "ar_equal") if c in best.columns],
         *[f"speedup.{c}" for c in categories],
     ]
     return best[cols]

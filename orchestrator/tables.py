@@ -124,7 +124,8 @@ def render_compare(
     best: pd.DataFrame, varied: dict[str, list[str]] | None = None, width: int = 100
 ) -> str:
     """Spec-Bench style text: per pair and setting, one row per method (its winning config's
-    speedup with spread, tau, acceptance, tok/s and params), then speedup per task."""
+    speedup with spread, tau, acceptance, tok/s, certificate and params), then speedup per
+    task."""
     over = best["spread_over"].iloc[0] if len(best) else "repeats"
     by = "mean speedup"
     if "predicted_speedup" in best.columns and len(best) and best["speedup"].isna().all():
@@ -157,6 +158,7 @@ def render_compare(
                 "tau": block["tokens_per_iteration"].map(_num),
                 "accept": block["acceptance_rate"].map(_num),
                 "tok/s": block["throughput"].map(lambda v: _num(v, ".1f")),
+                **({"lossless": block["lossless"]} if "lossless" in block.columns else {}),
                 "winning config": [
                     (p or "-") + (f" engine={e}" if e not in (None, "eager") else "")
                     for p, e in zip(block["params"], block["engine"])

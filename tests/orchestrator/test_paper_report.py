@@ -172,7 +172,7 @@ def test_report_is_the_same_from_sqlite_and_postgres(tmp_path, sweep_file, sqlit
         "ddtree\\_mean\\_acceptance\\_length",
         "claimed: traversal on iid trees, distribution-tested",
         "Test CPU 9000",
-        "claimed: naive, distribution-tested",  # autoregressive: no tree
+        "exact: sampled from the target",  # autoregressive: no tree, no verifier
         "## Verifiers",
         "iid · traversal",
         "## DynaTree: depth x branch",
@@ -248,28 +248,24 @@ def test_empty_sweep_is_one_error_line(tmp_path, sweep_file, sqlite_url):
 
 
 def test_certificate_cell_greedy_and_claims():
-    ok = {
-        "check": "greedy_teacher_forced",
-        "lossless": True,
-        "prompts": 2,
-        "checked": 9,
-        "failed_prompts": 0,
-    }
-    bad = {
-        **ok,
-        "lossless": False,
-        "failed_prompts": 1,
-        "first_failed_prompt": "p1",
-        "first_mismatch": 3,
-        "max_margin": 2.5,
-    }
-    assert certificate_cell([ok, ok]) == "lossless: greedy check, 4/4 prompts"
-    assert certificate_cell([ok, bad]).startswith("MISMATCH: 1/4 prompts (first: prompt p1")
-    assert certificate_cell([ok, None]) == "not certified"
+    ok = {"check": "greedy_teacher_forced", "lossless": True, "checked": 4, "first_mismatch": None}
+    bad = {**ok, "lossless": False, "first_mismatch": 3, "mismatches": 1, "max_margin": 2.5}
+
+    def trial(*certs):
+        pp = [{"id": f"p{i}", "certificate": c} for i, c in enumerate(certs)]
+        return {"method": "iid", "per_prompt": pp, "ar_equal": "-"}
+
+    assert certificate_cell([trial(ok, ok), trial(ok, ok)]) == (
+        "lossless: greedy check, 4/4 prompts"
+    )
+    assert certificate_cell([trial(ok, ok), trial(ok, bad)]).startswith(
+        "MISMATCH: 1/4 prompts (first: prompt p1"
+    )
+    assert certificate_cell([trial(ok, ok), trial(ok, None)]) == "not certified"
     claim = {
         "check": "sampling_verifier_claim",
         "verifier": "nss",
         "tree_sampling": "iid",
         "verifier_declares_lossless": False,
     }
-    assert certificate_cell([claim]) == "NOT lossless: nss on iid trees"
+    assert certificate_cell([trial(claim)]) == "NOT lossless: nss on iid trees"
