@@ -173,7 +173,7 @@ def query(
     _check_predict_flags(predict_on, predict_with)
     curves = _curves(db_url, predict_on)
     certs = _mentions_certificate(where, columns)
-    df = _frame(db_url, sweep, all_sweeps, _note(fmt), curves is not None, per_prompt=certs)
+    df = _frame(db_url, sweep, all_sweeps, _note(fmt), details=curves is not None, per_prompt=certs)
     if curves is not None:
         from orchestrator.profiles import add_predictions
 
