@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from engine.certify import GREEDY_CHECK, trial_certificate
+from engine.distribution_check import Setting
 from orchestrator.records import TrialConfig
 from orchestrator.report import BASELINE, plain, settings_key
 from orchestrator.verifier_checks import Key, key, trial_setting
@@ -44,14 +45,19 @@ def lossless_word(
         return "uncertified"
     if cert["check"] == GREEDY_CHECK:
         return "checked" if cert["lossless"] else "mismatch"
-    fields = {k: plain(row[k]) for k in TrialConfig.__dataclass_fields__ if k in row}
-    setting = trial_setting(TrialConfig.from_dict({**fields, "params": _params(row)}))
+    setting = row_setting(row)
     if setting is None:
         return "exact"
     found = checks.get(key(setting))
     if found is None:
         return "claimed"
     return "tested" if found["passed"] else "failed"
+
+
+def row_setting(row: dict[str, Any]) -> Setting | None:
+    """verifier_checks.trial_setting of a results-frame row (a dict of its columns)."""
+    fields = {k: plain(row[k]) for k in TrialConfig.__dataclass_fields__ if k in row}
+    return trial_setting(TrialConfig.from_dict({**fields, "params": _params(row)}))
 
 
 def _params(row: dict[str, Any]) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def write_report(
     import matplotlib.pyplot as plt
 
     from orchestrator.report_figures import figure_sections
-    from orchestrator.report_header import failures, header, predictions
+    from orchestrator.report_header import distribution_checks, failures, header, predictions
 
     name = resolve_sweep(store, sweep)
     info = store.sweep(name)
@@ -86,7 +86,8 @@ def write_report(
     blocks = header(store, info, df)
     blocks += main_tables(cf)
     more, figs = figure_sections(cf)
-    blocks += more + predictions(store, df, cf, order, predict_with) + failures(store, info)
+    blocks += more + distribution_checks(store, name, df)
+    blocks += predictions(store, df, cf, order, predict_with) + failures(store, info)
     out = Path(out_dir)
     written = []
     try:

@@ -1,7 +1,8 @@
 """The parts of `orch report` (orchestrator/paper_report.py) that read more of the database
 than the results frame: the header (the sweep's stored spec and file provenance, trial counts
-by status, devices), the cost model's predictions on profiled GPUs (the `orch compare
---predict-on` code path, orchestrator/profiles.py) and the failed trials."""
+by status, devices), the distribution checks of its sampled trials (`orch certify`), the cost
+model's predictions on profiled GPUs (the `orch compare --predict-on` code path,
+orchestrator/profiles.py) and the failed trials."""
 
 from __future__ import annotations
 
@@ -210,6 +211,74 @@ def predictions(
             ),
         ]
     return out
+
+
+def distribution_checks(store: Store, name: str, df: pd.DataFrame) -> list[Block]:
+    """The stored distribution checks the sweep's sampled trials rest on (engine/
+    distribution_check.py, `orch certify`), one row per verifier, tree sampling and setting
+    with the number of trials on it; settings with no stored check yet counted apart."""
+    from collections import Counter
+
+    from orchestrator.certificates import row_setting
+    from orchestrator.verifier_checks import key, load_checks
+
+    rows = df.drop(columns=["per_prompt", "per_iteration"], errors="ignore")
+    settings = [row_setting(r) for r in rows[rows["temperature"] > 0].to_dict("records")]
+    trials = Counter(key(s) for s in settings if s is not None)
+    if not trials:
+        return []
+    checks = load_checks(store)
+    shown = []
+    for k in sorted(trials):
+        c = checks.get(k)
+        if c is None:
+            continue
+        result = ("passed" if c["passed"] else "FAILED") + ("" if c["support_ok"] else ", support")
+        draft = "target's" if k[4:] == k[2:4] else f"T={k[4]:g} top-p={k[5]:g}"
+        shown.append(
+            (k[0], k[1], f"{k[2]:g}", f"{k[3]:g}", draft, str(trials[k]), str(c["samples"]),
+             f"{c['p_value']:.3g}", f"{c['power']:.3f}", result, c["code_version"])
+        )  # fmt: skip
+    missing = [k for k in trials if k not in checks]
+    blocks: list[Block] = [
+        ("h2", "Distribution checks"),
+        (
+            "p",
+            "One sample per prompt cannot show a distribution: a sampled trial's certificate is "
+            "the chi-square test of its verifier's output law at its setting on a toy pair "
+            "(engine/distribution_check.py, orch certify), against the exact two-token law "
+            "at level 1e-4; power is against a verifier emitting the draft's law.",
+        ),
+    ]
+    if shown:
+        blocks.append(
+            table(
+                (
+                    "verifier",
+                    "trees",
+                    "T",
+                    "top-p",
+                    "draft",
+                    "trials",
+                    "samples",
+                    "p",
+                    "power",
+                    "result",
+                    "code version",
+                ),
+                shown,
+            )  # fmt: skip
+        )
+    if missing:
+        n = sum(trials[k] for k in missing)
+        blocks.append(
+            (
+                "p",
+                f"{len(missing)} settings ({n} trials) have no stored check yet: "
+                f"orch certify {name} runs them.",
+            )  # fmt: skip
+        )
+    return blocks
 
 
 def failures(store: Store, info: dict[str, Any]) -> list[Block]:

@@ -189,3 +189,19 @@ def test_a_stored_check_is_found_by_its_resolved_key(sqlite_url, tmp_path):
     store.close()
     with pytest.raises(ConfigError):
         dc.Setting("greedy", "iid", 1.0)
+
+
+def test_the_report_lists_the_checks_and_the_missing_ones(sqlite_url, tmp_path, fake_check):
+    submitted(sqlite_url, tmp_path)
+    r = run("report", "--db", sqlite_url, "-o", str(tmp_path / "before"))
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "before" / "report.md").read_text()
+    assert "3 settings (3 trials) have no stored check yet: orch certify certs runs them" in md
+    assert "claimed: traversal on iid trees" in md
+    assert run("certify", "--db", sqlite_url).exit_code == 0
+    r = run("report", "--db", sqlite_url, "-o", str(tmp_path / "after"))
+    md = (tmp_path / "after" / "report.md").read_text()
+    assert "no stored check yet" not in md
+    assert "| traversal | iid | 1 | 1 | target's | 1 | 600 | 0.5 | 1.000 | passed |" in md
+    assert "| specinfer | without\\_replacement | 1 | 1 | T=0.6 top-p=1 | 1 | 600 |" in md
+    assert "tested: traversal on iid trees, distribution check passed" in md
