@@ -157,6 +157,8 @@ class Setting:
             raise ConfigError(f"unknown tree sampling {self.tree_sampling!r}")
         if self.temperature <= 0:
             raise ConfigError("a distribution check needs a temperature > 0")
+        if self.draft.greedy and self.tree_sampling == "without_replacement":
+            raise ConfigError("trees drawn without replacement need a draft temperature > 0")
         if not VERIFIERS[self.verifier].accepts(self.tree_sampling, self.temperature):
             raise ConfigError(
                 f"verifier {self.verifier!r} is not lossless on {self.tree_sampling} trees"

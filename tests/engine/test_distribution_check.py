@@ -64,6 +64,7 @@ def test_a_verifier_emitting_drafts_fails(monkeypatch):
         (("naive", "sideways", 1.0), "unknown tree sampling 'sideways'"),
         (("naive", "iid", 0.0), "needs a temperature > 0"),
         (("spectr", "deterministic", 1.0), "'spectr' is not lossless on deterministic trees"),
+        (("naive", "without_replacement", 1.0, 1.0, 0.0), "need a draft temperature > 0"),
     ],
 )
 def test_settings_no_check_can_answer_are_refused(args, message):
