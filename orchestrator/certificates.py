@@ -11,6 +11,8 @@
 - claimed: temperature > 0; the verifier declares itself lossless for these trees, and the
   database has no check of this setting yet (`orch certify SWEEP` runs the missing ones).
 - exact: temperature > 0, sampled from the target alone (autoregressive): nothing to verify.
+- lossy: temperature > 0; the verifier does not declare itself lossless for these trees (a
+  sweep refuses such a pairing before it runs; a trial stored otherwise shows it).
 - uncertified: the trial ran with `certify: false`.
 A config over several repeats shows the worst of its trials' words (`worst`).
 
@@ -32,7 +34,7 @@ from orchestrator.report import BASELINE, plain, settings_key
 from orchestrator.verifier_checks import Key, key, trial_setting
 
 # best to worst: a config shows its worst trial's word
-WORDS = ("checked", "tested", "exact", "claimed", "uncertified", "failed", "mismatch")
+WORDS = ("checked", "tested", "exact", "claimed", "uncertified", "failed", "lossy", "mismatch")
 COLUMNS = ("lossless", "ar_equal")
 
 
@@ -45,6 +47,8 @@ def lossless_word(
         return "uncertified"
     if cert["check"] == GREEDY_CHECK:
         return "checked" if cert["lossless"] else "mismatch"
+    if not cert.get("verifier_declares_lossless"):
+        return "lossy"
     setting = row_setting(row)
     if setting is None:
         return "exact"
@@ -61,15 +65,9 @@ def row_setting(row: dict[str, Any]) -> Setting | None:
 
 
 def _params(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k.removeprefix("param."): v
-        for k, v in row.items()
-        if k.startswith("param.") and not _missing(v)
-    }
-
-
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and v != v)
+    """The trial's method parameters: its row's `param.*` cells that are set."""
+    params = {k.removeprefix("param."): plain(v) for k, v in row.items() if k.startswith("param.")}
+    return {k: v for k, v in params.items() if v is not None}
 
 
 def worst(words: pd.Series) -> str:

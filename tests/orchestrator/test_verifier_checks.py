@@ -205,3 +205,20 @@ def test_the_report_lists_the_checks_and_the_missing_ones(sqlite_url, tmp_path, 
     assert "| traversal | iid | 1 | 1 | target's | 1 | 600 | 0.5 | 1.000 | passed |" in md
     assert "| specinfer | without\\_replacement | 1 | 1 | T=0.6 top-p=1 | 1 | 600 |" in md
     assert "tested: traversal on iid trees, distribution check passed" in md
+
+
+def test_the_word_of_a_trial_without_a_check():
+    from orchestrator.certificates import lossless_word
+
+    row = {**config().to_dict(), "param.K": 2, "param.L": 2, "param.verifier": "traversal"}
+    del row["params"]
+    claim = {"check": "sampling_verifier_claim", "verifier": "traversal", "tree_sampling": "iid",
+             "verifier_declares_lossless": True}  # fmt: skip
+    assert lossless_word(row, [{"certificate": claim}], {}) == "claimed"
+    stored = {("traversal", "iid", 1.0, 1.0, 1.0, 1.0): {"passed": True}}
+    assert lossless_word(row, [{"certificate": claim}], stored) == "tested"
+    lossy = {**claim, "verifier_declares_lossless": False}
+    assert lossless_word(row, [{"certificate": lossy}], stored) == "lossy"
+    assert lossless_word(row, [{}], stored) == "uncertified"  # certify: false
+    ar = {**row, "method": "autoregressive", "param.K": None, "param.L": float("nan")}
+    assert lossless_word(ar, [{"certificate": {**claim, "tree_sampling": None}}], {}) == "exact"
