@@ -26,18 +26,20 @@ Key = tuple[str, str, float, float, float, float]
 
 def trial_setting(config: TrialConfig) -> Setting | None:
     """The check a trial's certificate rests on; None for greedy, autoregressive and profile
-    trials and for pairings no verifier makes lossless (those are refused before they run)."""
+    trials and for pairings the verifier does not make lossless (a sweep refuses those before
+    they run; a trial stored otherwise has no check to rest on)."""
     from engine.methods import tree_sampling
+    from engine.verify import VERIFIERS
 
     if config.temperature == 0.0 or config.method == PROFILE:
         return None
-    verifier = config.params.get("verifier")
+    verifier = VERIFIERS.get(config.params.get("verifier"))
     dt = config.temperature if config.draft_temperature is None else config.draft_temperature
     mode = tree_sampling(config.method, dt)
-    if verifier is None or mode is None:
+    if verifier is None or mode is None or not verifier.accepts(mode, config.temperature):
         return None
     return Setting(
-        verifier,
+        config.params["verifier"],
         mode,
         config.temperature,
         config.top_p,

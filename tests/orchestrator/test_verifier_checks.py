@@ -55,6 +55,8 @@ def test_the_check_a_trial_needs():
     assert key(trial_setting(drafted)) == ("specinfer", "without_replacement", 0.7, 1.0, 0.5, 1.0)
     assert trial_setting(config(temperature=0.0)) is None  # checked one trial at a time
     assert trial_setting(config("autoregressive", params={"verifier": "naive"})) is None
+    # a pairing no sweep accepts (greedy at T = 1) has no check to rest on, and no error
+    assert trial_setting(config(params={"K": 2, "L": 2, "verifier": "greedy"})) is None
 
 
 @pytest.fixture
