@@ -267,7 +267,7 @@ def distribution_checks(store: Store, name: str, df: pd.DataFrame) -> list[Block
                     "code version",
                 ),
                 shown,
-            )  # fmt: skip
+            )
         )
     if missing:
         n = sum(trials[k] for k in missing)
@@ -276,7 +276,7 @@ def distribution_checks(store: Store, name: str, df: pd.DataFrame) -> list[Block
                 "p",
                 f"{len(missing)} settings ({n} trials) have no stored check yet: "
                 f"orch certify {name} runs them.",
-            )  # fmt: skip
+            )
         )
     return blocks
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Callable, Iterable
+from dataclasses import asdict
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -50,18 +51,12 @@ def trial_setting(config: TrialConfig) -> Setting | None:
 
 def key(s: Setting) -> Key:
     """A setting's key as stored: the draft's sampling resolved, floats rounded."""
-    draft = s.draft
-    return (
-        s.verifier,
-        s.tree_sampling,
-        round(s.temperature, 6),
-        round(s.top_p, 6),
-        round(draft.temperature, 6),
-        round(draft.top_p, 6),
-    )
+    d = s.draft
+    return row_key({**asdict(s), "draft_temperature": d.temperature, "draft_top_p": d.top_p})
 
 
 def row_key(row: dict[str, Any]) -> Key:
+    """The key of a stored check (a `verifier_checks` row as a dict)."""
     return (
         row["verifier"],
         row["tree_sampling"],
