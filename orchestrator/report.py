@@ -222,6 +222,11 @@ def config_key(df: pd.DataFrame) -> pd.Series:
     return df[CONFIG_KEY].apply(lambda r: json.dumps([plain(v) for v in r], default=str), axis=1)
 
 
+def sampling_label(temperature: float, top_p: float) -> str:
+    """ "T=1" or "T=1 top_p=0.9": a setting's sampling as the text tables name it."""
+    return f"T={temperature:g}" + (f" top_p={top_p:g}" if top_p != 1.0 else "")
+
+
 def plain(v: Any) -> Any:
     """A cell as plain Python: numpy scalars -> Python, NaN -> None."""
     if hasattr(v, "item") and not isinstance(v, (list, dict, str)):

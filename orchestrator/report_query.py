@@ -20,6 +20,7 @@ from orchestrator.report import (
     apply_where,
     config_key,
     plain,
+    sampling_label,
     settings_key,
 )
 
@@ -90,9 +91,7 @@ def _group_label(df: pd.DataFrame) -> pd.Series:
             data += f" <= {r['prompt_tokens']} prompt tokens"
         if plain(r["chat"]) is not None:
             data += " chat" if r["chat"] else " plain"
-        sampling = f"T={r['temperature']:g}" + (
-            f" top_p={r['top_p']:g}" if r["top_p"] != 1.0 else ""
-        )
+        sampling = sampling_label(r["temperature"], r["top_p"])
         return f"{r['pair']} · {data} · {sampling} · {r['device']}/{r['dtype']}"
 
     return df.apply(label, axis=1)

@@ -10,7 +10,14 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.report import BASELINE, BEST_BY, QueryError, frame_column, plain
+from orchestrator.report import (
+    BASELINE,
+    BEST_BY,
+    QueryError,
+    frame_column,
+    plain,
+    sampling_label,
+)
 from orchestrator.report_output import render
 
 # Spec-Bench's names for our metrics (its tables' "mean accepted tokens" is tau, our
@@ -140,8 +147,10 @@ def render_compare(
     for key, block in best.groupby(setting, dropna=False, sort=False):
         pair, dataset, category, t, top_p, mnt, device = key
         sel = f", {category}" if plain(category) is not None else ""
-        sampling = f"T={t:g}" + (f" top_p={top_p:g}" if top_p != 1.0 else "")
-        lines += ["", f"{pair} · {dataset}{sel} · {sampling} · {mnt} new tokens · {device}"]
+        lines += [
+            "",
+            f"{pair} · {dataset}{sel} · {sampling_label(t, top_p)} · {mnt} new tokens · {device}",
+        ]
         measured = block["speedup"].notna()
         block = block.assign(
             acceptance_rate=block["acceptance_rate"].where(block["method"] != BASELINE)
