@@ -224,7 +224,7 @@ def compare(where, sweep, all_sweeps, predict_on, predict_with, db_url, fmt) -> 
     autoregressive decoding with the same pair and settings, the spread over prompts and
     repeats, tau (tokens per iteration) and acceptance, its parameters, and the speedup per
     task where the dataset has several (spec_bench: its 6). With --predict-on, the speedup the
-    cost model predicts on that device beside it (alone when no trial ran on that kind of
+    cost model predicts on that device beside it (alone unless every trial ran on that
     device)."""
     _check_predict_flags(predict_on, predict_with)
     from orchestrator.report import apply_where

@@ -252,17 +252,25 @@ def add_predictions(
 
 def compare_predicted(df: pd.DataFrame, where, device: str) -> pd.DataFrame:
     """report.compare of `df` (add_predictions' frame for `device`) with the cost model's
-    predicted speedup beside the measured one. The database does not record which device name
-    a trial's worker had, only whether it had a GPU (trials.gpu_id): measured speedups are
-    kept (and pick each method's best config) when every trial ran on the kind of device
-    `device` is (GPU or CPU), else only the prediction is shown and the best config is the
-    one with the highest predicted speedup."""
+    predicted speedup beside the measured one. Measured speedups are kept (and pick each
+    method's best config) when every trial ran on `device` (ran_on), else only the prediction
+    is shown and the best config is the one with the highest predicted speedup."""
     from orchestrator.report_query import MEASURED, compare
 
-    on_gpu = df["gpu_id"].notna()
-    if on_gpu.all() if is_gpu_name(device) else not on_gpu.any():
+    if ran_on(df, device).all():
         return compare(df, where)
     best = compare(df, where, rank_by="predicted_speedup")
     measured = MEASURED + [c for c in best.columns if c.startswith("speedup.")]
     best[measured] = float("nan")
     return best
+
+
+def ran_on(df: pd.DataFrame, device: str) -> pd.Series:
+    """Per trial, whether it ran on the profiled `device`: its stored device name
+    (trials.device_name, the name a profile is keyed by: engine/profile.py device_info)
+    equals it; a trial stored without one (before migration 0007) goes by its kind alone,
+    on a GPU (trials.gpu_id) for a GPU's name, else on a CPU."""
+    name = df["device_name"]
+    known = name.notna() & (name != "")
+    same_kind = df["gpu_id"].notna() == is_gpu_name(device)
+    return (known & (name == device)) | (~known & same_kind)

@@ -192,7 +192,7 @@ def predictions(
                 "engine/cost_model.py from each best config's stored iterations and the "
                 f"profiled forward costs of {gpu} (orch profile)"
                 + (f", with {predict_with.describe()}" if predict_with.describe() else "")
-                + ": measured speedup where the trials ran on that kind of device, else the "
+                + ": measured speedup where the trials ran on that device, else the "
                 "prediction alone (each method's best config by it).",
             ),
             table(

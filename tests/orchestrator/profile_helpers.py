@@ -55,24 +55,32 @@ LIN3_ITS = {
 }
 
 
-def _trial(lists, throughput, method="linear", **params):
+def _trial(lists, throughput, method="linear", placement=None, **params):
+    """A stored trial; `placement` (gpu_id, device_name) where it ran, else a CPU with no
+    device name (as trials stored before migration 0007)."""
     cfg = fake_config(method=method, **params)
     res = fake_result(cfg, throughput=throughput)
+    gpu_id, device_name = placement or (None, "")
     res = type(res)(
         **{
             **res.__dict__,
             "per_prompt": [{"id": "p0", "prompt_tokens": 4, "tokens": [1, 2, 3, 4]}],
             "per_iteration": [_iters(lists, host=0.1)],
+            "gpu_id": gpu_id,
+            "device_name": device_name,
         }
     )
     return cfg, res
 
 
-def _measured(url, *more):
-    """Autoregressive (10 tok/s) and linear k=2 (15 tok/s) trials on the CPU, then `more`;
-    the same tiny curves profiled on a CPU and a GPU."""
+def _measured(url, *more, placement=None):
+    """Autoregressive (10 tok/s) and linear k=2 (15 tok/s) trials (on the CPU, or at
+    `placement`), then `more`; the same tiny curves profiled on a CPU and a GPU."""
     store = Store(url)
-    trials = [_trial(AR_ITS, 10.0, method="autoregressive"), _trial(LIN_ITS, 15.0, k=2)]
+    trials = [
+        _trial(AR_ITS, 10.0, method="autoregressive", placement=placement),
+        _trial(LIN_ITS, 15.0, placement=placement, k=2),
+    ]
     record_sweep(store, "s", trials + list(more))
     for dev, dt in ((CPU, "float32"), (GPU, "bfloat16")):  # dtype auto resolves per device
         t = _linear("tiny-llama", dev, 1.0, 0.1, dt)

@@ -81,6 +81,33 @@ def test_compare_predicts_alone_on_a_device_without_runs(measured):
     assert f"predicted {_expected_speedup():.2f}x" in r.stdout and "1.50x" not in r.stdout
 
 
+@pytest.mark.parametrize(
+    "placement, device, measured_shown",
+    [
+        (("0", GPU), GPU, True),
+        (("0", "NVIDIA Other GPU"), GPU, False),  # another GPU's speedups are not GPU's
+        (("0", ""), GPU, True),  # no device name stored (before migration 0007): its kind
+        ((None, CPU), GPU, False),
+        ((None, CPU), CPU, True),
+        ((None, "Another CPU"), CPU, False),
+    ],
+)
+def test_compare_shows_measured_only_for_trials_on_that_device(
+    sqlite_url, placement, device, measured_shown
+):
+    db = _measured(sqlite_url, placement=placement)
+    r = CliRunner().invoke(
+        main, ["compare", "--db", db, "--predict-on", device, "--format", "json"]
+    )
+    assert r.exit_code == 0, r.output
+    linear = {x["method"]: x for x in json.loads(r.stdout)}["linear"]
+    assert linear["predicted_speedup"] == pytest.approx(_expected_speedup())
+    if measured_shown:
+        assert linear["speedup"] == pytest.approx(1.5)
+    else:
+        assert linear["speedup"] is None
+
+
 def test_orch_profile_tiny_pair_stores_both_roles(sqlite_url):
     r = CliRunner().invoke(
         main,
