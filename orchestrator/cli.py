@@ -7,13 +7,13 @@ User errors (engine.config.ConfigError and subclasses, Click usage errors) print
 from __future__ import annotations
 
 import json
-import math
 import sys
 
 import click
 
 from engine.config import ENGINE_SPECS, ConfigError, parse_key_values
 from engine.model_names import DEFAULT_PAIR, canonical_name
+from orchestrator.cli_options import Finite
 
 
 class OrchGroup(click.Group):
@@ -83,16 +83,6 @@ def main() -> None:
     (zsh: zsh_source, fish: fish_source; `orch` must be on PATH).
     Quote filters with < > ! for the shell: --where 'depth>=4'.
     """
-
-
-class Finite(click.FloatRange):
-    """A float range that also refuses nan and inf (FloatRange lets nan through)."""
-
-    def convert(self, value, param, ctx):
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value} is not a finite number", param, ctx)
-        return number
 
 
 def _parse_prompt_ids(text: str) -> list[int]:

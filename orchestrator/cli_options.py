@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import click
+
+
+class Finite(click.FloatRange):
+    """A float range that also refuses nan and inf (FloatRange lets nan through)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value} is not a finite number", param, ctx)
+        return number
 
 
 def db_option(f):

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from orchestrator.cli_options import db_option, format_option, sweep_name
+from orchestrator.cli_options import Finite, db_option, format_option, sweep_name
 
 
 def _run_options(f):
@@ -45,14 +45,14 @@ def _run_options(f):
             click.option("--retry-failed", is_flag=True, help="run failed trials again too"),
             click.option(
                 "--lease-s",
-                type=click.FloatRange(min=1.0),
+                type=Finite(min=1.0),
                 default=None,
                 help="how long a trial stays claimed without this driver's heartbeat; other "
                 "drivers take it over after that  [default: 60]",
             ),
             click.option(
                 "--db-retry-s",
-                type=click.FloatRange(min=0.0),
+                type=Finite(min=0.0),
                 default=None,
                 help="how long to retry a lost database connection before stopping; the "
                 "sweep stays resumable  [default: 300]",

@@ -97,6 +97,16 @@ def test_lease_and_retry_options(sqlite_url, tmp_path, monkeypatch):
     assert (seen[1].lease_s, seen[1].db_retry_s) == (LEASE_S, DB_RETRY_S)
     r = _cli("resume", "x", "--db", sqlite_url, "--lease-s", "0.5")
     assert r.exit_code == 2 and "--lease-s" in r.output
+    # nan passes click's FloatRange (every comparison is false): refused as the option's own
+    # one line, not the store's "lease (nans)" message, nor a retry that never happens
+    for flag in ("--lease-s", "--db-retry-s"):
+        for value in ("nan", "inf"):
+            r = _cli("resume", "x", "--db", sqlite_url, flag, value)
+            assert r.exit_code == 2, (flag, value, r.output)
+            assert (
+                r.output == f"error: Invalid value for '{flag}': {value} is not a finite number\n"
+            )
+    assert len(seen) == 2
 
 
 def _start_driver(url, *args, pause=None):
