@@ -14,6 +14,7 @@ import click
 
 from engine.config import ENGINE_SPECS
 from orchestrator.cli_options import (
+    Finite,
     db_option,
     format_option,
     sweep_name,
@@ -98,7 +99,7 @@ def predict_options(when: str):
         )
         @click.option(
             "--predict-host-ms",
-            type=click.FloatRange(min=0),
+            type=Finite(min=0),
             default=None,
             metavar="MS",
             help=f"{when}milliseconds outside model forwards per iteration, every method "

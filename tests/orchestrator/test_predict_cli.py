@@ -33,9 +33,18 @@ def test_predict_host_ms_replaces_every_trials_host_time(measured, host_ms):
     assert rows["autoregressive"]["predicted_speedup"] == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("value", ["-1", "fast"])
-def test_predict_host_ms_bad_value(measured, value):
-    r = CliRunner().invoke(main, ["compare", "--db", measured, "--predict-host-ms", value])
+@pytest.mark.parametrize("value", ["-1", "fast", "nan", "inf"])
+@pytest.mark.parametrize(
+    "command",
+    [["compare", "--predict-on", GPU], ["query", "--best-by", "speedup", "--predict-on", GPU]]
+    + [["report"]],
+)
+def test_predict_host_ms_bad_value(measured, value, command, tmp_path):
+    """nan passes click's FloatRange: it predicted 0.00x for every method, exit 0."""
+    args = [*command, "--db", measured, "--predict-host-ms", value]
+    if command == ["report"]:
+        args += ["-o", str(tmp_path / "report")]
+    r = CliRunner().invoke(main, args)
     assert r.exit_code == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "--predict-host-ms" in lines[0], lines
