@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from engine.config import ConfigError
+from orchestrator.cli_options import Finite
 from orchestrator.cli_train_common import (
     echo_checkpoint,
     prompt_options,
@@ -23,7 +24,12 @@ from orchestrator.cli_train_common import (
 @click.option("--target", default="qwen2.5-coder-1.5b", show_default=True)
 @click.option("--draft", default="qwen2.5-coder-0.5b", show_default=True)
 @prompt_options(350, "the paper: 350")
-@click.option("--prompt-tokens", type=int, default=None, help="truncate prompts to N tokens")
+@click.option(
+    "--prompt-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="truncate prompts to N tokens",
+)
 @click.option(
     "--max-new-tokens", type=int, default=64, show_default=True, help="trajectory length per prompt"
 )
@@ -32,8 +38,10 @@ from orchestrator.cli_train_common import (
 @click.option("--k-max", type=int, default=4, show_default=True)
 @click.option("--l1-max", type=int, default=8, show_default=True)
 @click.option("--l2-max", type=int, default=8, show_default=True)
-@click.option("--temperature", type=float, default=0.0, show_default=True)
-@click.option("--top-p", type=float, default=1.0, show_default=True)
+@click.option("--temperature", type=Finite(min=0.0), default=0.0, show_default=True)
+@click.option(
+    "--top-p", type=Finite(min=0.0, max=1.0, min_open=True), default=1.0, show_default=True
+)
 @click.option("--verifier", default=None, help="default: delayed's at the temperature")
 @click.option(
     "--latency",

@@ -57,7 +57,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1 or self.save_every < 1:
             raise ValueError("steps, batch_size and save_every must be >= 1")
-        if self.lr <= 0 or self.lam < 0 or not 0 < self.alpha <= 1 or not 0 <= self.dropout < 1:
+        if not (self.lr > 0 and self.lam >= 0 and 0 < self.alpha <= 1 and 0 <= self.dropout < 1):
             raise ValueError("need lr > 0, lambda >= 0, 0 < alpha <= 1, 0 <= dropout < 1")
         if self.init not in ("uniform", "baseline"):
             raise ValueError(f"init must be uniform or baseline, got {self.init!r}")

@@ -75,6 +75,16 @@ def test_train_resume_and_round_trip(home):
         (["--k-max", "0"], "--k-max"),
         (["--steps", "0"], "steps"),
         (["--alpha", "2"], "alpha"),
+        # nan passed every `<` check: AdamW's traceback, or nan losses, after the data was
+        # collected; a negative temperature, top-p outside (0, 1] or no prompt tokens: a
+        # traceback once the models had loaded
+        (["--lr", "nan"], "lr > 0"),
+        (["--lam", "nan"], "lambda >= 0"),
+        (["--temperature", "-1"], "--temperature"),
+        (["--temperature", "nan"], "--temperature"),
+        (["--top-p", "2"], "--top-p"),
+        (["--top-p", "0"], "--top-p"),
+        (["--prompt-tokens", "0"], "--prompt-tokens"),
         (["--target", "no-such-model"], "no-such-model"),
         (["--dataset", "nope"], "nope"),
         (["--verifier", "greedy"], "not lossless"),
