@@ -59,8 +59,10 @@ class TrainConfig:
         for k in ("sequences", "steps", "batch", "anchors", "save_every", "block_size", "layers"):
             if getattr(self, k) < 1:
                 raise ConfigError(f"--{k.replace('_', '-')} must be >= 1, got {getattr(self, k)}")
-        if self.holdout < 0 or self.lr <= 0 or self.heads < 1:
-            raise ConfigError("--holdout must be >= 0, --lr > 0 and --heads >= 1")
+        if self.holdout < 0 or not self.lr > 0 or self.heads < 1 or self.intermediate < 0:
+            raise ConfigError(
+                "--holdout must be >= 0, --lr > 0, --heads >= 1 and --intermediate >= 0"
+            )
         if self.seq_len < self.block_size + 2:
             raise ConfigError(f"--seq-len must be >= block size + 2 = {self.block_size + 2}")
 

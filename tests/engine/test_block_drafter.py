@@ -148,6 +148,10 @@ def test_bad_flags_are_one_line(home):
         (["--steps", "0"], "--steps must be >= 1"),
         (["--name", "../x"], "checkpoint name"),
         (["--target", "no-such-model"], "no-such-model"),
+        # nan passed `lr <= 0` (AdamW's traceback), a negative MLP width a traceback from
+        # nn.Linear, both after the target's features were computed
+        (["--lr", "nan"], "--lr > 0"),
+        (["--intermediate", "-1"], "--intermediate >= 0"),
     ]:
         r = CliRunner().invoke(main, ["train", "block-drafter", "--target", "tiny-llama", *extra])
         assert r.exit_code == 2 and r.output.startswith("error: "), r.output
