@@ -23,8 +23,10 @@ from orchestrator.cli_options import (
 )
 
 
-def _frame(db_url, sweep, all_sweeps, note, details=False, per_prompt=False):
-    """The frame of the chosen sweep; `note(line)` gets the line that says which."""
+def _frame(db_url, sweep, all_sweeps, details=False, per_prompt=False):
+    """The frame of the chosen sweep and the line that says which: on stdout before a table
+    (or its error), on stderr (before json, csv, files) once the answer is ready, so that a
+    bad --where or --columns is stderr's only line."""
     from orchestrator.report import describe_source, load_frame, resolve_sweep
     from orchestrator.store import Store
 
@@ -34,15 +36,16 @@ def _frame(db_url, sweep, all_sweeps, note, details=False, per_prompt=False):
         df = load_frame(
             store, name, details=details, all_sweeps=name is None, per_prompt=per_prompt
         )
-        note(describe_source(store, name, bool(sweep), len(df)))
-        return df
+        return df, describe_source(store, name, bool(sweep), len(df))
     finally:
         store.close()
 
 
-def _note(fmt: str):
-    """Where the source line goes: stdout before a table, stderr before json/csv."""
-    return functools.partial(click.echo, err=fmt != "table")
+def _say_source(source: str, fmt: str, ready: bool) -> None:
+    """query's and compare's source line: on stdout before a table (or its error); for json and
+    csv on stderr once the answer is `ready`, so that a bad --where is stderr's one line."""
+    if (fmt == "table") != ready:
+        click.echo(source, err=ready)
 
 
 PREDICT_FLAGS = ("--predict-engine", "--predict-dtype", "--predict-host-ms")
@@ -174,7 +177,8 @@ def query(
     _check_predict_flags(predict_on, predict_with)
     curves = _curves(db_url, predict_on)
     certs = _mentions_certificate(where, columns)
-    df = _frame(db_url, sweep, all_sweeps, _note(fmt), details=curves is not None, per_prompt=certs)
+    df, source = _frame(db_url, sweep, all_sweeps, details=curves is not None, per_prompt=certs)
+    _say_source(source, fmt, ready=False)
     if curves is not None:
         from orchestrator.profiles import add_predictions
 
@@ -189,6 +193,7 @@ def query(
     cols = query_columns(best_by, columns, ranked)
     if rank_global and "pair" not in cols:
         cols.insert(2, "pair")
+    _say_source(source, fmt, ready=True)
     if fmt == "table":
         width = 100 if columns is None else 10_000  # columns asked for are shown whole
         click.echo(render_query(ranked, best_by, cols, varied_params(df), width=width))
@@ -234,7 +239,8 @@ def compare(where, sweep, all_sweeps, predict_on, predict_with, db_url, fmt) -> 
     from orchestrator.tables import render_compare, varied_params
 
     curves = _curves(db_url, predict_on)
-    df = _frame(db_url, sweep, all_sweeps, _note(fmt), details=curves is not None, per_prompt=True)
+    df, source = _frame(db_url, sweep, all_sweeps, details=curves is not None, per_prompt=True)
+    _say_source(source, fmt, ready=False)
     if curves is None:
         best = run(df, where)
     else:
@@ -242,6 +248,7 @@ def compare(where, sweep, all_sweeps, predict_on, predict_with, db_url, fmt) -> 
 
         df = add_predictions(df, curves, predict_on, predict_with)
         best = compare_predicted(df, where, predict_on)
+    _say_source(source, fmt, ready=True)
     if fmt == "table":
         click.echo(render_compare(best, varied_params(apply_where(df, where))))
     else:
@@ -273,8 +280,9 @@ def export(fmt, output, details, where, sweep, all_sweeps, db_url) -> None:
         require("pyarrow", "orch export --format parquet")
     if output:
         check_output_file(output)  # before the database is read
-    note = functools.partial(click.echo, err=True)
-    df = export_frame(apply_where(_frame(db_url, sweep, all_sweeps, note, details=details), where))
+    df, source = _frame(db_url, sweep, all_sweeps, details=details)
+    df = export_frame(apply_where(df, where))
+    click.echo(source, err=True)
     write_export(df, fmt, output, sys.stdout)
     if output:
         click.echo(f"wrote {len(df)} rows to {output}", err=True)
@@ -296,8 +304,10 @@ def plot(out_dir, where, sweep, all_sweeps, db_url) -> None:
     from orchestrator.report_output import check_output_dir
 
     check_output_dir(out_dir)  # before the database is read
-    df = _frame(db_url, sweep, all_sweeps, functools.partial(click.echo, err=True))
-    for path in make_plots(apply_where(df, where), out_dir):
+    df, source = _frame(db_url, sweep, all_sweeps)
+    paths = make_plots(apply_where(df, where), out_dir)
+    click.echo(source, err=True)
+    for path in paths:
         click.echo(str(path))
 
 

@@ -158,6 +158,29 @@ def test_bad_where(filled):
     assert r.exit_code == 2 and "--where expects" in r.stderr
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["export", "--where", "colour=red"], "unknown --where column 'colour'"),
+        (["export", "--format", "json", "--where", "k>=x"], ">= needs a number"),
+        (["plot", "--where", "colour=red"], "unknown --where column 'colour'"),
+        (["compare", "--format", "csv", "--where", "k~2"], "--where expects"),
+        (["query", "--best-by", "speedup", "--format", "json", "--where", "colour=red"], "colour"),
+        (["query", "--best-by", "speedup", "--format", "csv", "--columns", "nope"], "'nope'"),
+    ],
+)
+def test_bad_where_or_columns_is_the_only_stderr_line(filled, tmp_path, args, message):
+    """The line naming the sweep read goes to stderr for export, plot and json/csv: it came
+    before the error, two lines for one bad filter; it is said once the answer is ready."""
+    if args[0] == "plot":
+        args = [*args, "-o", str(tmp_path / "plots")]
+    r = CliRunner().invoke(main, [*args, "--db", filled])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), r.stderr
+    assert message in r.stderr and r.stdout == ""
+    assert not (tmp_path / "plots").exists()
+
+
 def test_speedups_are_against_autoregressive_decoding_on_the_same_engine(sqlite_url):
     """A sweep over engines (e.g. graphs and graphs+lean on a GPU): each trial's speedup is
     over the autoregressive trial on its own engine path, and compare shows each engine."""
