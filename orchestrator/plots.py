@@ -55,10 +55,11 @@ def make_plots(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     out = Path(out_dir)
+    figs = figures(df)  # "nothing to plot" before the folder is made
     try:
         out.mkdir(parents=True, exist_ok=True)
         files = []
-        for name, fig in figures(df):
+        for name, fig in figs:
             fig.savefig(out / name, dpi=110)
             plt.close(fig)
             files.append(out / name)

@@ -158,6 +158,15 @@ def test_bad_where(filled):
     assert r.exit_code == 2 and "--where expects" in r.stderr
 
 
+def test_plot_with_nothing_to_plot_makes_no_folder(filled, tmp_path):
+    """A filter that leaves no trial: one error line, and no empty plot folder left."""
+    out = tmp_path / "plots"
+    args = ["plot", "--where", "method=nope", "-o", str(out), "--db", filled]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2 and r.stderr.startswith("error: nothing to plot"), r.output
+    assert r.stderr.count("\n") == 1 and not out.exists()
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
