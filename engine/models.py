@@ -33,6 +33,7 @@ from engine.model_names import TINY_MODELS, canonical_name
 BYTE_VOCAB = 256
 BOS_ID, EOS_ID = 256, 257
 TINY_VOCAB = 260  # 256 bytes + BOS + EOS, padded
+TINY_POSITIONS = 4096
 
 
 class ByteTokenizer:
@@ -108,7 +109,7 @@ def _tiny_config(family: str, layers: int) -> Any:
         intermediate_size=192,
         num_hidden_layers=layers,
         num_attention_heads=4,
-        max_position_embeddings=4096,
+        max_position_embeddings=TINY_POSITIONS,
         bos_token_id=BOS_ID,
         eos_token_id=EOS_ID,
         initializer_range=TINY_INIT_STD,
@@ -231,7 +232,12 @@ def model_config(name: str) -> dict[str, Any] | None:
     name = canonical_name(checkpoint_base(name))
     kind = resolve(name, local=False)
     if kind == "tiny":
-        return {"model_type": "gpt_neox" if "neox" in name else "llama", "vocab_size": TINY_VOCAB}
+        family = "gpt_neox" if "neox" in name else "llama"
+        return {
+            "model_type": family,
+            "vocab_size": TINY_VOCAB,
+            "max_position_embeddings": TINY_POSITIONS,
+        }
     if kind == "real":
         from engine.fetch import model_dir
 

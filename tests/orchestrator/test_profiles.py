@@ -147,6 +147,10 @@ def test_orch_profile_tiny_pair_stores_both_roles(sqlite_url):
         (["--contexts", ""], "--contexts is empty"),
         (["--dtype", "fp8"], "unknown dtype 'fp8'"),
         (["--target", "no-such-model"], "no-such-model"),
+        # a context past the model's positions was a traceback (a 25 GB allocation) after
+        # the models loaded
+        (["--contexts", "99999999"], "tiny-llama has 4096 (max_position_embeddings)"),
+        (["--contexts", "4000", "--sizes", "96"], "need 4097 positions"),
     ],
 )
 def test_orch_profile_bad_input(tmp_path, args, message):
