@@ -208,6 +208,14 @@ CASES: list[Case] = [
         spec=sweep(name='"abc\\u202Efdp.exe"'),
     ),
     Case("sweep-name-blank", SUBMIT, "name: must not be empty", spec=sweep(name='"  "')),
+    # -- options of the other executor
+    Case(
+        "local-executor-with-ray-options",
+        (*SUBMIT, "--actors", "2", "--address", "auto"),
+        "--address, --actors set up the Ray executor; --executor local runs the trials one at "
+        "a time in this process (leave them out, or use --executor ray)",
+        spec=sweep(),
+    ),
     # -- caps (defaults: sweep `limits:` block, README "Sweeps")
     Case(
         "grid-of-ten-million",
