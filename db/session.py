@@ -112,7 +112,7 @@ def create_db_engine(
     try:
         if u.get_backend_name() == "sqlite":
             _check_sqlite_file(u.database, must_exist, writable)
-            engine = _sqlite_engine(u)
+            engine = _sqlite_engine(u, wal=writable or not must_exist)
         else:
             args = {"connect_timeout": 10} if u.get_backend_name() == "postgresql" else {}
             engine = create_engine(
@@ -195,7 +195,9 @@ def _check_sqlite_file(database: str | None, must_exist: bool, writable: bool) -
         raise DatabaseError(f"folder {folder} is read-only: cannot create database file {path}")
 
 
-def _sqlite_engine(u) -> Engine:
+def _sqlite_engine(u, wal: bool = True) -> Engine:
+    """`wal`: switch the file to WAL on connect; a reader (`wal` False) leaves the file as it
+    is, so that reading an empty or foreign file writes nothing to it."""
     if u.database and u.database != ":memory:":
         folder = os.path.dirname(os.path.abspath(u.database))
         if not os.path.isdir(folder):
@@ -211,7 +213,8 @@ def _sqlite_engine(u) -> Engine:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")
-        _set_wal(cur)
+        if wal:
+            _set_wal(cur)
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.close()

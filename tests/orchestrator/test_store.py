@@ -69,6 +69,25 @@ def test_connections_opening_a_new_sqlite_file_at_once(tmp_path):
     assert errors == []
 
 
+def test_reading_an_empty_sqlite_file_writes_nothing_to_it(tmp_path):
+    """status, query and db current on a 0-byte file: one error line (or "current (empty)"),
+    and the file stays 0 bytes (the reader does not switch it to WAL)."""
+    from click.testing import CliRunner
+
+    from orchestrator.cli import main
+
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    url = f"sqlite:///{empty}"
+    for args in (["status"], ["query", "--best-by", "speedup"], ["export"]):
+        r = CliRunner().invoke(main, [*args, "--db", url])
+        assert r.exit_code == 2 and "has no orch tables yet" in r.stderr, r.output
+    r = CliRunner().invoke(main, ["db", "current", "--db", url])
+    assert r.exit_code == 0 and "current (empty)" in r.stdout, r.output
+    assert empty.stat().st_size == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
+
+
 def test_old_schema_is_refused(sqlite_url):
     engine = create_db_engine(sqlite_url)
     upgrade(engine)
