@@ -256,6 +256,17 @@ def vocab_size(name: str) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
+def check_positions(name: str, needed: int, what: str) -> None:
+    """`needed` positions (`what` says whose) must fit model `name`'s max_position_embeddings,
+    read from its config where this machine has it: before any model loads (a profile's
+    context of 99999999 otherwise fails in an allocation once the models have loaded)."""
+    limit = (model_config(name) or {}).get("max_position_embeddings")
+    if isinstance(limit, int) and needed > limit:
+        raise ConfigError(
+            f"{what} need {needed} positions; {name} has {limit} (max_position_embeddings)"
+        )
+
+
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 
 

@@ -47,7 +47,14 @@ def profile(
     """Measure seconds per forward of N new tokens after C cached tokens for the target and
     the draft on this device, and store both curves (replacing an earlier profile of the same
     device, model, dtype and engine)."""
-    from engine.models import check_device, check_engine, pick_device, pick_dtype, resolve
+    from engine.models import (
+        check_device,
+        check_engine,
+        check_positions,
+        pick_device,
+        pick_dtype,
+        resolve,
+    )
     from engine.profile import check_grid
     from orchestrator.profiles import profile_models, save_curves
     from orchestrator.store import Store
@@ -56,7 +63,7 @@ def profile(
     check_grid(n, c, repeats)
     resolve(target), resolve(draft), check_engine(engine, target, draft)
     for name in (target, draft):
-        _check_positions(name, max(c) + max(n) + 1)
+        check_positions(name, max(c) + max(n) + 1, "--contexts plus --sizes")
     dev = pick_device(check_device(device))
     roles = [("target", target, target_dtype or dtype), ("draft", draft, draft_dtype or dtype)]
     for _, _, dt in roles:
@@ -68,21 +75,6 @@ def profile(
         click.echo(
             f"stored {curve.model} {curve.dtype} {curve.engine} on {curve.device_name} "
             f"({len(curve.points)} points) in {store.display_url}"
-        )
-
-
-def _check_positions(name: str, needed: int) -> None:
-    """The longest --contexts plus the longest --sizes (and one token) must fit the model's
-    positions (its config's max_position_embeddings, where this machine has it): a typo like
-    --contexts 99999999 otherwise fails in an allocation once the models have loaded."""
-    from engine.config import ConfigError
-    from engine.models import model_config
-
-    limit = (model_config(name) or {}).get("max_position_embeddings")
-    if isinstance(limit, int) and needed > limit:
-        raise ConfigError(
-            f"--contexts plus --sizes need {needed} positions; {name} has {limit} "
-            "(max_position_embeddings)"
         )
 
 

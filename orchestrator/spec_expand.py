@@ -25,7 +25,7 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
     """
     from engine.datasets import DatasetError, load_prompts
     from engine.drafters import MODEL_FREE
-    from engine.models import NO_DRAFT, check_engine, resolve
+    from engine.models import NO_DRAFT, check_engine, check_positions, resolve
 
     for i, (target, draft) in enumerate(sweep.pairs):
         needs = [m.name for m in sweep.methods if m.name not in MODEL_FREE]
@@ -43,6 +43,12 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
                     check_engine(engine, name)
             except ConfigError as e:
                 raise SpecError(f"{source}: pairs[{i}].{role}: {e}") from None
+            if sweep.profile is not None:
+                p = sweep.profile
+                try:
+                    check_positions(name, max(p.contexts) + max(p.sizes) + 1, "contexts plus sizes")
+                except ConfigError as e:
+                    raise SpecError(f"{source}: profile: {e}") from None
     for d in sweep.datasets:
         try:
             load_prompts(d.name, n=d.prompts, category=d.category)

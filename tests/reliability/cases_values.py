@@ -208,6 +208,12 @@ CASES: list[Case] = [
         spec=sweep(name='"abc\\u202Efdp.exe"'),
     ),
     Case("sweep-name-blank", SUBMIT, "name: must not be empty", spec=sweep(name='"  "')),
+    Case(
+        "profile-context-past-positions",
+        SUBMIT,
+        "profile: contexts plus sizes need 100000002 positions; tiny-llama has 4096",
+        spec=sweep(extra="profile: {contexts: [99999999], sizes: [1, 2]}\n"),
+    ),
     # -- options of the other executor
     Case(
         "local-executor-with-ray-options",
