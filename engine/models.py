@@ -232,11 +232,12 @@ def model_config(name: str) -> dict[str, Any] | None:
     name = canonical_name(checkpoint_base(name))
     kind = resolve(name, local=False)
     if kind == "tiny":
-        family = "gpt_neox" if "neox" in name else "llama"
+        spec = TINY_MODELS[name]
         return {
-            "model_type": family,
+            "model_type": "llama" if spec.family == "llama" else "gpt_neox",
             "vocab_size": TINY_VOCAB,
             "max_position_embeddings": TINY_POSITIONS,
+            "num_hidden_layers": spec.layers,
         }
     if kind == "real":
         from engine.fetch import model_dir

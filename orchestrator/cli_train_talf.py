@@ -88,7 +88,7 @@ def train_talf(ctx, name, stop_after, resume, device, **flags) -> None:
     import torch
     from tqdm import tqdm
 
-    from engine.models import check_device, pick_dtype, resolve
+    from engine.models import check_device, model_config, pick_dtype, resolve
     from engine.train import checkpoint
     from engine.train.talf_train import KIND, TrainConfig, config_from, train
 
@@ -121,6 +121,11 @@ def train_talf(ctx, name, stop_after, resume, device, **flags) -> None:
     if stop_after is not None and stop_after < 1:
         raise ConfigError(f"--stop-after must be >= 1, got {stop_after}")
     resolve(cfg.target), resolve(cfg.draft)
+    layers = (model_config(cfg.draft) or {}).get("num_hidden_layers")
+    if isinstance(layers, int) and cfg.train_layers > layers:
+        raise ConfigError(
+            f"--train-layers {cfg.train_layers}: the draft {cfg.draft} has {layers} decoder layers"
+        )
     training_prompts(cfg.dataset, cfg.prompts, cfg.prompt_offset)
 
     start = saved[0].step if resume else 0

@@ -89,6 +89,7 @@ def test_bad_flags_fail_before_any_model_loads(monkeypatch):
         (["--name", "x", "--target", "no-such-model"], "unknown model"),
         (["--name", "bad/name"], "checkpoint name"),
         (["--name", "u", "--resume", "--roots", "5"], "--roots (stored"),
+        (["--name", "x", "--train-layers", "99"], "draft tiny-llama-draft has 4 decoder layers"),
     ]
     for args, message in cases:
         r = CliRunner().invoke(main, [*TOY, *args])
