@@ -47,7 +47,9 @@ SAMPLING = DETERMINISTIC
 @dataclass(frozen=True)
 class DDTreeConfig:
     B: int = 256  # node budget (App. B budgets 16..1024; Sec. 5.3: speedup peaks at 256-512)
-    L: int = 16  # block size: positions drafted per round (App. B)
+    # positions drafted per round: App. B's "block size 16" is the block [b, m, ..., m] of
+    # Sec. 3, the bonus token b and L = 15 masked positions (as DFlash counts its blocks)
+    L: int = 15
     drafter: Literal["ar", "block"] = "ar"  # block drafter giving the per-position marginals
     # the trained block drafter's checkpoint (drafter: block), by name (engine/train/checkpoint)
     checkpoint: str | None = field(default=None, metadata=ADDED_LATER)

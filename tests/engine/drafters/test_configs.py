@@ -27,7 +27,7 @@ DEFAULTS = {
     "dyspec": {"budget": 64, "variant": "fixed_size", "threshold": 0.001},
     "salf": {"N": 60, "B": 10, "th": 0.6},
     "beam": {"N": 60, "top_k": 10, "depth": 7},
-    "ddtree": {"B": 256, "L": 16, "drafter": "ar"},
+    "ddtree": {"B": 256, "L": 15, "drafter": "ar"},  # block size 16: the bonus + 15
     "specinfer": {"k": 2, "depth": 4, "expansion": ()},
     "sequoia": {"budget": 64, "max_depth": 10},
 }
