@@ -26,7 +26,10 @@ Draws: at temperature > 0 the k-th child of u is the k-th draw without replaceme
 warped q_u (Gumbel-top-k keys drawn once per node, so later draws never depend on whether they
 are made), and the tree has sampling="without_replacement" in draw order, for the SpecInfer /
 Sequoia-style verifier of App. A.3. Greedy (temperature 0): the draws are the draft's tokens in
-decreasing probability (plain softmax), a deterministic tree.
+decreasing probability (plain softmax), a deterministic tree. The paper drafts at temperature
+0.6 at every target temperature (Sec. 5.1), greedy targets included: a sweep says so with
+`sampling: {draft_temperature: 0.6}` (examples/dyspec.yaml); without it the draft samples as
+the target does, and a greedy target gets the deterministic tree.
 
 Node order (App. C): DySpec renumbers the finished tree in depth-first order so that a
 block-sparse tree-attention kernel skips more tiles (a DFS preorder is topological, and with
