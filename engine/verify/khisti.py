@@ -1,6 +1,6 @@
 """Khisti: multi-draft speculative sampling by canonical decomposition, with the importance
 weights of the TRUNCATED linear program (Khisti et al., ICLR 2025, "Multi-draft speculative
-sampling: canonical architectures and theoretical limits", Sec. 4 "Faster importance weighted
+sampling: canonical decomposition and theoretical limits", Sec. 4 "Faster importance weighted
 speculative sampling" and the LP written out in its Appendix I); delayed-tree paper Appendix
 B.5, Algorithm 5, with the acceptance lower bound of Algorithm 10. The construction the
 delayed-tree paper's Table 2 measures. Our stronger tournament is the variant
