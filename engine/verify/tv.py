@@ -26,6 +26,14 @@ C1(a_{i+1}) / Q_i(a_{i+1}) = 1 - w_{i+1}, so the probability of stopping after a
     s_i = R_i c_i prod_{j > i} c_j,    c_j = (1 - w_{j+1}) / (R_j + 1 - w_j)
 (products over j < L), and w_L of taking the whole path. On a multi-path tree TV verifies one
 rollout, chosen as in engine/verify/naive.py.
+
+The same law as block verification: expanding the products, s_i = R_i prod_(j>i) (1 - w_j) /
+prod_(j>=i) (R_j + 1 - w_j), which is block verification's h_i prod_(j>i) (1 - h_j)
+(engine/verify/bv.py), and both draw the correction from (w_i P_i - Q_i)_+. So on every path
+TV, as written here, outputs exactly what BV outputs in law (test_verify_khisti_tv.py checks
+it); they differ only in the draws (one uniform over the stop law here, one per node from the
+deepest there), and a difference between `tv` and `bv` trials is sampling noise. Hu & Huang's
+paper is not among the five here: this reading of ASpS is not checked against its text.
 """
 
 from __future__ import annotations

@@ -184,6 +184,54 @@ def test_tv_expected_accepted_between_naive_and_bv():
     assert strict >= 15  # a real gain, not equality
 
 
+def _asps_walk(p, q, tokens) -> list[float]:
+    """Hu & Huang's walk as the module docstring of engine/verify/tv.py states it, step by
+    step: at node i, C1 = (Q_i - w P_i)_+, C2 = C1(a_(i+1)) / sum(C1); the earlier stops and
+    the new stop row (w P_i - Q_i)_+ are scaled by C2 / Q_i(a_(i+1)); w <- min(1, w P/Q);
+    after the last node, the row w P_L. Returns the stop masses s_0..s_L."""
+    w, stops = 1.0, []
+    for i, a in enumerate(tokens.tolist()):
+        P, Q = p[i], q[i]
+        c1 = (Q - w * P).clamp(min=0)
+        scale = float(c1[a]) / float(c1.sum()) / float(Q[a])
+        stops = [m * scale for m in stops] + [float((w * P - Q).clamp(min=0).sum()) * scale]
+        w = min(1.0, w * float(P[a]) / float(Q[a]))
+    return stops + [w]
+
+
+def test_tv_has_block_verifications_law_on_every_path():
+    """The closed form's stop probabilities are block verification's h_i prod_(j>i) (1 - h_j)
+    and both correct from (w_i P_i - Q_i)_+: per draft path, TV's law of (tau, correction) is
+    BV's exactly (engine/verify/tv.py); only the draws that realise it differ."""
+    g = torch.Generator().manual_seed(6)
+    nodes = list(range(L + 1))
+    for _ in range(5):
+        P, Q = _world(g)
+        for tokens, ctx in _paths():
+            p, q = P[ctx], Q[ctx]
+            stop, res = tv.neighbour(p, q, nodes, tokens)
+            _, h, res_bv = bv.chain_terms(p, q, nodes, tokens)
+            deeper, law = 1.0, [0.0] * (L + 1)
+            for i in range(L, 0, -1):
+                law[i], deeper = h[i] * deeper, deeper * (1 - h[i])
+            law[0] = deeper
+            assert stop == pytest.approx(law, abs=1e-12)
+            assert torch.allclose(res, res_bv, atol=1e-12)
+
+
+def test_tv_closed_form_is_the_asps_walk():
+    """tv.neighbour's closed form (s_i = R_i c_i prod_(j>i) c_j) against the walk done step by
+    step, on every draft path of random worlds: the same stop probabilities."""
+    g = torch.Generator().manual_seed(5)
+    nodes = list(range(L + 1))
+    for _ in range(5):
+        P, Q = _world(g)
+        for tokens, ctx in _paths():
+            p, q = P[ctx], Q[ctx]
+            stop, _ = tv.neighbour(p, q, nodes, tokens)
+            assert stop == pytest.approx(_asps_walk(p, q, tokens), abs=1e-12)
+
+
 def test_tv_output_law_is_exactly_the_target():
     """Summing the neighbour distribution over every draft path: the first two emitted tokens
     (a second step from p after a one-token output) follow p exactly."""
