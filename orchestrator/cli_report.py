@@ -24,9 +24,8 @@ from orchestrator.cli_options import (
 
 
 def _frame(db_url, sweep, all_sweeps, details=False, per_prompt=False):
-    """The frame of the chosen sweep and the line that says which: on stdout before a table
-    (or its error), on stderr (before json, csv, files) once the answer is ready, so that a
-    bad --where or --columns is stderr's only line."""
+    """The frame of the chosen sweep and the line that says which (the caller prints it:
+    _say_source)."""
     from orchestrator.report import describe_source, load_frame, resolve_sweep
     from orchestrator.store import Store
 

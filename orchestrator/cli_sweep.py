@@ -97,19 +97,9 @@ def _options(
     verbose,
     only,
 ):
-    from engine.config import ConfigError
     from orchestrator.only import parse_only
     from orchestrator.runner import RunOptions
 
-    ray_only = {"--address": address, "--actors": actors}
-    ray_only["--accelerator"] = None if accelerator == "auto" else accelerator
-    given = [name for name, value in ray_only.items() if value is not None]
-    if executor == "local" and given:
-        raise ConfigError(
-            f"{', '.join(given)} set{'s' if len(given) == 1 else ''} up the Ray executor; "
-            "--executor local runs the trials one at a time in this process (leave "
-            f"{'it' if len(given) == 1 else 'them'} out, or use --executor ray)"
-        )
     timing = {"lease_s": lease_s, "db_retry_s": db_retry_s}
     return RunOptions(
         executor=executor,

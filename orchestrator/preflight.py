@@ -28,6 +28,17 @@ def check_run(opts: Any, devices: Iterable[str]) -> None:
     if opts.executor == "local":
         from engine.models import check_device
 
+        ray_only = {"--address": opts.address, "--actors": opts.actors}
+        ray_only["--accelerator"] = None if opts.accelerator == "auto" else opts.accelerator
+        given = [name for name, value in ray_only.items() if value is not None]
+        if given:
+            one = len(given) == 1
+            raise PreflightError(
+                f"{', '.join(given)} set{'s' if one else ''} up the Ray executor; --executor "
+                "local runs the trials one at a time in this process (leave "
+                f"{'it' if one else 'them'} out, or use --executor ray)"
+            )
+
         for d in sorted(set(devices)):
             try:
                 check_device(d)
