@@ -37,7 +37,7 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
 
 def forward_costs(model, sizes, context: int, repeats: int, engine: str, settings=None) -> dict:
     """{setting: {n: median seconds}} of one engine forward of n new tokens under a chain mask
-    after `context` cached tokens (as engine/profile.py measures), with every size and setting
+    after `context` cached tokens (as engine/curves.py measures), with every size and setting
     interleaved within each repeat so that load drift hits them alike; the first round warms
     up. settings: {name: callable run before each of its forwards (e.g. switching the
     attention)}; default one setting, "", that changes nothing."""
@@ -46,7 +46,7 @@ def forward_costs(model, sizes, context: int, repeats: int, engine: str, setting
 
     import torch
 
-    from engine.profile import cached_factory
+    from engine.curves import cached_factory
 
     settings = settings or {"": lambda: None}
     gen = torch.Generator().manual_seed(0)

@@ -4,7 +4,7 @@ method's speedup from its own iterations and the profile, and compare with the m
     python bench/cost_model.py --n-prompts 20 --max-new-tokens 48     # the record
     python bench/cost_model.py --target tiny-llama --draft tiny-llama-draft --n-prompts 2
 
-1. Forward-cost curves of target and draft (engine/profile.py, eager path, --dtype).
+1. Forward-cost curves of target and draft (engine/curves.py, eager path, --dtype).
 2. Every method (autoregressive first) on the same prompts, interleaved per prompt so load
    drift hits all alike (engine.decode.generate, greedy). Each draft forward's token count is
    recorded too (a wrapper on CachedModel.forward), to measure the error of the cost model's
@@ -31,12 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import load_prompts, markdown_table  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
 from engine import cost_model  # noqa: E402
-from engine.cache import CachedModel  # noqa: E402
+from engine.curves import device_info, measure_curve  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.fetch import REAL_PAIR  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
 from engine.models import load_pair  # noqa: E402
-from engine.profile import device_info, measure_curve  # noqa: E402
+from engine.runtime.eager import CachedModel  # noqa: E402
 
 DEFAULT_METHODS = [
     "autoregressive",

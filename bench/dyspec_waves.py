@@ -32,14 +32,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import markdown_table, write_record  # noqa: E402
+from engine.cost_model import ForwardCurve
 from engine.datasets import encode_prompt, load_prompts  # noqa: E402
 from engine.draft import DecodeState, DraftModel  # noqa: E402
 from engine.drafters import dyspec  # noqa: E402
 from engine.fetch import REAL_PAIR  # noqa: E402
 from engine.models import load_model  # noqa: E402
-from engine.profile import ForwardCurve  # noqa: E402
+from engine.runtime import cached_model  # noqa: E402
+from engine.runtime.static import bucket  # noqa: E402
 from engine.sampling import Warp  # noqa: E402
-from engine.static_cache import bucket, cached_model  # noqa: E402
 
 CURVES = Path(__file__).resolve().parent / "records" / "gpu_h100_graphs_pooled_profile.json"
 

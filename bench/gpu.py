@@ -11,7 +11,7 @@ sections run in priority order and --time-limit-s stops starting new ones, see b
 
 If the compiled sections do not fit, a second call can run them alone:
 `python3 bench/gpu.py --engines compiled --pairs '' --out $OUT/gpu_compiled.json`. The graphs
-engine (CUDA graphs recorded from the eager kernels, engine/cuda_graphs.py) costs a capture of
+engine (CUDA graphs recorded from the eager kernels, engine/runtime/cuda_graphs.py) costs a capture of
 about two forwards per size bucket, not a compilation, so it runs with the first sections.
 
 On a CPU at toy sizes (about a minute here; tests/bench/test_gpu.py runs a subset in seconds):
@@ -30,7 +30,7 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
    token / tokens after the first), median of --repeats generations after a short warm-up.
    HF: (t(M) - t(1)) / (M - 1) for M = --new-tokens, the fastest of --repeats interleaved
    calls each, so the prefill cancels.
-3. per model: the forward-cost curve (engine/profile.py measure_curve: one forward of n new
+3. per model: the forward-cost curve (engine/curves.py measure_curve: one forward of n new
    tokens after C cached tokens, n = 1..256, C in --contexts; engines fast and graphs, and
    compiled at --compiled-sizes) - the verification cost per tree size, also reported as c(n) / c(1) at
    the prompt's context.
@@ -65,8 +65,8 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
    (bench/tree_attention.py run) at each pair target's head shape; skipped with a note on CPU.
 
 Profile file (--profile-out, default <out stem>_profile.json): {"bench": "gpu", "device":
-engine.profile.device_info(...), "curves": [ForwardCurve.to_dict(), ...]}, one curve per model
-and engine path in engine/profile.py's format ({"model", "device_name", "dtype", "engine",
+engine.curves.device_info(...), "curves": [ForwardCurve.to_dict(), ...]}, one curve per model
+and engine path in engine/curves.py's format ({"model", "device_name", "dtype", "engine",
 "points": [[C, n, seconds], ...]}). Curves of the shapes of orch's real pair are named after
 it (bench/gpu_models.py ORCH_TWINS: qwen2.5-coder-1.5b / -0.5b), so that once imported,
 `orch compare --predict-on "<device_name>"` predicts the stored real-pair trials on this GPU.
@@ -272,7 +272,7 @@ def main(argv=None) -> int:
         sys.exit(f"error: --methods / {record_path}: {e}")
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     budget = Budget(args.time_limit_s, log)
-    from engine.profile import device_info
+    from engine.curves import device_info
 
     report = {
         "bench": "gpu",

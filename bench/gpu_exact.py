@@ -3,9 +3,9 @@ the fast path's, the graphs path's and the compiled path's (both CUDA graphs on 
 against autoregressive decoding, and per iteration the host reads and the device ops launched
 outside graph replays. The CPU tests (tests/engine/test_fast_path.py,
 tests/engine/test_cuda_graphs.py) check the same on the CPU; this script runs the check where
-the CUDA-only code runs: the static chain step (engine/chain_step.py) takes over on CUDA on the
+the CUDA-only code runs: the static chain step (engine/iteration/chain.py) takes over on CUDA on the
 fast path too, and the graphs and compiled paths capture CUDA graphs (on `graphs` also one per
-setting of the static greedy trees' growth, engine/static_tree.py). Needs only torch and transformers (the tiny families are built locally), so the `device` tool's machine runs it:
+setting of the static greedy trees' growth, engine/iteration/static_tree.py). Needs only torch and transformers (the tiny families are built locally), so the `device` tool's machine runs it:
 
     device run: PYTHONUNBUFFERED=1 python3 bench/gpu_exact.py --out $OUT/gpu_exact.json
 
@@ -75,10 +75,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 def learned_cases(pair, family: str) -> list[tuple[str, str, dict]]:
     """(label, method, params) of the learned components on `pair`, from toy checkpoints
     trained now (the tests' toy scales: tests/engine/test_nde.py, test_block_drafter.py)."""
-    from engine.profile import CurvePoint, ForwardCurve
-    from engine.select.nde import Latency
-    from engine.select.nde_data import CollectConfig, collect
+    from engine.cost_model import CurvePoint, ForwardCurve
+    from engine.drafters.delayed.selector import Latency
     from engine.train import block_drafter_train, nde
+    from engine.train.nde_data import CollectConfig, collect
 
     points = tuple(
         CurvePoint(c, n, 0.01 * (1 + c / 1000 + n / 64)) for c in (0, 1000) for n in (1, 64)

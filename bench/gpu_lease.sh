@@ -7,7 +7,7 @@
 #
 # The leases up to 2026-11-28 (docs/gpu.md) ran this script's earlier versions; this one runs
 # what they left open:
-# 0. our own forward (engine/lean_model.py, written after the last lease; its Triton kernels
+# 0. our own forward (engine/runtime/lean.py, written after the last lease; its Triton kernels
 #    have run only under the CPU interpreter): (a) every method's greedy output on it against
 #    autoregressive decoding, tiny llama, fast and graphs; (b) autoregressive decoding on
 #    graphs and graphs+lean for the Qwen2.5 7B, 1.5B and 0.5B shapes, then Llama-2-7B if the
@@ -19,7 +19,7 @@
 # 2. exactness of every method on `engine: graphs`, both tiny families, fp32, with --learned
 #    the NDE selector and the block drafter (toy checkpoints); reads and waits per iteration
 # 3. bench/gpu.py on graphs, both pairs, without HF: host time per iteration of linear, DySpec,
-#    SALF and DDTree (grown on the device since 2026-11-28: engine/ddtree_step.py; 4.3 ms and
+#    SALF and DDTree (grown on the device since 2026-11-28: engine/drafters/ddtree/plan.py; 4.3 ms and
 #    one more read per iteration before), pooled over 3 runs each, each beside a
 #    synchronised-timing run
 # Files under $OUT: exact_lean.json, gpu_lean.json, trace_lean.json, gaps.json, exact_graphs.json,

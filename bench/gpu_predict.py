@@ -100,7 +100,7 @@ def predict_pair(
             }
     try:
         from engine import cost_model
-        from engine.profile import ForwardCurve
+        from engine.cost_model import ForwardCurve
     except ImportError as e:
         out["available"], out["reason"] = False, f"engine.cost_model not importable ({e})"
         return out

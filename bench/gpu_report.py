@@ -25,7 +25,7 @@ def lean_table(report: dict) -> list[str]:
         return []
     return [
         "",
-        "Autoregressive decoding on our forward (engine/lean_model.py), ms per token (x floor):",
+        "Autoregressive decoding on our forward (engine/runtime/lean.py), ms per token (x floor):",
         "",
         "| model | engine | Hugging Face forward | lean forward | lean speedup |",
         "|---|---|---:|---:|---:|",

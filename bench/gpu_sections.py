@@ -26,7 +26,7 @@ from engine.config import PADDED, ConfigError, split_engine  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
 from engine.models import LoadedModel, Pair  # noqa: E402
-from engine.static_cache import cached_model  # noqa: E402
+from engine.runtime import cached_model  # noqa: E402
 
 
 def sync(device: torch.device) -> None:
@@ -175,7 +175,7 @@ def random_prompt(model, n: int, seed: int) -> list[int]:
 
 def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float, budget, log):
     """Our autoregressive decoding per engine path (and HF greedy): ms per token, x floor. An
-    engine ENGINE+lean runs on our own forward of the same model (engine/lean_model.py)."""
+    engine ENGINE+lean runs on our own forward of the same model (engine/runtime/lean.py)."""
     prompt = random_prompt(model, args.prompt_tokens, args.seed)
     pair = Pair(loaded(name, model), loaded("stub", stub_draft(model, args.seed)))
     out = {}
@@ -229,9 +229,9 @@ def replay_ms(lm, repeats: int) -> float | None:
 
 
 def curve(model, name: str, args, engine: str, log):
-    """The forward-cost curve (engine/profile.py): fast at --sizes x --contexts, compiled at
+    """The forward-cost curve (engine/curves.py): fast at --sizes x --contexts, compiled at
     --compiled-sizes x the prompt's context (each size bucket is one compiled graph)."""
-    from engine.profile import measure_curve
+    from engine.curves import measure_curve
 
     compiled = engine == "compiled"  # graphs: every size and context (a capture is cheap)
     c = measure_curve(

@@ -13,7 +13,7 @@ Here, at toy sizes (the profiler's CPU ops stand in for kernels; a check that it
 
     python bench/gpu_trace.py --tiny --engines fast,graphs,graphs+lean
 
-An engine ENGINE+lean runs on our own forward of the model (engine/lean_model.py).
+An engine ENGINE+lean runs on our own forward of the model (engine/runtime/lean.py).
 
 Method: one warm-up generation of --tokens tokens (captures and compilations), then one
 profiled generation of the same prompt; per engine the profiled kernels (CUDA activities on a

@@ -4,7 +4,7 @@ For each done trial at temperature 0, find the done autoregressive trial of the 
 with the same pair, dataset slice, prompt size, new tokens, device and dtype, and compare the
 output tokens prompt by prompt (results.per_prompt[*].tokens). DESIGN.md's contract: greedy
 speculative decoding reproduces the target's own greedy output token for token. This is the
-cross-trial check beside each trial's own certificate (engine/certify.py, a teacher-forced
+cross-trial check beside each trial's own certificate (engine/certify/teacher_forced.py, a teacher-forced
 target forward); in float32 on one device both should hold. Reads the database only.
 
     python -m bench.greedy_vs_ar SWEEP [--db URL]

@@ -38,13 +38,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import load_prompts, markdown_table, write_record  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
 from engine import transfer  # noqa: E402
-from engine.cache import CachedModel  # noqa: E402
-from engine.cuda_graphs import GraphedForward  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.methods import resolve_method  # noqa: E402
 from engine.model_names import DEFAULT_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
-from engine.static_cache import StaticCachedModel  # noqa: E402
+from engine.runtime.cuda_graphs import GraphedForward  # noqa: E402
+from engine.runtime.eager import CachedModel  # noqa: E402
+from engine.runtime.static import StaticCachedModel  # noqa: E402
 
 DEFAULT_METHODS = [
     "linear:k=4",
@@ -70,7 +70,7 @@ class EagerOps(TorchDispatchMode):
     the H100 VM of docs/gpu.md), while a replayed graph is one launch. `counts["replays"]`
     counts the replays; `matmuls()` the matrix products outside them, which on `engine:
     graphs` mean a model forward ran uncaptured. On a CPU the engine's stand-in of a replay
-    (engine/cuda_graphs.py GraphedForward.replay) counts as the one launch it is on a GPU.
+    (engine/runtime/cuda_graphs.py GraphedForward.replay) counts as the one launch it is on a GPU.
     `counts["captures"]` counts the captures, whose ops are not counted: a capture happens once
     per graph, and on a GPU it runs the function once uncaptured first (its warm-up), which the
     session-8 lease counted as 1.9-3.2 matrix products per iteration where a generation

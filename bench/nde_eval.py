@@ -16,10 +16,10 @@ import time
 
 import torch
 
+from engine import checkpoint
 from engine.datasets import encode_prompt, load_prompts
 from engine.decode import generate
 from engine.models import load_pair
-from engine.train import checkpoint
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,7 +10,7 @@ autoregressive output (HF stops at EOS like we do).
     python bench/real_pair.py --methods linear:k=4 linear:k=4@fast    # NAME[:k=v,...][@ENGINE]
     python bench/real_pair.py --hf --methods autoregressive@fast autoregressive@fast+lean
 
-An engine ENGINE+lean runs the contender on our own forward (engine/lean_model.py) of the same
+An engine ENGINE+lean runs the contender on our own forward (engine/runtime/lean.py) of the same
 loaded models (its weights are the Hugging Face modules' own), beside those without it.
 """
 

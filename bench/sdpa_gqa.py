@@ -3,7 +3,7 @@ on one loaded target: forward cost per tree size, then generation, with the atte
 between runs (`model.set_attn_implementation`), interleaved so load drift hits both alike.
 
 1. Forward cost: the engine's cached forward of N new tokens under a chain mask after
-   `--context` cached tokens (as engine/profile.py), per engine path, both attentions
+   `--context` cached tokens (as engine/curves.py), per engine path, both attentions
    alternating inside every repeat; median seconds and sdpa / sdpa_gqa.
 2. Generation: for each prompt every (method, attention) pair runs once; tokens/s, and whether
    the tokens equal autoregressive decoding under sdpa.

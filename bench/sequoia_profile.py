@@ -17,7 +17,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from bench.common import load_prompts  # noqa: E402
-from engine.drafters.sequoia import measure_profile  # noqa: E402
+from engine.drafters.sequoia.build import measure_profile  # noqa: E402
 from engine.model_names import DEFAULT_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 

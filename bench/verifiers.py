@@ -27,11 +27,11 @@ from pathlib import Path
 
 import torch
 
-from engine.cache import CachedModel
 from engine.draft import DraftModel
 from engine.drafters.iid import grow_rollouts
 from engine.model_names import DEFAULT_PAIR
 from engine.models import load_pair
+from engine.runtime.eager import CachedModel
 from engine.sampling import Warp, sample, warp
 from engine.tree import Tree
 from engine.verify import VERIFIERS, formulas

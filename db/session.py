@@ -19,6 +19,7 @@ passed through `scrub`, which replaces the password wherever it appears.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sqlite3
 import time
@@ -157,8 +158,6 @@ def normalize_url(url: str) -> URL:
             f"orch stores results in SQLite or PostgreSQL ({SUPPORTED})"
         )
     if backend == "postgresql" and not driver:
-        import importlib.util
-
         if importlib.util.find_spec("psycopg2") is None:
             driver = "psycopg"
     return u.set(drivername=backend + (f"+{driver}" if driver else ""))

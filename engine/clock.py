@@ -58,7 +58,7 @@ class Clock:
     def seconds(self) -> list[float]:
         """Every stamp's time in seconds after the first stamp; on CUDA events, waits for the
         last one (the only synchronisation timing costs) and lets go of the resolved events
-        (a CUDA event destroyed during a graph capture breaks it: engine/cuda_graphs.py)."""
+        (a CUDA event destroyed during a graph capture breaks it: engine/runtime/cuda_graphs.py)."""
         new, self._pending = self._pending, []
         if new and self.events:
             new[-1].synchronize()

@@ -22,14 +22,14 @@ class ConfigError(ValueError):
 # trials stored before it existed keep their config hashes (orchestrator/records.py).
 ADDED_LATER = {"omit_at_default": True}
 
-# how a trial runs its models (engine/static_cache.py): "eager" is the reference (a growing
+# how a trial runs its models (engine/runtime/static.py): "eager" is the reference (a growing
 # DynamicCache, masks from the host); "fast" a preallocated cache compacted in place with masks
 # built on the device; "compiled" the fast path under torch.compile (CUDA graphs on CUDA);
 # "graphs" the fast path's forwards recorded as CUDA graphs from its eager kernels, no compiler
-# (engine/cuda_graphs.py; on a CPU the same padded forwards without graphs)
+# (engine/runtime/cuda_graphs.py; on a CPU the same padded forwards without graphs)
 ENGINES = ("eager", "fast", "compiled", "graphs")
 # ENGINE+lean: a static-cache engine path on our own forward of a Llama / Qwen2 model
-# (engine/lean_model.py) instead of Hugging Face's; a trial's `engine` is one of ENGINE_SPECS
+# (engine/runtime/lean.py) instead of Hugging Face's; a trial's `engine` is one of ENGINE_SPECS
 ENGINE_SPECS = ENGINES + tuple(f"{e}+lean" for e in ENGINES if e != "eager")
 # the engines whose forwards are padded to size buckets and replayed as graphs
 PADDED = ("compiled", "graphs")

@@ -3,9 +3,9 @@ profile (docs/cost_model.md has the derivation and its validation on this projec
 
 Inputs: a trial's iterations per generation (engine/metrics.py IterationStats, stored per
 trial as `results.per_iteration`) and the forward-cost curves c_t (target) and c_d (draft) of
-the device (engine/profile.py ForwardCurve, the `profiles` table). For one generation with a
-prompt of P tokens and iterations i = 1..I (tree size N_i with the root, draft forwards F_i
-feeding D_i tokens, E_i tokens emitted, host time h_i):
+the device (`ForwardCurve` below, measured by engine/curves.py, stored in the `profiles` table). For
+one generation with a prompt of P tokens and iterations i = 1..I (tree size N_i with the root, draft
+forwards F_i feeding D_i tokens, E_i tokens emitted, host time h_i):
 
     C_i      = P - 1 + sum_{j < i} E_j                      target cache length at iteration i
     T_pre    = c_t(P - 1, 0)                                 target prefill of the prompt
@@ -37,9 +37,120 @@ Pure Python: no torch, so reports on the driver can predict without the engine's
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from engine.config import ConfigError
+
+DEFAULT_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+DEFAULT_CONTEXTS: tuple[int, ...] = (128, 512, 1024)
+DEFAULT_REPEATS = 3  # timed forwards per point (their median is stored)
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    context: int  # C: tokens already in the KV cache
+    n: int  # new tokens in the forward
+    seconds: float  # median wall time of one forward
+
+
+@dataclass(frozen=True)
+class ForwardCurve:
+    model: str
+    device_name: str
+    dtype: str  # "float32", "bfloat16", ...
+    engine: str  # engine/config.py ENGINE_SPECS
+    points: tuple[CurvePoint, ...]
+
+    def contexts(self) -> tuple[int, ...]:
+        return tuple(sorted({p.context for p in self.points}))
+
+    def _at_context(self, context: int) -> tuple[list[int], list[float]]:
+        pts = sorted((p.n, p.seconds) for p in self.points if p.context == context)
+        return [n for n, _ in pts], [s for _, s in pts]
+
+    def cost(self, n: float, context: float) -> float:
+        """Seconds of one forward of n new tokens after `context` cached tokens.
+
+        Piecewise linear in n at each measured context, then piecewise linear in C between
+        the two measured contexts around it:
+
+            c(n, C) = (1 - w) c(n, C_j) + w c(n, C_{j+1}),   w = (C - C_j) / (C_{j+1} - C_j)
+
+        Outside the measured range: n above the largest size and C above the largest context
+        are extrapolated linearly from the last two points (attention and the LM head grow
+        linearly in n, attention linearly in C); C below the smallest context is clamped to
+        it (the curve there is dominated by the weight reads, not by C); n in (0, 1) costs
+        c(1, C) (a forward has a floor), n <= 0 costs 0 (no forward). Fractional n are
+        allowed: the cost model splits a forward's tokens evenly where it must.
+        """
+        if n <= 0:
+            return 0.0
+        n = max(float(n), 1.0)
+        ctx = self.contexts()
+        if not ctx:
+            raise ValueError(f"forward curve of {self.model} on {self.device_name} is empty")
+        if len(ctx) == 1 or context <= ctx[0]:
+            return self._cost_n(n, ctx[0])
+        j = min(bisect.bisect_right(ctx, context) - 1, len(ctx) - 2)
+        lo, hi = ctx[j], ctx[j + 1]
+        w = (context - lo) / (hi - lo)  # > 1 past the largest context: linear extrapolation
+        a, b = self._cost_n(n, lo), self._cost_n(n, hi)
+        return max(a + w * (b - a), 0.0)
+
+    def _cost_n(self, n: float, context: int) -> float:
+        ns, secs = self._at_context(context)
+        if len(ns) == 1:
+            return secs[0] * n / ns[0]
+        if n <= ns[0]:
+            return secs[0]
+        i = min(bisect.bisect_left(ns, n), len(ns) - 1)
+        i = max(i, 1)
+        n0, n1, s0, s1 = ns[i - 1], ns[i], secs[i - 1], secs[i]
+        return max(s0 + (n - n0) * (s1 - s0) / (n1 - n0), 0.0)
+
+    def to_dict(self) -> dict:
+        return {
+            "model": self.model,
+            "device_name": self.device_name,
+            "dtype": self.dtype,
+            "engine": self.engine,
+            "points": [[p.context, p.n, p.seconds] for p in self.points],
+        }
+
+    @staticmethod
+    def from_dict(d: dict) -> ForwardCurve:
+        return ForwardCurve(
+            model=d["model"],
+            device_name=d["device_name"],
+            dtype=d["dtype"],
+            engine=d["engine"],
+            points=tuple(CurvePoint(int(c), int(n), float(s)) for c, n, s in d["points"]),
+        )
+
+
+def parse_ints(text: str, option: str) -> list[int]:
+    """A comma-separated list of integers (`--sizes 1,2,4`, or `sizes: "1,2,4"` in a sweep
+    file); ConfigError naming `option` when it is not one."""
+    try:
+        out = [int(t) for t in text.replace(" ", "").split(",") if t]
+    except ValueError:
+        raise ConfigError(f"{option} expects comma-separated integers, got {text!r}") from None
+    if not out:
+        raise ConfigError(f"{option} is empty")
+    return out
+
+
+def check_grid(sizes: Sequence[int], contexts: Sequence[int], repeats: int) -> None:
+    """Bad sizes or contexts fail here, before any model loads."""
+    if not sizes or any(n < 1 for n in sizes):
+        raise ConfigError(f"sizes must be integers >= 1, got {list(sizes)}")
+    if not contexts or any(c < 0 for c in contexts):
+        raise ConfigError(f"contexts must be integers >= 0, got {list(contexts)}")
+    if repeats < 1:
+        raise ConfigError(f"repeats must be >= 1, got {repeats}")
 
 
 class Curve(Protocol):

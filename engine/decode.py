@@ -2,13 +2,15 @@
 
     committed = prompt                       target cache holds committed[:-1]
     loop:                                    generate(): timing, truncation, EOS, stats
-        tree   = build(draft, state, cfg)    decode_step(): node 0 = committed[-1] (the root)
+        tree   = build(draft, state, cfg)    iterate(): node 0 = committed[-1] (the root)
         logits = target(tree)                  ancestor-only mask, positions prefix + depth
         accept = verify(tree, warp(logits))    accepted path + correction/bonus token
         committed += path tokens + token     target/draft caches keep the accepted path
 
-`decode_step` is one iteration (the seam a faster path replaces, as gpt-fast's
-`speculative_decode` beside its `generate`); `generate` owns everything across iterations.
+One iteration is engine/iteration's `iterate` (the first path that applies: the seam a faster
+path replaces, as gpt-fast's `speculative_decode` beside its `generate`); `generate` owns
+everything across iterations, and opens a method's learned part (its record's `attach`,
+engine/drafters/record.py) for the generation.
 Exactly `max_new_tokens` tokens are emitted (the last iteration's output is truncated) unless
 EOS comes first; EOS is emitted and ends the generation.
 """
@@ -19,160 +21,23 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from engine import (
-    ar_step,
-    beam_step,
-    chain_step,
-    ddtree_step,
-    dynatree_step,
-    fixed_tree_step,
-    sequoia_step,
-    specinfer_step,
-    static_tree,
-)
-from engine.cache import CachedModel
 from engine.clock import Clock
 from engine.config import ConfigError, split_engine
-from engine.draft import DecodeState, DraftModel
-from engine.drafters import DRAFTERS
-from engine.drafters.ddtree import block_checkpoint
+from engine.draft import DecodeState, DraftModel, NoDraft
+from engine.drafters import DRAFTERS, MODEL_FREE
+from engine.iteration import iterate
+from engine.iteration.step import read_counts
 from engine.methods import Method, resolve_method
 from engine.metrics import GenerationStats, IterationStats, peak_memory, reset_peak_memory
 from engine.models import Pair
-from engine.no_draft import no_draft
-from engine.sampling import Warp, draft_warp, top_token, warp
-from engine.static_cache import MIN_CAPACITY, cached_model
-from engine.transfer import to_device
-from engine.tree import Tree
-from engine.verify import VERIFIERS, Accept, greedy
+from engine.runtime import MIN_CAPACITY, cached_model
+from engine.sampling import Warp, draft_warp
 
 
 @dataclass(frozen=True)
 class Generation:
     tokens: list[int]  # the new tokens only
     stats: GenerationStats
-
-
-@dataclass(frozen=True)
-class Step:
-    """One iteration: the tree, the verifier's answer, the tokens it yields, and its timings
-    as stamps on the generation's clock (engine/clock.py), resolved when the generation ends."""
-
-    tree: Tree
-    accept: Accept
-    new: list[int]  # accepted path tokens + the correction/bonus token (before truncation)
-    # stamps: start, tree built (draft forwards included), target forward done, verified
-    stamps: tuple[int, int, int, int]
-    draft_spans: list[tuple[int, int]]  # (start, end) stamps of the draft forwards in it
-    target_spans: list[tuple[int, int]]  # and of the target's
-    draft_forwards: int  # draft-model forwards while building the tree
-    draft_tokens: int  # tokens fed in them
-    # [2] long, on the device (read once per generation, not per iteration): drafted nodes
-    # whose token is the target's top token after their parent (DynaTree Sec. 4.2), and 1 if
-    # the last node the verifier reached has drafted children (for the depth-wise acceptance
-    # of the delayed-tree paper, Sec. 5; engine/metrics.py acceptance_definitions); or the
-    # pair as host ints, where the iteration knew them without a read (engine/chain_step.py)
-    counts: torch.Tensor | tuple[int, int] | None = None
-
-
-# builders with a static-shape greedy iteration on the padded engines (engine/static_tree.py):
-# each module's plan(cfg, state) and grow(lm, scalars, top_p, top_t, **settings)
-STATIC_TREES = {
-    "dynatree": dynatree_step,
-    "fixed_tree": fixed_tree_step,
-    "specinfer": specinfer_step,
-    "beam": beam_step,
-    "sequoia": sequoia_step,
-    "ddtree": ddtree_step,
-}
-
-
-def forward_counters(target: CachedModel, lm: CachedModel) -> tuple[int, int, int, int]:
-    """The draft's and the target's forwards timed so far, and the draft's forward calls and
-    tokens, at the start of an iteration (make_step takes the differences)."""
-    return len(lm.spans), len(target.spans), lm.forward_calls, lm.forward_tokens
-
-
-def make_step(
-    target: CachedModel,
-    lm: CachedModel,
-    before: tuple[int, int, int, int],
-    stamps: tuple[int, int, int, int],
-    tree: Tree,
-    accept: Accept,
-    new: list[int],
-    counts: torch.Tensor | tuple[int, int],
-) -> Step:
-    """A Step from an iteration's stamps on target.clock (start, tree built, target forward
-    done, verified) and its forward counters at the start (forward_counters); every iteration
-    path (decode_step, engine/chain_step.py, engine/static_tree.py) ends here. generate()
-    gives both models one clock, so every stamp and span indexes the same list."""
-    draft0, target0, calls0, tokens0 = before
-    return Step(
-        tree=tree,
-        accept=accept,
-        new=new,
-        stamps=stamps,
-        draft_spans=lm.spans[draft0:],
-        target_spans=target.spans[target0:],
-        draft_forwards=lm.forward_calls - calls0,
-        draft_tokens=lm.forward_tokens - tokens0,
-        counts=counts,
-    )
-
-
-def decode_step(
-    target: CachedModel,
-    draft: DraftModel,
-    method: Method,
-    committed: list[int],
-    state: DecodeState,
-    gen: torch.Generator,
-) -> Step:
-    """Draft a tree rooted at committed[-1], run the target over it with the ancestor-only mask,
-    verify (the loop commits the caches: it alone knows whether decoding goes on).
-
-    On the fast path the greedy verifier follows the target's argmax (the one-hot warp's, and
-    the one the acceptance counts need anyway), computed inside the target's forward, and the
-    tree carries no q, which it never reads: no [N, V] tensor leaves the forward."""
-    if ar_step.applies(target, method, state):  # greedy autoregressive: no tree
-        return ar_step.ar_step(target, draft, committed, state)
-    if chain_step.applies(target, draft, method, state):  # greedy chains, kept on the device
-        k = chain_step.chain_length(method)
-        return chain_step.chain_step(target, draft, k, committed, state)
-    static = STATIC_TREES.get(method.name)  # greedy trees of static shape, grown on the device
-    if static is not None and static_tree.applies(target, draft, method, state):
-        plan = static.plan(method.cfg, state)
-        if plan is not None and plan.widest <= draft.lm.model.config.vocab_size:
-            return static_tree.static_step(
-                target, draft, committed, state, static.grow, plan, method.name
-            )
-    clock = target.clock
-    lean = target.fast and method.verifier == "greedy"
-    before = forward_counters(target, draft.lm)
-    t0 = clock.stamp()
-    tree = DRAFTERS[method.name].build(draft.start(committed, not lean), state, method.cfg, gen)
-    t1 = clock.stamp()
-    out = target.forward(
-        tree.tokens,
-        tree.position_ids(state.prefix_len)[0],
-        tree.visibility(state.prefix_len),
-        tree.parents,
-        argmax=lean,
-    )  # [N, V] logits, or their argmax [N] (lean)
-    t2 = clock.stamp()
-    if lean:  # the greedy verifier needs only the argmax, computed inside the forward
-        best = out  # [N] the target's top token after each node
-        accept, best_h, host_tokens, parents_h = greedy.read_and_walk(tree, best)
-        new = [host_tokens[i] for i in accept.path] + [accept.token]
-        counts = host_counts(best_h, host_tokens, parents_h, accept)
-    else:
-        best = top_token(out)  # [N] the target's top token after each node, at any warp
-        accept = VERIFIERS[method.verifier].verify(tree, warp(out, state.warp), gen)
-        new = tree.tokens[accept.path].tolist() + [accept.token]
-        counts = acceptance_counts(tree, best, accept)
-    t3 = clock.stamp()
-    return make_step(target, draft.lm, before, (t0, t1, t2, t3), tree, accept, new, counts)
 
 
 def stage_times(timed: tuple, at: list[float], spans) -> dict[str, float]:
@@ -191,53 +56,6 @@ def stage_times(timed: tuple, at: list[float], spans) -> dict[str, float]:
     }
 
 
-def read_counts(counts: list) -> list[tuple[int, int]]:
-    """Every iteration's Step.counts as host ints: the device ones in one read (one per
-    generation), the host pairs as they are."""
-    on_device = [c for c in counts if isinstance(c, torch.Tensor)]
-    read = iter(torch.stack(on_device).tolist() if on_device else [])
-    return [c if isinstance(c, tuple) else next(read) for c in counts]
-
-
-def acceptance_counts(tree: Tree, best: torch.Tensor, accept: Accept) -> torch.Tensor:
-    """[2] long on the tree's device, no host read: drafted nodes whose token is the target's
-    top token after their parent (best [N]: argmax of the raw logits, the top token at any
-    temperature and top-p), and whether the last node the verifier reached has drafted
-    children."""
-    parents = tree.parents.to(best.device)
-    top_match = (tree.tokens[1:].to(best.device) == best[parents[1:]]).sum()
-    last = accept.path[-1] if accept.path else 0
-    return torch.stack([top_match, (parents == last).any().long()])
-
-
-def host_counts(
-    best: list[int], tokens: list[int], parents: list[int], accept: Accept
-) -> tuple[int, int]:
-    """acceptance_counts from a greedy verification's host read (greedy.read_and_walk)."""
-    top_match = sum(tokens[i] == best[parents[i]] for i in range(1, len(tokens)))
-    last = accept.path[-1] if accept.path else 0
-    return top_match, int(last in parents)
-
-
-def open_features(method: Method, pair: Pair, target: CachedModel, engine: str):
-    """The trained block drafter of a `ddtree` method with `drafter: block` (its BlockContext
-    on this engine path, engine/train/block_context.py) with the target set to return the
-    features it reads, or None (the target returns none). The drafter conditions on the
-    target's hidden states of the committed context (DDTree Sec. 3): the prefill's, then each
-    iteration's root and accepted nodes' rows of the verification forward, which runs anyway."""
-    name = block_checkpoint(method.cfg) if method.name == "ddtree" else None
-    target.hidden_layers, target.hidden = (), None
-    if name is None:
-        return None
-    from engine.train.block_context import block_context
-    from engine.train.block_drafter import cached_drafter
-
-    model = pair.target.model
-    features = block_context(cached_drafter(name, model), model, engine)
-    target.hidden_layers = features.layers
-    return features
-
-
 def generate(
     pair: Pair,
     prompt_ids: list[int],
@@ -253,7 +71,7 @@ def generate(
 ) -> Generation:
     """Decode until `max_new_tokens` or EOS; timing, truncation, caches and stats live here,
     one iteration is `decode_step`. engine: how the models run (engine/config.py ENGINE_SPECS:
-    an engine path, or ENGINE+lean on our own forward of the models, engine/lean_model.py).
+    an engine path, or ENGINE+lean on our own forward of the models, engine/runtime/lean.py).
     temperature / top_p: the target's sampling, the law of the output; draft_temperature /
     draft_top_p: how the draft draws its trees (None: as the target; DySpec Sec. 5.1 drafts at
     0.6 for targets at 0 and 0.6). A method given resolved must have been resolved with the
@@ -275,37 +93,31 @@ def generate(
     path, _ = split_engine(engine)
     capacity = len(prompt_ids) + max_new_tokens + MIN_CAPACITY
     target = cached_model(pair.target.model, engine, capacity)
-    if pair.draft is None:  # a model-free method (prompt lookup): engine/no_draft.py
-        draft = no_draft(method.name, device)
+    if pair.draft is None:  # a model-free method (prompt lookup): engine/draft/none.py
+        if method.name not in MODEL_FREE:
+            raise ConfigError(
+                f"method {method.name!r} runs a draft model but the pair has none (draft: none); "
+                f"model-free methods: {', '.join(sorted(MODEL_FREE))}"
+            )
+        draft = NoDraft(device)
     else:
         draft = DraftModel(pair.draft.model, dw, cached_model(pair.draft.model, engine, capacity))
-    features = open_features(method, pair, target, path)
-    taps = selector_taps(method, target, draft, path)
+    target.hidden_layers, target.hidden = (), None  # no features unless the method asks
+    attach = DRAFTERS[method.name].attach
+    attached = None if attach is None else attach(method.cfg, pair, target, draft, path)
     try:
-        with torch.inference_mode():  # once per generation, not per forward (engine/cache.py)
+        with torch.inference_mode():  # once per generation, not per forward (engine/runtime)
             return _generate(
-                target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos, taps, features
+                target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos, attached
             )
     finally:
-        if taps is not None:
-            taps.close()
+        if attached is not None:
+            attached.close()
 
 
-def selector_taps(method: Method, target: CachedModel, draft: DraftModel, engine: str):
-    """The NDE selector's taps (engine/select/taps.py) for `delayed` with `selector: nde`,
-    with the draft set to re-feed the preceding token; None for every other method."""
-    if getattr(method.cfg, "selector", "fixed") != "nde":
-        return None
-    from engine.select.nde import load
-    from engine.select.taps import RootTaps
-
-    draft.keep_prev = True
-    return RootTaps(target, draft.lm, load(method.cfg.selector_checkpoint), engine)
-
-
-def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos, taps, features):
-    """generate()'s loop over its loaded caches; taps: the NDE selector's, features: the block
-    drafter's target features (open_features), each None when the method does not use it."""
+def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos, attached):
+    """generate()'s loop over its loaded caches; attached: the method's learned part opened for
+    this generation (engine/drafters/record.py Attached), None when it has none."""
     device = target.device
     reset_peak_memory(device)
     clock = Clock(device)  # both models' forwards and every stage, resolved at the end
@@ -314,10 +126,8 @@ def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos
     start = clock.stamp()
     committed = list(prompt_ids)
     target.extend(committed[:-1])
-    if features is not None and len(committed) > 1:
-        features.extend(target.hidden)  # [P, F] the prompt's features, the root's excepted
-    if taps is not None and len(committed) > 1:
-        taps.keep_target_row(-1)  # the target after the preceding token (the prompt's)
+    if attached is not None and len(committed) > 1:
+        attached.prefill(target)  # the target's prefill over the prompt, the root excepted
     prefilled = clock.stamp()
     out: list[int] = []
     iterations: list[IterationStats] = []  # their times and acceptance counts after the loop
@@ -338,10 +148,9 @@ def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos
             history_depth=tuple(history_depth),
             history_size=tuple(history_size),
             context=committed,  # by reference: read-only for the drafter (engine/draft.py)
-            features=features,
-            selector=taps,
+            attached=attached,
         )
-        step = decode_step(target, draft, method, committed, state, gen)
+        step = iterate(target, draft, method, committed, state, gen)
         t3 = clock.stamp()
         new = step.new[: max_new_tokens - len(out)]
         if eos is not None and eos in new:
@@ -353,11 +162,8 @@ def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos
         if not done:  # keep the root and the accepted nodes' cache; the last token is the root
             target.commit([state.prefix_len + i for i in [0] + path])
             draft.commit(path)
-            if features is not None:  # the root and the accepted nodes are committed now
-                rows = to_device([0] + path, target.hidden.device)
-                features.extend(target.hidden[rows])  # [1 + len(path), F]
-            if taps is not None:  # the last accepted node precedes the next root
-                taps.keep_target_row(path[-1] if path else 0)
+            if attached is not None:  # the root and the accepted nodes are committed now
+                attached.commit(target, path)
         history.append(len(path))
         history_depth.append(step.tree.max_depth())
         history_size.append(step.tree.size - 1)

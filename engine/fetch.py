@@ -17,6 +17,7 @@ SQLAlchemy, so the engine can use it on a bare GPU box.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -306,8 +307,8 @@ def convert_gguf(gguf: Path, out: Path, log: Log = print) -> dict:
     weights are dense after loading, and then refuses to save; detach it first.
     Returns {"parameters", "load_s", "save_s"}.
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # lazy: torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: transformers
 
     # transformers 5.x loads GGUF files only with `accelerate` and `gguf` installed (the
     # `real` extra).
@@ -354,8 +355,6 @@ def ensure_fetched(name: str, log: Log = print) -> Path:
     exclusive lock on ``orch_home()/locks/<name>.lock`` (the others wait, then find the folder).
     """
     name = canonical_name(name)
-    import fcntl
-
     if is_fetched(name):
         return model_dir(name)
     lock = orch_home() / "locks" / f"{name}.lock"

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch is imported where it is used: the driver reads METRICS without it
-    import torch
+    import torch  # lazy: torch
 
 
 @dataclass(frozen=True)
@@ -294,14 +294,14 @@ class GenerationStats:
 
 def reset_peak_memory(device: torch.device) -> None:
     if device.type == "cuda":
-        import torch
+        import torch  # lazy: torch
 
         torch.cuda.reset_peak_memory_stats(device)
 
 
 def peak_memory(device: torch.device) -> int:
     if device.type == "cuda":
-        import torch
+        import torch  # lazy: torch
 
         return int(torch.cuda.max_memory_allocated(device))
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux: KiB

@@ -19,16 +19,21 @@ Names resolve in this order (DESIGN.md, "Built-in model names"):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 
+from engine.checkpoint import apply_weights, describe, find, load
 from engine.config import ConfigError, split_engine
+from engine.fetch import REAL_MODELS, ensure_fetched, model_dir, read_manifest
 from engine.model_names import TINY_MODELS, canonical_name
+from engine.runtime.lean import check_supported
 
 BYTE_VOCAB = 256
 BOS_ID, EOS_ID = 256, 257
@@ -97,11 +102,11 @@ class LoadedModel:
 @dataclass(frozen=True)
 class Pair:
     target: LoadedModel
-    draft: LoadedModel | None  # None: no draft model (model-free methods, engine/no_draft.py)
+    draft: LoadedModel | None  # None: no draft model (model-free methods, engine/draft/none.py)
 
 
 def _tiny_config(family: str, layers: int) -> Any:
-    from transformers import GPTNeoXConfig, LlamaConfig
+    from transformers import GPTNeoXConfig, LlamaConfig  # lazy: transformers
 
     common = dict(
         vocab_size=TINY_VOCAB,
@@ -120,7 +125,7 @@ def _tiny_config(family: str, layers: int) -> Any:
 
 
 def _build_tiny(name: str) -> Any:
-    from transformers import GPTNeoXForCausalLM, LlamaForCausalLM
+    from transformers import GPTNeoXForCausalLM, LlamaForCausalLM  # lazy: transformers
 
     spec = TINY_MODELS[name]
     cls = LlamaForCausalLM if spec.family == "llama" else GPTNeoXForCausalLM
@@ -140,10 +145,6 @@ def _build_tiny(name: str) -> Any:
 
 
 def real_model_names() -> list[str]:
-    try:
-        from engine.fetch import REAL_MODELS
-    except ImportError:
-        return []
     return list(REAL_MODELS)
 
 
@@ -155,8 +156,6 @@ def checkpoint_base(name: str) -> str:
     other name unchanged. ConfigError when the checkpoint is missing or unfinished."""
     if not (isinstance(name, str) and name.startswith(CHECKPOINT_PREFIX)):
         return name
-    from engine.train.checkpoint import find
-
     return find(name[len(CHECKPOINT_PREFIX) :], "talf").config["draft"]
 
 
@@ -240,8 +239,6 @@ def model_config(name: str) -> dict[str, Any] | None:
             "num_hidden_layers": spec.layers,
         }
     if kind == "real":
-        from engine.fetch import model_dir
-
         try:
             return read_model_config(model_dir(name))
         except ConfigError:
@@ -337,10 +334,6 @@ def check_engine(engine: str, *names: str) -> str:
     """`engine` if known (engine/config.py ENGINE_SPECS) and, on our own forward (ENGINE+lean),
     supported by each named model whose config is on this machine: before any model loads."""
     if split_engine(engine)[1]:
-        from types import SimpleNamespace
-
-        from engine.lean_model import check_supported
-
         for name in names:
             cfg = model_config(name)
             if cfg is not None:
@@ -368,13 +361,11 @@ def load_model(
         dt = torch.float32 if dtype in (None, "auto") else pick_dtype(dtype, dev)
         tokenizer: Any = ByteTokenizer()
     else:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: transformers
+        from transformers.utils import logging as hf_logging  # lazy: transformers
 
         hf_logging.disable_progress_bar()
         if kind == "real":
-            from engine.fetch import ensure_fetched, read_manifest
-
             folder = str(ensure_fetched(name, log=lambda line: None))
             sha256 = (read_manifest(Path(folder)) or {}).get("gguf_sha256")
         else:
@@ -391,11 +382,11 @@ def load_model(
                 f"cannot load model {name}: {type(e).__name__}: {first}"[:500]
             ) from None
     if attn == "tree_triton":
-        from kernels.hf_attention import register
+        from kernels.hf_attention import register  # lazy: transformers
 
         register()
     elif attn == "sdpa_gqa":
-        from kernels.sdpa_gqa import register
+        from kernels.sdpa_gqa import register  # lazy: transformers
 
         register()
     model.set_attn_implementation(attn)
@@ -408,11 +399,6 @@ def load_model(
 
 def _load_trained(name: str, device, dtype, attn: str) -> LoadedModel:
     """`ckpt:NAME`: the checkpoint's base draft with the trained tensors copied in."""
-    import dataclasses
-
-    from engine.train.checkpoint import describe, load
-    from engine.train.talf_train import apply_weights
-
     ckpt, state = load(name[len(CHECKPOINT_PREFIX) :], "talf")
     base = load_model(ckpt.config["draft"], device, dtype, attn)
     apply_weights(base.model, state["weights"])

@@ -53,7 +53,7 @@ def top_probs(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]
     """The k most probable tokens of softmax(logits) and their probabilities, without the
     [n, V] softmax: exp(top logits - logsumexp). [n, V] -> ([n, k] float32 descending,
     [n, k] long). The same values as `torch.softmax(logits, -1).topk(k)` up to rounding; the
-    fast path's draft step returns these instead of logits (engine/static_cache.py). k > V
+    fast path's draft step returns these instead of logits (engine/runtime/static.py). k > V
     gives all V."""
     logits = logits.float()
     values, tokens = logits.topk(min(k, logits.shape[-1]), dim=-1)  # [n, k]

@@ -8,7 +8,7 @@ half-split layout of transformers' `rotate_half`):
 
     rot(x) = x * cos + [-x2, x1] * sin      (x = [x1, x2], halves of one head)
 
-and the new keys and values stored at this forward's cache slots (engine/static_cache.py).
+and the new keys and values stored at this forward's cache slots (engine/runtime/static.py).
 Hugging Face does this with about a dozen kernels per layer (slices, negation, concatenation,
 four products, two sums, two `index_copy_`); the kernel does it in one, one program per (row,
 head), and rounds after each product and the sum as torch's elementwise ops do, so it returns
@@ -18,7 +18,7 @@ model's own rotary module, once per forward.
 
 The queries come out as [H, n, D]: grouped by key/value head (query head h reads key/value head
 h // (H / H_kv)), which the attention reads as [H_kv, (H / H_kv) n, D] without a copy
-(engine/lean_model.py).
+(engine/runtime/lean.py).
 """
 
 from __future__ import annotations

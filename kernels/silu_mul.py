@@ -1,7 +1,7 @@
 """The gated MLP's activation, silu(gate) * up, in one Triton kernel, and its pure-torch reference.
 
 A Llama / Qwen2 MLP computes down(silu(gate(x)) * up(x)) (Shazeer 2020, GLU variants, SwiGLU).
-With the gate and up projections fused into one matrix product (engine/lean_model.py) their
+With the gate and up projections fused into one matrix product (engine/runtime/lean.py) their
 output is gu [n, 2 I], gate first; Hugging Face's two kernels (silu, product) become one, one
 program per (row, block of columns), rounding after the silu and after the product as torch
 does.

@@ -3,10 +3,10 @@
 
 `lossless`, one word:
 - checked: temperature 0; every prompt's output passed the trial's teacher-forced check (it is
-  the target's own greedy decoding; engine/certify.py).
+  the target's own greedy decoding; engine/certify/teacher_forced.py).
 - mismatch: temperature 0; some prompt's output failed that check.
 - tested: temperature > 0; the stored distribution check of the trial's verifier, tree
-  sampling and sampling setting passed (engine/distribution_check.py, `orch certify`).
+  sampling and sampling setting passed (engine/certify/distribution.py, `orch certify`).
 - failed: that check failed.
 - claimed: temperature > 0; the verifier declares itself lossless for these trees, and the
   database has no check of this setting yet (`orch certify SWEEP` runs the missing ones).
@@ -27,8 +27,8 @@ from typing import Any
 
 import pandas as pd
 
-from engine.certify import GREEDY_CHECK, trial_certificate
-from engine.distribution_check import Setting
+from engine.certify.distribution import Setting
+from engine.certify.teacher_forced import GREEDY_CHECK, trial_certificate
 from orchestrator.records import TrialConfig
 from orchestrator.report import BASELINE, plain, settings_key
 from orchestrator.verifier_checks import Key, key, trial_setting

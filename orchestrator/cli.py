@@ -180,9 +180,9 @@ def generate(
 ) -> None:
     """Run one generation with one method and print the result."""
     from engine.decode import generate as run
+    from engine.draft.none import no_draft
     from engine.methods import method_params, resolve_method
     from engine.models import NO_DRAFT, check_attn, check_engine, load_pair, resolve
-    from engine.no_draft import no_draft
     from orchestrator.limits import check_generate
     from orchestrator.preflight import check_checkpoints
 

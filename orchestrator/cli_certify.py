@@ -33,7 +33,7 @@ def _line(record: dict, stored: bool) -> str:
 def certify(sweep, rerun, db_url) -> None:
     """Certify the sampled trials of SWEEP (default: the most recent; pending trials too): for
     each verifier, tree sampling and sampling setting among them, a chi-square test of the
-    verifier's output law through generate() on a toy pair (engine/distribution_check.py),
+    verifier's output law through generate() on a toy pair (engine/certify/distribution.py),
     stored once for every sweep. `orch query --where lossless=tested` and `orch compare` then
     show it. Exit code 1 when a check fails."""
     import warnings

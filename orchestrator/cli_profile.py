@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from engine.config import ENGINE_SPECS
-from engine.profile import DEFAULT_CONTEXTS, DEFAULT_REPEATS, DEFAULT_SIZES, parse_ints
+from engine.cost_model import DEFAULT_CONTEXTS, DEFAULT_REPEATS, DEFAULT_SIZES, parse_ints
 from orchestrator.cli_options import db_option
 
 
@@ -47,6 +47,7 @@ def profile(
     """Measure seconds per forward of N new tokens after C cached tokens for the target and
     the draft on this device, and store both curves (replacing an earlier profile of the same
     device, model, dtype and engine)."""
+    from engine.cost_model import check_grid
     from engine.models import (
         check_device,
         check_engine,
@@ -55,7 +56,6 @@ def profile(
         pick_dtype,
         resolve,
     )
-    from engine.profile import check_grid
     from orchestrator.profiles import profile_models, save_curves
     from orchestrator.store import Store
 

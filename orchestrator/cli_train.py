@@ -1,5 +1,5 @@
 """`orch train nde | talf | block-drafter | list`: train the papers' learned components into
-named checkpoints under ORCH_HOME/checkpoints (engine/train/checkpoint.py) that sweeps use by
+named checkpoints under ORCH_HOME/checkpoints (engine/checkpoint.py) that sweeps use by
 name. Each trainer's command lives beside its trainer and is added to this group."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def train() -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 def train_list(fmt: str) -> None:
     """The checkpoints under ORCH_HOME/checkpoints: name, kind, step, finished, sha256."""
-    from engine.train.checkpoint import list_all
+    from engine.checkpoint import list_all
 
     rows = [
         {"name": c.name, "kind": c.kind, "step": c.step, "done": c.done, "sha256": c.sha256}

@@ -31,10 +31,10 @@ def block_drafter(name, target, draft, resume, **flags) -> None:
     default toy scale); prints the checkpoint folder and sha256."""
     from tqdm import tqdm
 
+    from engine.checkpoint import folder, load
     from engine.model_names import canonical_name
     from engine.models import resolve
     from engine.train.block_drafter_train import TrainConfig, train
-    from engine.train.checkpoint import folder, load
 
     target = canonical_name(target)
     name = name or f"block-drafter-{target.replace('/', '_')}"[:100]

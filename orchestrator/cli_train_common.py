@@ -46,10 +46,10 @@ def resume_options(f):
 
 
 def resumable(name: str, kind: str, resume: bool) -> tuple[Any, dict[str, Any]] | None:
-    """The unfinished checkpoint `name` of `kind` and its state (engine/train/checkpoint.py), or
+    """The unfinished checkpoint `name` of `kind` and its state (engine/checkpoint.py), or
     None. ConfigError when --resume has nothing to continue, or when without it `name` is
     unfinished (a fresh run would overwrite it)."""
-    from engine.train import checkpoint
+    from engine import checkpoint
 
     saved = checkpoint.resumable(name, kind)
     if resume and saved is None:

@@ -1,6 +1,6 @@
 """`orch train nde`: collect the NDE selector's data on a model pair (or read a data file
-written before), train the selector, save the checkpoint (engine/select/nde.py,
-engine/select/nde_data.py, engine/train/nde.py)."""
+written before), train the selector, save the checkpoint (engine/drafters/delayed/selector.py,
+engine/train/nde_data.py, engine/train/nde.py)."""
 
 from __future__ import annotations
 
@@ -118,8 +118,8 @@ def train_nde(
     import torch
     from tqdm import tqdm
 
+    from engine import checkpoint
     from engine.models import resolve
-    from engine.train import checkpoint
     from engine.train.nde import KIND, TrainConfig, train
     from orchestrator.cli_profile import parse_ints
 
@@ -144,7 +144,7 @@ def train_nde(
     if path.exists():
         data = torch.load(path, weights_only=False)
     else:
-        from engine.select.nde_data import CollectConfig
+        from engine.train.nde_data import CollectConfig
 
         collect_cfg = _checked(
             CollectConfig(
@@ -194,7 +194,7 @@ def train_nde(
             bar.update(saved[0].step)
         ckpt = train(name, data, cfg, meta, resume, stop_after, bar.update)
     if ckpt.done:
-        from engine.select.nde import Latency, build_net
+        from engine.drafters.delayed.selector import Latency, build_net
         from engine.train.nde import evaluate
 
         _, saved = checkpoint.load(ckpt.name, KIND)
@@ -238,8 +238,8 @@ def _read_curves(path: str):
     """The Latency of a JSON file's {"curves": {"target": ..., "draft": ...}}."""
     import json
 
-    from engine.profile import ForwardCurve
-    from engine.select.nde import Latency
+    from engine.cost_model import ForwardCurve
+    from engine.drafters.delayed.selector import Latency
 
     try:
         curves = json.loads(Path(path).read_text())["curves"]
@@ -253,11 +253,12 @@ def _read_curves(path: str):
 def _collect(target, draft, prompts, prompt_tokens, cfg, sizes, contexts, tqdm, latency) -> dict:
     """Load the pair, measure the latency curves (the paper's warm-up microbenchmark) unless
     given, collect."""
+    from engine.cost_model import check_grid
+    from engine.curves import measure_curve
     from engine.datasets import encode_prompt
+    from engine.drafters.delayed.selector import Latency
     from engine.models import load_pair
-    from engine.profile import check_grid, measure_curve
-    from engine.select.nde import Latency
-    from engine.select.nde_data import collect
+    from engine.train.nde_data import collect
 
     check_grid(sizes, contexts, 1)
     pair = load_pair(target, draft)

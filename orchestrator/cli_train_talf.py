@@ -88,8 +88,8 @@ def train_talf(ctx, name, stop_after, resume, device, **flags) -> None:
     import torch
     from tqdm import tqdm
 
+    from engine import checkpoint
     from engine.models import check_device, model_config, pick_dtype, resolve
-    from engine.train import checkpoint
     from engine.train.talf_train import KIND, TrainConfig, config_from, train
 
     name = name or f"{flags['loss']}-{flags['draft']}".replace("/", "_").replace(":", "_")

@@ -9,7 +9,7 @@ files under DIR/img/ (orchestrator/report_figures.py). What is in it follows fro
   autoregressive trials with the same settings (orchestrator/report.py add_speedup), tokens
   per iteration (block efficiency), every scalar acceptance definition under its name
   (engine/metrics.py acceptance_definitions, pooled over the config's prompts and repeats),
-  tokens/s, the losslessness certificate (engine/certify.py trial_certificate) and the device;
+  tokens/s, the losslessness certificate (engine/certify/teacher_forced.py trial_certificate) and the device;
 - figures and per-verifier tables where the sweep varies what they are about (see
   report_figures.py), and the cost model's prediction on every profiled GPU (the
   `orch compare --predict-on` code path).
@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine.certify import GREEDY_CHECK, trial_certificate
+from engine.certify.teacher_forced import GREEDY_CHECK, trial_certificate
 from engine.metrics import ACCEPTANCE_DEFINITIONS, acceptance_definitions
 from orchestrator.profiles import TRIALS_OWN, PredictWith
 from orchestrator.report import BASELINE, QueryError, load_frame, resolve_sweep
@@ -215,7 +215,7 @@ def num(v: Any, digits: int = 3) -> str:
 
 
 def certificate_cell(trials: list[dict[str, Any]]) -> str:
-    """A config's losslessness certificate over its trials: the greedy check (engine/certify.py)
+    """A config's losslessness certificate over its trials: the greedy check (engine/certify/teacher_forced.py)
     and the comparison with the autoregressive trial, or the sampling verifier's claim and its
     stored distribution check (orchestrator/certificates.py)."""
     certs = [trial_certificate(t["per_prompt"] or []) for t in trials]

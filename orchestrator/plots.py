@@ -34,7 +34,7 @@ UNITS = {
     "budget": "tree nodes",
     "width": "nodes per level",
     "threshold": "draft probability",
-    "D0": "tree levels",  # DynaTree's paper variant (engine/drafters/dynatree.py)
+    "D0": "tree levels",  # DynaTree's paper variant (engine/drafters/dynatree/build.py)
     "D_max": "tree levels",
     "B_min": "children per node",
     "B_mid": "children per node",

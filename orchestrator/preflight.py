@@ -166,7 +166,7 @@ def _local_gpus() -> int:
 
 def checkpoint_names(params: dict[str, Any]) -> list[str]:
     """The checkpoints a method's parameters name: the values of `checkpoint` and of every
-    parameter ending in `_checkpoint` (engine/train/checkpoint.py), in parameter order."""
+    parameter ending in `_checkpoint` (engine/checkpoint.py), in parameter order."""
     return [
         str(v)
         for k, v in sorted(params.items())
@@ -180,7 +180,7 @@ def check_checkpoints(trials: Iterable[Any]) -> None:
     model loads (they live under this ORCH_HOME)."""
     from dataclasses import asdict
 
-    from engine.train.checkpoint import find
+    from engine.checkpoint import find
 
     params = [t.params if hasattr(t, "params") else asdict(t.cfg) for t in trials]
     for name in sorted({n for p in params for n in checkpoint_names(p)}):

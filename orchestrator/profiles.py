@@ -1,7 +1,7 @@
 """Hardware profiles in the database (`profiles`, migration 0005) and cost-model predictions
 for stored trials on a profiled device (`orch profile`, `orch compare --predict-on`).
 
-A profile row is one ForwardCurve (engine/profile.py) keyed by (device_name, model, dtype,
+A profile row is one ForwardCurve (engine/curves.py) keyed by (device_name, model, dtype,
 engine) with who measured it; storing a curve under an existing key replaces that row in one
 transaction (a key holds the latest measurement; its created_at says when).
 """
@@ -18,7 +18,7 @@ from sqlalchemy import select
 from db.models import Profile
 from engine import cost_model
 from engine.config import ConfigError
-from engine.profile import ForwardCurve
+from engine.cost_model import ForwardCurve
 from orchestrator.store import Store
 from orchestrator.store_trials import put_profiles
 
@@ -58,7 +58,7 @@ def normalise_dtype(dtype: str, device_type: str = "cpu") -> str:
 
 def save_curves(store: Store, measured: Sequence[tuple[ForwardCurve, dict[str, Any]]]) -> None:
     """Store (or replace) each curve's profile, all in one transaction; the dict beside each
-    curve is engine.profile.device_info of the device that measured it."""
+    curve is engine.curves.device_info of the device that measured it."""
     names = ", ".join(sorted({c.model for c, _ in measured}))
     store.transact(f"storing the profiles of {names}", lambda s: put_profiles(s, measured))
 
@@ -66,7 +66,7 @@ def save_curves(store: Store, measured: Sequence[tuple[ForwardCurve, dict[str, A
 def read_profile_file(path: str) -> list[tuple[ForwardCurve, dict[str, Any]]]:
     """The curves of a profile file as save_curves takes them, checked before anything is
     stored (ConfigError naming the file and the fault). The format is bench/gpu.py's
-    --profile-out, written on a machine with no database: {"device": engine.profile
+    --profile-out, written on a machine with no database: {"device": engine.curves
     device_info, "curves": [ForwardCurve.to_dict(), ...]}, each curve measured on that
     device."""
     import json
@@ -157,8 +157,8 @@ def profile_models(
     log: Callable[[str], None] | None = None,
 ) -> list[tuple[ForwardCurve, dict[str, Any]]]:
     """Measure each (role, model name, dtype): load it on `device`, take its curve."""
+    from engine.curves import device_info, measure_curve
     from engine.models import load_model
-    from engine.profile import device_info, measure_curve
 
     out = []
     for role, name, dtype in roles:
@@ -267,7 +267,7 @@ def compare_predicted(df: pd.DataFrame, where, device: str) -> pd.DataFrame:
 
 def ran_on(df: pd.DataFrame, device: str) -> pd.Series:
     """Per trial, whether it ran on the profiled `device`: its stored device name
-    (trials.device_name, the name a profile is keyed by: engine/profile.py device_info)
+    (trials.device_name, the name a profile is keyed by: engine/curves.py device_info)
     equals it; a trial stored without one (before migration 0007) goes by its kind alone,
     on a GPU (trials.gpu_id) for a GPU's name, else on a CPU."""
     name = df["device_name"]

@@ -35,7 +35,7 @@ HASH_DEFAULTS = {
 
 
 # The method name of a profile trial (a sweep's `profile:` block, orchestrator/spec.py): it
-# measures the forward-cost curves (engine/profile.py) of its pair on the worker that runs it;
+# measures the forward-cost curves (engine/curves.py) of its pair on the worker that runs it;
 # `params` holds its grid {sizes, contexts, repeats}; it has no dataset (prompts 0, length 0)
 # and leaves no `results` row, only its curves in `profiles` (Store.record_result).
 PROFILE = "profile"
@@ -64,7 +64,7 @@ class TrialConfig:
     # the draft's own sampling (DySpec Sec. 5.1); None: the target's (engine/sampling.py)
     draft_temperature: float | None = None
     draft_top_p: float | None = None
-    certify: bool = True  # re-check the output after timing (engine/certify.py)
+    certify: bool = True  # re-check the output after timing (engine/certify/teacher_forced.py)
 
     def __post_init__(self) -> None:  # 0 and 0.0 must hash alike
         object.__setattr__(self, "temperature", float(self.temperature))
@@ -143,12 +143,12 @@ class TrialResult:
     code_version: str = ""
     models: list[dict[str, Any]] = field(default_factory=list)
     node: str | None = None  # the Ray node id of the worker (None outside Ray)
-    device_name: str = ""  # the GPU's or CPU's model name (engine.profile.device_info)
+    device_name: str = ""  # the GPU's or CPU's model name (engine.curves.device_info)
     # a profile trial's measurements: {"curve": ForwardCurve.to_dict(), "info": device_info}
     # per model (its metrics, per_prompt and per_iteration are empty)
     profiles: list[dict[str, Any]] = field(default_factory=list)
     # the learned components the method's parameters name (a `checkpoint` or `*_checkpoint`
-    # parameter): engine.train.checkpoint.describe of each, name, kind, sha256 and training config
+    # parameter): engine.checkpoint.describe of each, name, kind, sha256 and training config
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
 
     @property

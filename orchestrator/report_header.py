@@ -246,7 +246,7 @@ def distribution_checks(store: Store, name: str, df: pd.DataFrame) -> list[Block
             "p",
             "One sample per prompt cannot show a distribution: a sampled trial's certificate is "
             "the chi-square test of its verifier's output law at its setting on a toy pair "
-            "(engine/distribution_check.py, orch certify), against the exact two-token law "
+            "(engine/certify/distribution.py, orch certify), against the exact two-token law "
             "at level 1e-4; power is against a verifier emitting the draft's law.",
         ),
     ]

@@ -27,7 +27,7 @@ dtype: auto                         # auto | float32 | bfloat16 | float16, or pe
                                     # {target: float32, draft: bfloat16}
 engine: eager                       # eager | fast | compiled | graphs, or a list (a grid axis);
                                     # fast+lean etc.: on our own forward (Llama / Qwen2)
-certify: true                       # per-trial losslessness certificate (engine/certify.py)
+certify: true                       # per-trial losslessness certificate (engine/certify/teacher_forced.py)
 limits: {max_trials: 100000}        # caps (orchestrator/limits.py), each optional
 scale: {prompts: 4, max_new_tokens: 32}  # sizes for `orch submit --scale` (orchestrator/scale.py)
 profile: {sizes: [1, 2, 4], contexts: [128, 512], repeats: 3}  # or `true` for `orch profile`'s
@@ -44,7 +44,7 @@ methods:                            # required, non-empty
 
 A `profile:` block adds, per pair and engine (and so per placement and dtypes, which are the
 sweep's), one trial of kind `profile` (records.PROFILE): the worker that runs it measures the
-forward-cost curves (engine/profile.py) of the pair's target and draft on its own device and
+forward-cost curves (engine/curves.py) of the pair's target and draft on its own device and
 the driver stores them in `profiles` with the trial's status (Store.record_result), replacing
 an earlier profile of the same device, model, dtype and engine, as `orch profile` does. Its
 keys default to `orch profile`'s options: sizes 1..256, contexts 128, 512, 1024, repeats 3;
@@ -75,9 +75,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import ENGINE_SPECS, ConfigError
+from engine.cost_model import check_grid as check_profile_grid
+from engine.cost_model import parse_ints
 from engine.model_names import canonical_name
-from engine.profile import check_grid as check_profile_grid
-from engine.profile import parse_ints
 from orchestrator.limits import (
     DEFAULT,
     MODEL_MAX,
@@ -240,7 +240,7 @@ PROFILE_KEYS = ("sizes", "contexts", "repeats")
 
 def _profile(value: Any, where: str, limits: Limits = DEFAULT) -> ProfileSpec | None:
     """`profile: true` (orch profile's defaults), `false` (none, as without the key) or a
-    mapping of sizes, contexts and repeats, checked by engine.profile.check_grid."""
+    mapping of sizes, contexts and repeats, checked by engine.curves.check_grid."""
     if isinstance(value, bool):
         return ProfileSpec() if value else None
     if not isinstance(value, dict):

@@ -8,7 +8,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from engine.profile import DEFAULT_CONTEXTS, DEFAULT_REPEATS, DEFAULT_SIZES
+from engine.cost_model import DEFAULT_CONTEXTS, DEFAULT_REPEATS, DEFAULT_SIZES
 from orchestrator.limits import DEFAULT, Limits
 
 
@@ -48,7 +48,7 @@ class MethodSpec:
 
 @dataclass(frozen=True)
 class ProfileSpec:
-    """A sweep's `profile:` block: the grid every profile trial measures (engine/profile.py
+    """A sweep's `profile:` block: the grid every profile trial measures (engine/curves.py
     measure_curve), sorted and without repeats so that equal grids hash alike."""
 
     sizes: tuple[int, ...] = DEFAULT_SIZES

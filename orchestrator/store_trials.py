@@ -24,7 +24,7 @@ from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from db.models import ModelInfo, Profile, Result, Sweep, SweepStatus, Trial, TrialStatus
-from engine.profile import ForwardCurve
+from engine.cost_model import ForwardCurve
 from orchestrator.leases import HOST, owner_alive
 from orchestrator.only import Only
 from orchestrator.records import METRICS, PROFILE, TrialConfig, TrialFailure, TrialResult
@@ -285,7 +285,7 @@ def reset_running(s: Session, ids: list[int], owner: str) -> None:
 
 def put_profiles(s: Session, measured: Sequence[tuple[ForwardCurve, dict[str, Any]]]) -> None:
     """Store (or replace) each curve's profile row inside transaction `s`; the dict beside
-    each curve is engine.profile.device_info of the device that measured it. A key (device,
+    each curve is engine.curves.device_info of the device that measured it. A key (device,
     model, dtype, engine) holds its latest measurement."""
     for curve, info in measured:
         key = dict(

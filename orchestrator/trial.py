@@ -5,9 +5,9 @@ A trial generates for each of its prompts with one method and stores the metrics
 that is the definition), per-prompt summaries with the generated tokens (and the papers'
 acceptance measures under `acceptance`), and per-iteration lists. Unless the config says
 `certify: false`, each prompt's output then gets its losslessness certificate
-(engine/certify.py: at temperature 0 one teacher-forced target forward re-checks it against the
+(engine/certify/teacher_forced.py: at temperature 0 one teacher-forced target forward re-checks it against the
 target's greedy decoding), stored as the prompt's `certificate`, outside the timed generation;
-`engine.certify.trial_certificate(per_prompt)` pools them.
+`engine.certify.teacher_forced.trial_certificate(per_prompt)` pools them.
 
 A profile trial (records.PROFILE, a sweep's `profile:` block) runs `run_profile` instead: the
 forward-cost curves of its pair's models on this worker's device, returned in the result's
@@ -100,7 +100,7 @@ def run_trial(
     code_version()  # read before this process imports the engine (see code_version)
     if config.is_profile:
         return run_profile(config, pair)
-    from engine.certify import certificate
+    from engine.certify.teacher_forced import certificate
     from engine.datasets import encode_prompt
     from engine.decode import generate
     from engine.methods import resolve_method
@@ -190,12 +190,12 @@ def run_trial(
 
 
 def run_profile(config: TrialConfig, pair: Any = None) -> TrialResult:
-    """A profile trial: engine/profile.py measure_curve of the target and then the draft
+    """A profile trial: engine/curves.py measure_curve of the target and then the draft
     (none for a model-free pair) as loaded for the trial's placement, dtypes and engine path,
     over the grid in config.params (sizes, contexts, repeats). The curves are stored under the
     trial's model names with the device_info of the device that measured them; the driver
     writes them with the trial's status (orchestrator.store.Store.record_result)."""
-    from engine.profile import device_info, measure_curve
+    from engine.curves import device_info, measure_curve
 
     started = time.time()
     load_s = 0.0
@@ -229,9 +229,9 @@ def run_profile(config: TrialConfig, pair: Any = None) -> TrialResult:
 
 def used_checkpoints(params: dict[str, Any]) -> list[dict[str, Any]]:
     """What the trial records of each checkpoint its method parameters name
-    (orchestrator.preflight.checkpoint_names): engine.train.checkpoint.describe, read before
+    (orchestrator.preflight.checkpoint_names): engine.checkpoint.describe, read before
     the trial runs (so the record is of the weights the engine then loads by name)."""
-    from engine.train.checkpoint import describe
+    from engine.checkpoint import describe
     from orchestrator.preflight import checkpoint_names
 
     return [describe(name) for name in checkpoint_names(params)]
@@ -240,7 +240,7 @@ def used_checkpoints(params: dict[str, Any]) -> list[dict[str, Any]]:
 @functools.lru_cache(maxsize=8)
 def device_name(device: str) -> str:
     """The model name of the GPU or CPU behind `device` (what the trial measured on)."""
-    from engine.profile import device_info
+    from engine.curves import device_info
 
     return device_info(device)["device_name"]
 

@@ -3,9 +3,9 @@ which distribution checks a sweep's trials need, running the missing ones (`orch
 and reading them for the `lossless` column (orchestrator/certificates.py).
 
 A sampled trial (temperature > 0) with a verifier and a drafted tree needs the check of its
-`Setting` (engine/distribution_check.py): its verifier, how its trees are drawn at the draft's
+`Setting` (engine/certify/distribution.py): its verifier, how its trees are drawn at the draft's
 temperature, and the sampling of target and draft. Trials at temperature 0 are checked one by
-one instead (engine/certify.py); autoregressive trials sample the target alone and need none.
+one instead (engine/certify/teacher_forced.py); autoregressive trials sample the target alone and need none.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import delete, select
 
 from db.models import VerifierCheck
-from engine.distribution_check import Setting
+from engine.certify.distribution import Setting
 from orchestrator.records import PROFILE, TrialConfig
 from orchestrator.store import Store
 
@@ -89,7 +89,7 @@ def load_checks(store: Store) -> dict[Key, dict[str, Any]]:
 
 
 def save_check(store: Store, record: dict[str, Any], code_version: str) -> None:
-    """Store (or replace) the check `record` (engine/distribution_check.py check)."""
+    """Store (or replace) the check `record` (engine/certify/distribution.py check)."""
     s_key = key(
         Setting(
             record["verifier"],
@@ -134,7 +134,7 @@ def certify(
     """Run and store the checks `configs` need that the database lacks (every one with
     `rerun`); `echo(record, was_stored)` after each, a stored one without running it. Returns
     every needed check's record."""
-    from engine.distribution_check import check, check_pair
+    from engine.certify.distribution import check, check_pair
     from orchestrator.trial import code_version
 
     stored = load_checks(store)

@@ -36,9 +36,9 @@ def llama_pair():
 @pytest.fixture
 def traced_graphs(monkeypatch):
     """`engine: graphs` captures on the CPU recorded with make_fx and replayed from the record
-    (engine/cuda_graphs.py TRACE_ON_CPU): a graphed function that reads a host value, or
+    (engine/runtime/cuda_graphs.py TRACE_ON_CPU): a graphed function that reads a host value, or
     depends on one, fails as it would in a CUDA graph."""
-    from engine import cuda_graphs
+    from engine.runtime import cuda_graphs
 
     monkeypatch.setattr(cuda_graphs, "TRACE_ON_CPU", True)
 

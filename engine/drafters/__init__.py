@@ -1,8 +1,9 @@
-"""Tree builders: method name -> `Drafter` record (DESIGN.md, "Drafter").
+"""The tree methods: method name -> its record (`Drafter`, engine/drafters/record.py).
 
-`build(draft: TreeBuilder, state: DecodeState, cfg, gen: torch.Generator) -> Tree`; configs
-are frozen dataclasses with the papers' parameter names and defaults. Adding a method: one
-module with its config, `SAMPLING` and `build`, and one entry below.
+Each method's home is one module here, or one package once it has a device plan or a learned
+part (build.py: the paper's host builder; plan.py: its greedy tree grown on the device; its
+learned part beside them); the home exports its record as `DRAFTER`, listed once below.
+Adding a method: its home and one name in the list (docs/architecture.md, "Where to add").
 
 Every drafter draws from and scores with the draft's warp, `state.draft_warp` (the rows
 `TreeBuilder.expand` returns come from it too), never the target's `state.warp`: "temperature"
@@ -12,13 +13,6 @@ in the drafters' docstrings is the draft's, which a trial may set apart from the
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
-import torch
-
-from engine.draft import DecodeState, TreeBuilder
 from engine.drafters import (
     autoregressive,
     beam,
@@ -35,50 +29,40 @@ from engine.drafters import (
     sequoia,
     specinfer,
 )
-from engine.tree import Tree, TreeSampling
-
-
-@dataclass(frozen=True)
-class Drafter:
-    config: type  # frozen dataclass of the method's parameters (the paper's names)
-    build: Callable[[TreeBuilder, DecodeState, Any, torch.Generator], Tree]
-    # how the trees' siblings are drawn; None: root-only trees, which every verifier accepts
-    sampling: TreeSampling | None
-    default_verifier: str  # at temperature > 0; temperature 0 uses "greedy"
-
+from engine.drafters.record import Drafter
 
 DRAFTERS: dict[str, Drafter] = {
-    "autoregressive": Drafter(
-        autoregressive.AutoregressiveConfig, autoregressive.build, None, "naive"
-    ),
-    "linear": Drafter(linear.LinearConfig, linear.build, linear.SAMPLING, "naive"),
-    # top-k children are deterministic: NSS is the lossless verifier at T > 0
-    "fixed_tree": Drafter(fixed_tree.FixedTreeConfig, fixed_tree.build, fixed_tree.SAMPLING, "nss"),
-    # best on i.i.d. trees in the delayed-tree paper (Table 2)
-    "iid": Drafter(iid.IIDConfig, iid.build, iid.SAMPLING, "traversal"),
-    # the delayed-tree paper's best OT-based verifier with delayed expansion
-    "delayed": Drafter(delayed.DelayedConfig, delayed.build, delayed.SAMPLING, "specinfer"),
-    "dynatree": Drafter(dynatree.DynaTreeConfig, dynatree.build, dynatree.SAMPLING, "nss"),
-    "dyspec": Drafter(dyspec.DySpecConfig, dyspec.build, dyspec.SAMPLING, "specinfer"),
-    "salf": Drafter(salf.SALFConfig, salf.build, salf.SAMPLING, "nss"),
-    "beam": Drafter(beam.BeamConfig, beam.build, beam.SAMPLING, "nss"),
-    "ddtree": Drafter(ddtree.DDTreeConfig, ddtree.build, ddtree.SAMPLING, "nss"),
-    "specinfer": Drafter(
-        specinfer.SpecInferConfig, specinfer.build, specinfer.SAMPLING, "specinfer"
-    ),
-    "sequoia": Drafter(sequoia.SequoiaConfig, sequoia.build, sequoia.SAMPLING, "specinfer"),
-    # prompt lookup: no draft forward; deterministic given the context, so NSS at T > 0
-    "lookup": Drafter(
-        prompt_lookup.LookupConfig, prompt_lookup.build, prompt_lookup.SAMPLING, "nss"
-    ),
-    "lookup_tree": Drafter(
-        prompt_lookup.LookupTreeConfig, prompt_lookup.build, prompt_lookup.SAMPLING, "nss"
-    ),
-    "lookup_hybrid": Drafter(
-        lookup_hybrid.LookupHybridConfig, lookup_hybrid.build, lookup_hybrid.SAMPLING, "nss"
-    ),
+    d.name: d
+    for d in (
+        autoregressive.DRAFTER,
+        linear.DRAFTER,
+        fixed_tree.DRAFTER,
+        iid.DRAFTER,
+        delayed.DRAFTER,
+        dynatree.DRAFTER,
+        dyspec.DRAFTER,
+        salf.DRAFTER,
+        beam.DRAFTER,
+        ddtree.DRAFTER,
+        specinfer.DRAFTER,
+        sequoia.DRAFTER,
+        prompt_lookup.LOOKUP,
+        prompt_lookup.LOOKUP_TREE,
+        lookup_hybrid.DRAFTER,
+    )
+}
+
+# the baseline every speedup is measured against: the target alone, one token per forward
+AUTOREGRESSIVE = autoregressive.DRAFTER.name
+
+# the small tree of each sampling mode, (method, params), which the distribution checks draw
+# (engine/certify/distribution.py)
+PROBE_TREES: dict[str, tuple[str, dict]] = {
+    "iid": (iid.DRAFTER.name, {"K": 2, "L": 2}),
+    "without_replacement": (dyspec.DRAFTER.name, {"budget": 4}),
+    "deterministic": (fixed_tree.DRAFTER.name, {"depth": 2, "branch": 2}),
 }
 
 # methods that never run the draft model: they run with a pair whose draft is None
-# (engine/no_draft.py; `draft: none` in a sweep, `--draft none` on the command line)
-MODEL_FREE = frozenset({"autoregressive", "lookup", "lookup_tree"})
+# (engine/draft/none.py; `draft: none` in a sweep, `--draft none` on the command line)
+MODEL_FREE = frozenset(name for name, d in DRAFTERS.items() if d.model_free)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
+from engine.drafters.record import Drafter
 from engine.tree import Tree
 
 
@@ -20,3 +21,14 @@ def build(
     draft: TreeBuilder, state: DecodeState, cfg: AutoregressiveConfig, gen: torch.Generator
 ) -> Tree:
     return draft.tree("deterministic")
+
+
+DRAFTER = Drafter(
+    name="autoregressive",
+    config=AutoregressiveConfig,
+    build=build,
+    sampling=None,  # root-only trees
+    default_verifier="naive",
+    nodes=lambda c: 0,
+    model_free=True,
+)

@@ -52,6 +52,7 @@ from typing import Literal
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
+from engine.drafters.record import Drafter
 from engine.sampling import draws_without_replacement
 from engine.transfer import read_pair, to_device
 from engine.tree import Tree, TreeSampling, dfs_preorder
@@ -169,3 +170,14 @@ def _grow_threshold(
             if p_child >= cfg.threshold:
                 level.append(child)
                 level_p.append(p_child)
+
+
+DRAFTER = Drafter(
+    name="dyspec",
+    config=DySpecConfig,
+    build=build,
+    sampling=SAMPLING,
+    default_verifier="specinfer",
+    nodes=lambda c: c.budget,
+    budget="budget",
+)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
+from engine.drafters.record import Drafter
 from engine.tree import Tree, TreeSampling
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -84,3 +85,17 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: IIDConfig, gen: torch.Gen
     mult = [1]  # the root
     grow_rollouts(draft, 0, cfg.K, min(cfg.L, state.remaining), state.draft_warp.greedy, gen, mult)
     return draft.tree(SAMPLING.at(state.draft_warp.greedy), multiplicity=mult)
+
+
+DRAFTER = Drafter(
+    name="iid",
+    config=IIDConfig,
+    build=build,
+    sampling=SAMPLING,
+    default_verifier="traversal",  # best on i.i.d. trees in the delayed-tree paper (Table 2)
+    nodes=lambda c: c.K * c.L,
+    children=lambda c: ("K", c.K),
+    # greedy, the K rollouts all draw the draft's argmax and merge into one chain (equal draws
+    # from one node share the child); the greedy verifier ignores their multiplicity
+    chain=lambda c: c.L,
+)

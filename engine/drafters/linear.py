@@ -21,6 +21,7 @@ import torch
 
 from engine.config import ADDED_LATER
 from engine.draft import DecodeState, TreeBuilder
+from engine.drafters.record import Drafter
 from engine.sampling import sample
 from engine.tree import Tree, TreeSampling
 
@@ -55,3 +56,14 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: LinearConfig, gen: torch.
         if cfg.stop_below > 0 and float(p) < cfg.stop_below:
             break
     return draft.tree(SAMPLING.at(state.draft_warp.greedy))
+
+
+DRAFTER = Drafter(
+    name="linear",
+    config=LinearConfig,
+    build=build,
+    sampling=SAMPLING,
+    default_verifier="naive",
+    nodes=lambda c: c.k,
+    chain=lambda c: c.k if c.stop_below == 0 else 0,  # stop_below ends the chain early
+)

@@ -28,8 +28,10 @@ from typing import Literal
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
-from engine.drafters import dynatree, salf
+from engine.drafters import salf
+from engine.drafters.dynatree import build as dynatree
 from engine.drafters.prompt_lookup import add_paths, candidates, trie_paths
+from engine.drafters.record import Drafter
 from engine.tree import DETERMINISTIC, Tree
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -90,3 +92,14 @@ def build(
     add_paths(draft, paths, shared)
     keep = kept + list(range(first_new, draft.size))
     return draft.tree(SAMPLING.at(state.draft_warp.greedy), keep=keep)
+
+
+DRAFTER = Drafter(
+    name="lookup_hybrid",
+    config=LookupHybridConfig,
+    build=build,
+    sampling=SAMPLING,
+    default_verifier="nss",
+    nodes=lambda c: c.N,
+    budget="N",
+)

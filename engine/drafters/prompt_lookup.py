@@ -47,6 +47,7 @@ from typing import Literal
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
+from engine.drafters.record import Drafter
 from engine.tree import DETERMINISTIC, Tree
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py): a function of
@@ -209,3 +210,25 @@ def build(
 ) -> Tree:
     add_paths(draft, lookup_paths(state, cfg))
     return draft.tree(SAMPLING.at(state.draft_warp.greedy))
+
+
+# prompt lookup: no draft forward; deterministic given the context, so NSS at T > 0
+LOOKUP = Drafter(
+    name="lookup",
+    config=LookupConfig,
+    build=build,
+    sampling=SAMPLING,
+    default_verifier="nss",
+    nodes=lambda c: c.k,
+    model_free=True,
+)
+LOOKUP_TREE = Drafter(
+    name="lookup_tree",
+    config=LookupTreeConfig,
+    build=build,
+    sampling=SAMPLING,
+    default_verifier="nss",
+    nodes=lambda c: min(c.budget, c.k * c.branches),
+    budget="budget",
+    model_free=True,
+)

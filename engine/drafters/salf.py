@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.draft import DecodeState, TreeBuilder
+from engine.drafters.record import Drafter
 from engine.transfer import to_device
 from engine.tree import DETERMINISTIC, Tree
 
@@ -98,3 +99,14 @@ def grow(draft: TreeBuilder, state: DecodeState, cfg: SALFConfig) -> list[int]:
             if len(g_heap) > cap:
                 in_g.discard(heapq.heappop(g_heap)[2])
     return sorted(in_g)
+
+
+DRAFTER = Drafter(
+    name="salf",
+    config=SALFConfig,
+    build=build,
+    sampling=SAMPLING,
+    default_verifier="nss",
+    nodes=lambda c: c.N,
+    budget="N",  # N candidate tokens in the tree (its B is the expansion batch)
+)

@@ -1,4 +1,4 @@
-"""Training the block drafter (engine/train/block_drafter.py) on the target's hidden states.
+"""Training the block drafter (engine/drafters/ddtree/block.py) on the target's hidden states.
 
 Data: the text of a shipped prompt set (prompt, then reference where it has one), leaving out
 its first `holdout` prompts (load_prompts takes the first n, so those are the evaluation
@@ -24,9 +24,10 @@ from typing import Any, Callable
 
 import torch
 
+from engine import checkpoint
 from engine.config import ConfigError
-from engine.train import checkpoint
-from engine.train.block_drafter import (
+from engine.datasets import DatasetError, load_prompts
+from engine.drafters.ddtree.block import (
     KIND,
     BlockDrafter,
     BlockDrafterConfig,
@@ -35,6 +36,7 @@ from engine.train.block_drafter import (
     target_fingerprint,
     target_parts,
 )
+from engine.models import load_model
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,6 @@ Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
 def training_text(cfg: TrainConfig) -> list[str]:
-    from engine.datasets import DatasetError, load_prompts
-
     try:
         prompts = load_prompts(cfg.data)
     except DatasetError as e:
@@ -133,8 +133,6 @@ def train(name: str, cfg: TrainConfig, resume: bool, progress: Progress) -> chec
             f"checkpoint {name!r} exists and is finished: choose another --name "
             f"(or remove {checkpoint.folder(name)})"
         )
-    from engine.models import load_model
-
     target = load_model(cfg.target, device="cpu", dtype="float32")
     mc = target.model.config
     arch = BlockDrafterConfig(

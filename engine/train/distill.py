@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.cache import CachedModel
+from engine.runtime.eager import CachedModel
 from engine.train.talf import Forest, forest_logits, tree_cross_entropy
 from engine.tree import make_tree
 

@@ -1,11 +1,12 @@
 """Training the NDE selector (delayed-tree paper, Sec. 6 and Appendix E, Eq. 4, 5, 11, 12) on
-data from engine/select/nde_data.py, into a named checkpoint (engine/train/checkpoint.py).
+data from engine/train/nde_data.py, into a named checkpoint (engine/checkpoint.py).
 
 Per step: a minibatch of B roots drawn with an explicit generator, the policy's logits
 (Eq. 10), and the loss of Eq. 12 against each root's static baseline action: the best fixed
-action (Eq. 9 with a constant policy, `engine.select.nde.best_fixed_action`) over the roots that
-share its sampling parameters (temperature, top-p), "a static baseline configuration associated
-with its sampling parameters". T-hat (Eq. 11) comes from the latency curves stored with the data.
+action (Eq. 9 with a constant policy, `engine.drafters.delayed.selector.best_fixed_action`) over the
+roots that share its sampling parameters (temperature, top-p), "a static baseline configuration
+associated with its sampling parameters". T-hat (Eq. 11) comes from the latency curves stored with
+the data.
 
 lambda and alpha of Eq. 12 are not given in the paper; our defaults are lambda = 1 (the tail
 term weighs as much as the mean term) and alpha = 0.1 (the worst 10% of each minibatch).
@@ -22,8 +23,9 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from engine import checkpoint
 from engine.config import ConfigError
-from engine.select.nde import (
+from engine.drafters.delayed.selector import (
     SCALARS,
     Latency,
     Selector,
@@ -31,7 +33,6 @@ from engine.select.nde import (
     nde_loss,
     time_table,
 )
-from engine.train import checkpoint
 
 KIND = "nde"
 

@@ -3,7 +3,7 @@ Algorithm 1, App. D).
 
 Algorithm 1, for every training sequence x:
 1. the target T builds a tree G with a dynamic tree construction algorithm: EAGLE-2's beam
-   search (App. B, "Beam search"; engine/drafters/beam.py), run with T's own distributions,
+   search (App. B, "Beam search"; engine/drafters/beam/build.py), run with T's own distributions,
    top_k = 4 and depth 3 (Sec. 4.1: "k=4", "tree depth ... three"). Every token x_s of the
    sequence is a root (Sec. 3.2: "setting each token in a training sequence as the root node");
 2. for every node n of G, p_child(n) = T(x_[n]), the target's next-token distribution after
@@ -25,7 +25,7 @@ ancestor-only mask is then exactly the attention each node needs - sequence toke
 tokens before them (causal), a tree node sees its root's prefix and its own ancestors - and its
 depths are the position ids. One draft forward over the forest gives every p^(d)_child(n) of
 every tree; the target builds the forest depth by depth with the same mask over its KV cache
-(engine/cache.py), one forward per depth for all roots together.
+(engine/runtime/eager.py), one forward per depth for all roots together.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.cache import CachedModel
+from engine.runtime.eager import CachedModel
 from engine.tree import Tree, make_tree
 from kernels.reference import ancestor_matrix
 
@@ -66,7 +66,7 @@ def target_forest(
     """Step 1-2 of Algorithm 1 for every root of `seq` at once: the target's EAGLE-2 beam
     tree (App. B) below each root, and p_child(n) at every expanded node.
 
-    Per root, exactly engine/drafters/beam.py's expansion phase with the target as the model:
+    Per root, exactly engine/drafters/beam/build.py's expansion phase with the target as the model:
     the root's top_k children are candidates; then for each further depth the top_k nodes of
     the deepest layer by V_n (product of probabilities along the path, ties to the earlier
     candidate) are expanded into top_k children each. Re-ranking (beam.py's N) does not apply:
@@ -124,7 +124,7 @@ def target_forest(
 
 def _top(v: torch.Tensor, k: int) -> torch.Tensor:
     """[R, k] indices of each row's k largest values, the earlier index first among ties
-    (engine/drafters/beam.py `_top`, row-wise)."""
+    (engine/drafters/beam/build.py `_top`, row-wise)."""
     return torch.sort(v, dim=1, descending=True, stable=True).indices[:, :k]
 
 

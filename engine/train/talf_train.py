@@ -36,7 +36,14 @@ from typing import Any, Callable
 
 import torch
 
-from engine.train import checkpoint
+from engine import checkpoint
+from engine.checkpoint import apply_weights
+from engine.datasets import encode_prompt, load_prompts
+from engine.decode import generate
+from engine.drafters import AUTOREGRESSIVE
+from engine.models import Pair, load_model
+from engine.train.distill import distill_loss, target_labels
+from engine.train.talf import TALFConfig, talf_loss, target_forest
 
 KIND = "talf"
 LOSSES = ("talf", "distill")
@@ -97,17 +104,6 @@ def trainable(model, train_layers: int) -> dict[str, torch.nn.Parameter]:
     return {k: p for k, p in model.named_parameters() if any(k.startswith(s) for s in keep)}
 
 
-def apply_weights(model, weights: dict[str, torch.Tensor]) -> None:
-    """Copy trained tensors into `model` (in place, same names and shapes)."""
-    params = dict(model.named_parameters())
-    missing = [k for k in weights if k not in params or params[k].shape != weights[k].shape]
-    if missing:
-        raise ValueError(f"the draft has no parameter(s) {missing[:3]} of these shapes")
-    with torch.no_grad():
-        for k, w in weights.items():
-            params[k].copy_(w.to(params[k].dtype))
-
-
 def learning_rate(cfg: TrainConfig, step: int) -> float:
     """App. D: linear warm-up over `warmup` steps, then cosine annealing to 0 at `steps`."""
     if step < cfg.warmup:
@@ -134,8 +130,6 @@ class Sequences:
     `prompt_tokens` tokens, then the target's greedy continuation (`response_tokens`)."""
 
     def __init__(self, cfg: TrainConfig, target, tokenizer) -> None:
-        from engine.datasets import load_prompts
-
         all_prompts = load_prompts(cfg.dataset, cfg.prompt_offset + cfg.prompts)
         self.prompts = all_prompts[cfg.prompt_offset :]
         self.cfg, self.target, self.tokenizer = cfg, target, tokenizer
@@ -151,15 +145,11 @@ class Sequences:
         key = (self.target.name, cfg.dataset, cfg.prompt_offset + i, cfg.prompt_tokens)
         key += (cfg.response_tokens,)
         if key not in _MADE:
-            from engine.datasets import encode_prompt
-            from engine.decode import generate
-            from engine.models import Pair
-
             ids = encode_prompt(self.tokenizer, self.prompts[i], cfg.prompt_tokens)
             first = 0
             if cfg.response_tokens:
                 pair = Pair(target=self.target, draft=None)
-                out = generate(pair, ids, "autoregressive", cfg.response_tokens).tokens
+                out = generate(pair, ids, AUTOREGRESSIVE, cfg.response_tokens).tokens
                 first, ids = len(ids) - 1, ids + list(out)
             _MADE[key] = (ids, first)
         return _MADE[key]
@@ -190,10 +180,6 @@ def train(
     the checkpoint unfinished (resumable). on_step(step, loss) after every step.
     models: (target, draft) already loaded (LoadedModel) as `cfg` names them, instead of
     loading them; the draft's trained tensors are then changed in place."""
-    from engine.models import load_model
-    from engine.train.distill import distill_loss, target_labels
-    from engine.train.talf import TALFConfig, talf_loss, target_forest
-
     saved = checkpoint.resumable(name, KIND) if resume else None
     if resume and saved is None:
         raise ValueError(f"no unfinished {KIND} checkpoint {name!r} to resume")

@@ -122,7 +122,7 @@ def test_gpu_tiny_end_to_end(tmp_path, capsys):
     assert report["kernel"]["skipped"].startswith("no CUDA")
     profile = json.loads((tmp_path / "gpu_profile.json").read_text())
     assert profile["device"] == report["device"] and len(profile["curves"]) == 2
-    from engine.profile import ForwardCurve
+    from engine.cost_model import ForwardCurve
 
     for c in profile["curves"]:
         finite_positive(ForwardCurve.from_dict(c).cost(8, 16), "profile cost")

@@ -1,4 +1,4 @@
-"""The GPU benchmarks' runs of our own forward (engine/lean_model.py, ENGINE+lean) at toy sizes
+"""The GPU benchmarks' runs of our own forward (engine/runtime/lean.py, ENGINE+lean) at toy sizes
 on the CPU: bench/gpu.py's autoregressive section and its table, bench/gpu_exact.py and
 bench/gpu_trace.py, each beside Hugging Face's forward as the lease runs them."""
 

@@ -58,7 +58,7 @@ def test_a_pair_read_counts_once_as_on_a_gpu():
 
 
 def test_vocab_ops_are_timed_outside_model_forwards_only(llama_pair):
-    from engine.static_cache import cached_model
+    from engine.runtime import cached_model
 
     vocab = llama_pair.target.model.get_output_embeddings().weight.shape[0]
     lm = cached_model(llama_pair.target.model, "fast", 64)

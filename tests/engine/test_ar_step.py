@@ -1,4 +1,4 @@
-"""The fast path's greedy autoregressive iteration (engine/ar_step.py): the same tokens and
+"""The fast path's greedy autoregressive iteration (engine/iteration/autoregressive.py): the same tokens and
 per-iteration statistics as the general path's root-only tree, one host read per iteration,
 and the general path wherever it does not apply."""
 
@@ -9,9 +9,9 @@ import dataclasses
 import pytest
 
 from bench.host_time import HostReads
-from engine import ar_step
 from engine.decode import generate
 from engine.drafters import DRAFTERS
+from engine.iteration import autoregressive as ar_step
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
 from tests.engine.test_chain_step import counters
 

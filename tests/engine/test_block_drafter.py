@@ -1,4 +1,4 @@
-"""DDTree's block-diffusion drafter (engine/train/block_drafter.py, at decoding time
+"""DDTree's block-diffusion drafter (engine/drafters/ddtree/block.py, at decoding time
 block_context.py): one forward gives the L marginals of Sec. 3 from the target's context
 features; training and decoding see the same (context before the bonus token, bidirectional
 block), on every engine path; `orch train block-drafter` writes a
@@ -11,14 +11,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from engine import checkpoint
 from engine.config import ConfigError
 from engine.decode import generate
 from engine.draft import DecodeState
-from engine.methods import resolve_method
-from engine.sampling import Warp
-from engine.train import checkpoint
-from engine.train.block_context import BlockContext
-from engine.train.block_drafter import (
+from engine.drafters.ddtree.block import (
     KIND,
     BlockDrafter,
     BlockDrafterConfig,
@@ -26,6 +23,9 @@ from engine.train.block_drafter import (
     load_drafter,
     target_parts,
 )
+from engine.drafters.ddtree.block_context import BlockContext
+from engine.methods import resolve_method
+from engine.sampling import Warp
 from engine.train.block_drafter_train import TrainConfig, train
 from orchestrator.cli import main
 
@@ -237,7 +237,7 @@ def test_one_open_context_per_engine_and_only_the_current_drafters(llama_pair):
     import gc
     import weakref
 
-    from engine.train.block_context import block_context
+    from engine.drafters.ddtree.block_context import block_context
 
     model = llama_pair.target.model
     first = random_drafter(model)

@@ -2,8 +2,8 @@
 
 import torch
 
-from engine.cache import CachedModel
 from engine.draft import DraftModel
+from engine.runtime.eager import CachedModel
 from engine.sampling import Warp
 from engine.tree import make_tree
 

@@ -1,4 +1,4 @@
-"""The fast path's greedy linear iteration kept on the device (engine/chain_step.py): the same
+"""The fast path's greedy linear iteration kept on the device (engine/iteration/chain.py): the same
 tokens and the same per-iteration statistics as the general tree path, one host read per
 iteration, and the tree builder's path wherever it does not apply."""
 
@@ -9,8 +9,10 @@ import dataclasses
 import pytest
 
 from bench.host_time import HostReads
-from engine import chain_step
 from engine.decode import generate
+from engine.drafters import DRAFTERS
+from engine.iteration import chain as chain_step
+from engine.methods import resolve_method
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
 
 
@@ -59,9 +61,8 @@ def test_chain_equals_the_tree_path_iteration_for_iteration(tiny_pair, method, p
     ],
 )
 def test_chain_length(method, params, length):
-    from engine.methods import resolve_method
-
-    assert chain_step.chain_length(resolve_method(method, params, 0.0)) == length
+    m = resolve_method(method, params, 0.0)
+    assert DRAFTERS[method].chain(m.cfg) == length
 
 
 def test_one_host_read_per_iteration(llama_pair):
@@ -86,9 +87,9 @@ def test_the_tree_path_runs_where_the_chain_does_not_apply(
     llama_pair, monkeypatch, params, engine, temperature, draft_temperature
 ):
     def fail(*a, **kw):
-        raise AssertionError("chain_step ran")
+        raise AssertionError("the chain iteration ran")
 
-    monkeypatch.setattr(chain_step, "chain_step", fail)
+    monkeypatch.setattr(chain_step, "run", fail)
     ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
     generate(
         llama_pair,

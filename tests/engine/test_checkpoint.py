@@ -4,8 +4,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from engine import checkpoint
 from engine.config import ConfigError
-from engine.train import checkpoint
 from orchestrator.cli import main
 
 

@@ -1,4 +1,4 @@
-"""`engine: graphs` (engine/cuda_graphs.py): the padded forwards through one set of static
+"""`engine: graphs` (engine/runtime/cuda_graphs.py): the padded forwards through one set of static
 input buffers per graph key. On the CPU a replay re-runs the forward on those buffers (the data
 flow of a CUDA-graph replay), or with `traced_graphs` replays a make_fx record of it, which
 like a CUDA graph keeps the host values read at capture; the capture itself is checked on a
@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from bench.host_time import EagerOps
-from engine.cache import CachedModel
-from engine.cuda_graphs import GraphedForward
-from engine.decode import STATIC_TREES, generate
+from engine.decode import generate
 from engine.drafters import DRAFTERS
-from engine.static_cache import StaticCachedModel, cached_model
+from engine.runtime import cached_model
+from engine.runtime.cuda_graphs import GraphedForward
+from engine.runtime.eager import CachedModel
+from engine.runtime.static import StaticCachedModel
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
 from tests.engine.test_fast_path import _tree_then_commit
 
@@ -27,7 +28,7 @@ def test_graphs_path_greedy_equals_autoregressive(tiny_pair, method):
 @pytest.mark.parametrize("method", list(DRAFTERS))
 def test_traced_graphs_greedy_equals_autoregressive(llama_pair, method, traced_graphs):
     """Every graph replayed from its record: no method's graphed work reads or depends on a
-    host value (dynatree's whole tree growth is one graph, engine/dynatree_step.py). One
+    host value (dynatree's whole tree growth is one graph, engine/drafters/dynatree/plan.py). One
     prompt, with its truncated last iteration: tracing each graph key is most of the cost."""
     _greedy_equals_autoregressive(llama_pair, method, prompts=((PROMPTS[1], 37),))
 
@@ -117,7 +118,7 @@ def test_graphs_tree_forward_and_compaction_match_the_dynamic_cache_across_growt
 def test_graphs_and_compiled_are_separate_cached_models(tiny_pair):
     model = tiny_pair.draft.model
     g, f = cached_model(model, "graphs"), cached_model(model, "fast")
-    assert g is not f and g.compiled and not f.compiled
+    assert g is not f and g.padded and not f.padded
     assert isinstance(g._graph_call, GraphedForward) and f._graph_call is None
     assert cached_model(model, "graphs") is g
 
@@ -134,7 +135,7 @@ def test_every_forward_of_a_graphs_generation_is_a_replay(llama_pair, method):
     its = len(got.stats.iterations)
     assert ops.matmuls() == 0, (method, ops.counts.most_common(8))
     forwards = sum(it.draft_forwards for it in got.stats.iterations) + its + 1  # + prefill
-    if method in STATIC_TREES:  # the root's forward, the growth's graph, the target's
+    if DRAFTERS[method].plan is not None:  # the root's forward, the growth's graph, the target's
         forwards = 3 * its + 1
     assert ops.counts["replays"] >= forwards - 1  # the draft's prefill rides on its first step
 

@@ -1,5 +1,5 @@
-"""DDTree's tree selected on the device (engine/ddtree_step.py) against Algorithm 1's heap
-(engine/drafters/ddtree.py best_first) and against the paper's definition of the optimal tree
+"""DDTree's tree selected on the device (engine/drafters/ddtree/plan.py) against Algorithm 1's heap
+(engine/drafters/ddtree/build.py best_first) and against the paper's definition of the optimal tree
 (Prop. 2: the B most probable prefixes under prod_i q_i), on random marginals with ties. The
 whole iteration on the tiny pairs: tests/engine/test_static_trees.py."""
 
@@ -10,8 +10,8 @@ import itertools
 import pytest
 import torch
 
-from engine.ddtree_step import _pairs, select
-from engine.drafters.ddtree import best_first
+from engine.drafters.ddtree.build import best_first
+from engine.drafters.ddtree.plan import _pairs, select
 
 
 def marginals(depth: int, k: int, seed: int, levels: int | None = None, zeros: int = 0):

@@ -1,4 +1,4 @@
-"""engine/distribution_check.py: the stored certificate of sampled trials. A lossless verifier
+"""engine/certify/distribution.py: the stored certificate of sampled trials. A lossless verifier
 passes its check at several settings (each tree sampling, top-p, a draft at its own
 temperature); a verifier that emits the draft's tokens unverified fails it; settings no check
 can answer are refused in one line."""
@@ -10,8 +10,8 @@ import functools
 import pytest
 import torch
 
+from engine.certify.distribution import ALPHA, MIN_POWER, SEEDS, Setting, check, check_pair
 from engine.config import ConfigError
-from engine.distribution_check import ALPHA, MIN_POWER, SEEDS, Setting, check, check_pair
 from engine.verify import VERIFIERS, Verifier
 from engine.verify.common import Accept
 

@@ -15,12 +15,13 @@ import functools
 import pytest
 import torch
 
-from engine.cache import CachedModel
 from engine.config import ConfigError, parse_config
-from engine.decode import decode_step, generate
+from engine.decode import generate
 from engine.draft import DecodeState, DraftModel
 from engine.drafters import DRAFTERS
+from engine.iteration import iterate
 from engine.methods import Method, resolve_method
+from engine.runtime.eager import CachedModel
 from engine.sampling import Warp, draft_warp
 from tests.engine.test_methods import SMALL
 
@@ -56,7 +57,7 @@ def test_trees_follow_the_drafts_temperature(llama_pair, method):
         prefix_len=3, root_token=3, warp=w, draft_warp=dw, remaining=8, context=committed
     )
     gen = torch.Generator().manual_seed(0)
-    step = decode_step(target, draft, Method(method, cfg, "greedy"), committed, state, gen)
+    step = iterate(target, draft, Method(method, cfg, "greedy"), committed, state, gen)
     declared = DRAFTERS[method].sampling
     if declared is not None:
         assert step.tree.sampling == declared.sampled

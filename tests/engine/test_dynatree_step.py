@@ -1,5 +1,5 @@
-"""Greedy DynaTree grown on the device with static shapes (engine/dynatree_step.py): the same
-trees, node for node, as the Python builder (engine/drafters/dynatree.py), the same tokens as
+"""Greedy DynaTree grown on the device with static shapes (engine/drafters/dynatree/plan.py): the same
+trees, node for node, as the Python builder (engine/drafters/dynatree/build.py), the same tokens as
 autoregressive decoding, and one host read per iteration."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 
 from bench.host_time import EagerOps, HostReads
-from engine import static_tree
 from engine.decode import generate
+from engine.iteration import static_tree
 from tests.engine.drafters.test_greedy_golden import DYNATREE_SMALL as S
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
 
@@ -94,7 +94,7 @@ def test_the_python_builder_runs_on_the_cpu_fast_path(llama_pair, monkeypatch):
     def fail(*a, **kw):
         raise AssertionError("the static step ran")
 
-    monkeypatch.setattr(static_tree, "static_step", fail)
+    monkeypatch.setattr(static_tree, "run", fail)
     ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
     generate(llama_pair, ids, "dynatree", 16, engine="fast")
     generate(llama_pair, ids, "dynatree", 16, engine="fast", temperature=1.0)

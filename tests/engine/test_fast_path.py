@@ -1,4 +1,4 @@
-"""The fast path (engine/static_cache.py): the same tokens as the eager reference for every
+"""The fast path (engine/runtime/static.py): the same tokens as the eager reference for every
 method on both tiny families, and a preallocated cache that behaves like the DynamicCache."""
 
 from __future__ import annotations
@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.cache import CachedModel
 from engine.config import ConfigError
 from engine.decode import generate
 from engine.draft import DraftModel
 from engine.drafters import DRAFTERS
+from engine.runtime import cached_model
+from engine.runtime.eager import CachedModel
+from engine.runtime.static import StaticCachedModel, bucket
 from engine.sampling import Warp
-from engine.static_cache import StaticCachedModel, bucket, cached_model
 from engine.tree import make_tree
 from tests.engine.drafters.test_greedy_golden import METHODS, PROMPTS, reference
 from tests.engine.test_cache import PARENTS, PROMPT, TOKENS
@@ -40,7 +41,7 @@ COUNTED = ("tree_size", "accepted", "emitted", "top_match", "tried", "draft_forw
 def test_fast_path_iterations_count_as_the_eager_ones(tiny_pair, method):
     """Per iteration the same tree sizes, acceptance and acceptance counts on both paths: the
     fast path takes the counts from its one verification read (engine/decode.py host_counts,
-    engine/chain_step.py), the eager one from tensors (acceptance_counts)."""
+    engine/iteration/chain.py), the eager one from tensors (acceptance_counts)."""
     ids = tiny_pair.target.tokenizer.encode(PROMPTS[0])
     stats = {
         e: [
@@ -149,8 +150,8 @@ def test_compiled_path_greedy_equals_autoregressive(llama_pair):
 
 @pytest.mark.parametrize("engine", ["fast", "graphs", "graphs+lean"])
 def test_a_dropped_pair_is_freed_with_its_cached_models(engine):
-    """The fast paths keep one cached model per model and engine (engine/static_cache.py
-    cached_model), and our forward one LeanLM per model (engine/lean_model.py lean); a worker
+    """The fast paths keep one cached model per model and engine (engine/runtime/static.py
+    cached_model), and our forward one LeanLM per model (engine/runtime/lean.py lean); a worker
     that drops a pair for the next one must get its memory back: the models go once nothing but
     their cached models refers to them."""
     import gc

@@ -1,4 +1,4 @@
-"""Our own Llama / Qwen2 forward (engine/lean_model.py, `engine: ENGINE+lean`): the same logits
+"""Our own Llama / Qwen2 forward (engine/runtime/lean.py, `engine: ENGINE+lean`): the same logits
 as the Hugging Face model on the slot cache, the same greedy tokens as autoregressive decoding
 for every method on the static-cache engines, its weights shared with the Hugging Face modules,
 and one error line, before anything loads, for a model it does not support."""
@@ -11,9 +11,9 @@ import torch
 from engine.config import ConfigError
 from engine.decode import generate
 from engine.drafters import DRAFTERS
-from engine.lean_model import LeanLM, lean
 from engine.models import check_engine, load_pair
-from engine.static_cache import StaticCachedModel
+from engine.runtime.lean import LeanLM, lean
+from engine.runtime.static import StaticCachedModel
 from kernels.triton_tree_attention import is_interpreted
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
 from tests.engine.test_fast_path import _tree_then_commit
@@ -66,7 +66,7 @@ def test_tree_forward_and_compaction_give_the_hf_logits(llama, family, kernels):
 
 def test_attention_output_in_sequence_major_order_is_read_right(llama, monkeypatch):
     """CUDA's SDPA kernels may return [B, H, L, D] laid out as [B, L, H, D]: same logits."""
-    import engine.lean_model as lm
+    import engine.runtime.lean as lm
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
 

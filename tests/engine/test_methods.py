@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.cache import CachedModel
 from engine.config import ConfigError, parse_config
-from engine.decode import decode_step
 from engine.draft import DecodeState, DraftModel
 from engine.drafters import DRAFTERS
+from engine.iteration import iterate
 from engine.methods import Method, compatible_verifiers, resolve_method
+from engine.runtime.eager import CachedModel
 from engine.sampling import Warp
 from engine.verify import VERIFIERS
 
@@ -43,7 +43,7 @@ def _step(pair, method: str, verifier: str, temperature: float):
     target.extend(committed[:-1])
     state = DecodeState(prefix_len=3, root_token=3, warp=w, remaining=8, context=committed)
     gen = torch.Generator().manual_seed(0)
-    return decode_step(target, draft, Method(method, cfg, verifier), committed, state, gen)
+    return iterate(target, draft, Method(method, cfg, verifier), committed, state, gen)
 
 
 @pytest.mark.parametrize("temperature", TEMPERATURES)

@@ -8,14 +8,14 @@ import math
 import pytest
 import torch
 
+from engine import checkpoint
 from engine.config import ConfigError
+from engine.cost_model import CurvePoint, ForwardCurve
 from engine.decode import generate
+from engine.drafters.delayed import selector as nde
 from engine.methods import method_params, resolve_method
-from engine.profile import CurvePoint, ForwardCurve
-from engine.select import nde
-from engine.select.nde_data import CollectConfig, collect, sub_tree
-from engine.train import checkpoint
 from engine.train.nde import TrainConfig, train
+from engine.train.nde_data import CollectConfig, collect, sub_tree
 
 
 @pytest.fixture(autouse=True)
@@ -182,10 +182,10 @@ def test_collected_features(tiny_data, llama_pair):
 
 
 def test_sub_tree_is_a_delayed_tree(llama_pair):
-    from engine.cache import CachedModel
     from engine.draft import DraftModel
+    from engine.runtime.eager import CachedModel
     from engine.sampling import Warp
-    from engine.select.nde_data import grow_superset
+    from engine.train.nde_data import grow_superset
 
     cfg = CollectConfig(k_max=3, l1_max=2, l2_max=2)
     draft = DraftModel(llama_pair.draft.model, Warp(1.0), CachedModel(llama_pair.draft.model))
@@ -216,9 +216,9 @@ def test_greedy_delayed_nde_equals_autoregressive(tiny_pair, tiny_data, monkeypa
 
 
 def test_root_features_are_the_same_on_every_engine(llama_pair, tiny_data, monkeypatch, tmp_path):
-    """The taps read what the forwards return (engine/cache.py `tap`), also from the padded
+    """The taps read what the forwards return (engine/runtime/eager.py `tap`), also from the padded
     graph forwards of `engine: graphs`: every root's features match the eager reference's."""
-    from engine.select.taps import RootTaps
+    from engine.drafters.delayed.taps import RootTaps
 
     monkeypatch.setenv("ORCH_HOME", str(tmp_path))
     train("nde-tiny", tiny_data, TrainConfig(steps=3, batch_size=4), {})
@@ -247,13 +247,13 @@ def test_graphs_run_the_selector_as_a_replay(
     llama_pair, tiny_data, monkeypatch, tmp_path, traced_graphs
 ):
     """On `engine: graphs` the selector network runs on the decoding device as a graph replay
-    (engine/select/taps.py): no matrix product outside replays (bench/host_time.py EagerOps;
+    (engine/drafters/delayed/taps.py): no matrix product outside replays (bench/host_time.py EagerOps;
     its 6 layers ran uncaptured on the host before), and the action equals the network's on
-    the checkpoint's own CPU copy (engine/select/nde.py choose) at every root, with the graphs
+    the checkpoint's own CPU copy (engine/drafters/delayed/selector.py choose) at every root, with the graphs
     replayed from make_fx records (traced_graphs: nothing read on the host at capture)."""
     from bench.host_time import EagerOps
-    from engine.select import nde as nde_mod
-    from engine.select.taps import RootTaps
+    from engine.drafters.delayed import selector as nde_mod
+    from engine.drafters.delayed.taps import RootTaps
 
     monkeypatch.setenv("ORCH_HOME", str(tmp_path))
     train("nde-tiny", tiny_data, TrainConfig(steps=3, batch_size=4), {})

@@ -6,13 +6,8 @@ from __future__ import annotations
 import pytest
 
 from engine.config import ConfigError
-from engine.profile import (
-    CurvePoint,
-    ForwardCurve,
-    check_grid,
-    device_info,
-    measure_curve,
-)
+from engine.cost_model import CurvePoint, ForwardCurve, check_grid
+from engine.curves import device_info, measure_curve
 
 
 def _curve(points):

@@ -78,7 +78,7 @@ def test_every_method_matches_autoregressive_on_the_real_pair(method, engine):
 @pytest.mark.parametrize("method", ["linear", "dynatree"])
 def test_our_own_forward_matches_autoregressive_on_the_real_pair(method):
     """Qwen2's biased projections, its rotary base and grouped heads through our forward
-    (engine/lean_model.py, `fast+lean`) against Hugging Face's autoregressive decoding."""
+    (engine/runtime/lean.py, `fast+lean`) against Hugging Face's autoregressive decoding."""
     pair = real_pair()
     ids, ref = prompts_and_reference()
     for x, r in zip(ids, ref):

@@ -1,7 +1,7 @@
-"""Greedy trees of static shape grown on the device (engine/static_tree.py): the fixed tree
-(engine/fixed_tree_step.py), SpecInfer's expansion tree (engine/specinfer_step.py), EAGLE-2's
-beam tree (engine/beam_step.py), Sequoia's (engine/sequoia_step.py) and DDTree's
-(engine/ddtree_step.py). The same trees, node for node, as their Python builders
+"""Greedy trees of static shape grown on the device (engine/iteration/static_tree.py): the fixed tree
+(engine/drafters/fixed_tree/plan.py), SpecInfer's expansion tree (engine/drafters/specinfer/plan.py), EAGLE-2's
+beam tree (engine/drafters/beam/plan.py), Sequoia's (engine/drafters/sequoia/plan.py) and DDTree's
+(engine/drafters/ddtree/plan.py). The same trees, node for node, as their Python builders
 (engine/drafters/), the same tokens as autoregressive decoding, one host read per iteration,
 and on `engine: graphs` the growth below the root replayed as one graph. DynaTree's step:
 tests/engine/test_dynatree_step.py; DDTree's selection: tests/engine/test_ddtree_step.py."""
@@ -11,8 +11,9 @@ from __future__ import annotations
 import pytest
 
 from bench.host_time import EagerOps, HostReads
-from engine import fixed_tree_step, static_tree
 from engine.decode import generate
+from engine.drafters.fixed_tree import plan as fixed_tree_step
+from engine.iteration import static_tree
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
 from tests.engine.test_dynatree_step import counters
 

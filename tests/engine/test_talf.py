@@ -5,7 +5,7 @@ target's training tree against EAGLE-2's beam builder, and a few steps that lowe
 import torch
 
 from engine.draft import DecodeState, DraftModel
-from engine.drafters import beam
+from engine.drafters.beam import build as beam
 from engine.sampling import Warp
 from engine.train.distill import distill_loss, target_labels
 from engine.train.talf import (
@@ -80,7 +80,7 @@ def test_packed_forward_equals_per_path_forwards(llama_pair):
 
 def test_target_tree_is_eagle2_beam_search_with_the_target(llama_pair):
     """Algorithm 1 l. 2: per root, the nodes the target expands are exactly those that
-    engine/drafters/beam.py expands when the target is its model (top_k 4, depth 3)."""
+    engine/drafters/beam/build.py expands when the target is its model (top_k 4, depth 3)."""
     target = llama_pair.target.model
     roots = [4, 9]
     forest = target_forest(target, SEQ, roots, TALFConfig(top_k=4, depth=3))

@@ -13,9 +13,12 @@ from engine.transfer import to_device
 ENGINE = Path(__file__).resolve().parents[2] / "engine"
 # the code every decoding iteration runs: model caches, draft trees, the decode loop, verifiers
 PER_ITERATION = [
-    *(ENGINE / f for f in ("cache.py", "static_cache.py", "draft.py", "decode.py", "tree.py")),
-    *(ENGINE / f for f in ("chain_step.py", "dynatree_step.py", "train/block_context.py")),
+    *(ENGINE / f for f in ("decode.py", "tree.py", "runtime/eager.py", "runtime/static.py")),
+    *(ENGINE / f for f in ("drafters/dynatree/plan.py", "drafters/ddtree/block_context.py")),
+    *sorted((ENGINE / "draft").glob("*.py")),
+    *sorted((ENGINE / "iteration").glob("*.py")),
     *sorted((ENGINE / "drafters").glob("*.py")),
+    *sorted((ENGINE / "drafters").glob("*/build.py")),
     *sorted((ENGINE / "verify").glob("*.py")),
 ]
 

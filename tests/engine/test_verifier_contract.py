@@ -368,8 +368,8 @@ def test_greedy_rows_reproduce_target_greedy(name):
 
 
 def test_certificates_name_only_verifiers_tested_here():
-    """engine/certify.py tells a trial at temperature > 0 whether its verifier's output law is
+    """engine/certify/teacher_forced.py tells a trial at temperature > 0 whether its verifier's output law is
     tested: by this file, among others."""
-    from engine.certify import DISTRIBUTION_TESTED
+    from engine.certify.teacher_forced import DISTRIBUTION_TESTED
 
     assert set(DISTRIBUTION_TESTED) <= set(STOCHASTIC)

@@ -6,7 +6,7 @@ shapes, register and shared-memory budgets):
 - the tree-attention kernel (dynamic tree-block loop, int32 bit tests, dot shapes) for each
   dtype, with the autotuning configs that use the most and the least shared memory, the
   largest fitting an H100 (227 KB per block) in the worst case, fp32 at head dim 128;
-- the lean forward's kernels (engine/lean_model.py: RMSNorm with and without the residual
+- the lean forward's kernels (engine/runtime/lean.py: RMSNorm with and without the residual
   add, rotary embedding with the cache append, SiLU times up) at the shapes of the models
   bench/gpu.py times (Qwen2.5 7B, 1.5B, 0.5B, Llama-2-7B), in bf16, fp16 and fp32, with
   the launch's 4 warps, and none spilling registers (ptxas's own report).

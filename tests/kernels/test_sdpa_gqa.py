@@ -5,9 +5,9 @@ import pytest
 import torch
 import transformers.integrations.sdpa_attention as hf_sdpa
 
-from engine.cache import CachedModel
 from engine.models import load_model
-from engine.static_cache import StaticCachedModel
+from engine.runtime.eager import CachedModel
+from engine.runtime.static import StaticCachedModel
 from engine.tree import Tree
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from orch_helpers import fake_config, fake_result, record_sweep
 
-from engine.profile import CurvePoint, ForwardCurve
+from engine.cost_model import CurvePoint, ForwardCurve
 from orchestrator.profiles import save_curves
 from orchestrator.store import Store
 

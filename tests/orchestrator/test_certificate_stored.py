@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from db.models import Result, Trial
-from engine.certify import GREEDY_CHECK, SAMPLING_CLAIM, trial_certificate
+from engine.certify.teacher_forced import GREEDY_CHECK, SAMPLING_CLAIM, trial_certificate
 from engine.metrics import acceptance_definitions
 from orchestrator.cli import main
 from orchestrator.records import TrialConfig

@@ -6,8 +6,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from engine.select import nde
-from engine.train import checkpoint
+from engine import checkpoint
+from engine.drafters.delayed import selector as nde
 from orchestrator.cli import main
 
 TOY = [

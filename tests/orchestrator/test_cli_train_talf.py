@@ -6,9 +6,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from engine import checkpoint
 from engine.decode import generate
 from engine.models import load_model, load_pair
-from engine.train import checkpoint
 from orchestrator.cli import main
 from orchestrator.trial import model_info
 

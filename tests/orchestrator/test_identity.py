@@ -14,8 +14,8 @@ from orch_helpers import fake_config, fake_result
 from sqlalchemy import func, select
 
 from db.models import Result, Sweep, SweepStatus, SweepTrial, Trial, TrialStatus
+from engine.curves import device_info
 from engine.models import auto_dtype, load_model
-from engine.profile import device_info
 from orchestrator import preflight
 from orchestrator.cli import main
 from orchestrator.preflight import placement

@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 from orch_helpers import fake_result
 
-from engine.certify import sampling_certificate
+from engine.certify.teacher_forced import sampling_certificate
+from engine.cost_model import CurvePoint, ForwardCurve
 from engine.methods import resolve_method
-from engine.profile import CurvePoint, ForwardCurve
 from orchestrator.cli import main
 from orchestrator.paper_report import certificate_cell
 from orchestrator.profiles import save_curves

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from db.models import Profile, Result, Trial
-from engine.profile import DEFAULT_CONTEXTS, DEFAULT_REPEATS, DEFAULT_SIZES, device_info
+from engine.cost_model import DEFAULT_CONTEXTS, DEFAULT_REPEATS, DEFAULT_SIZES
+from engine.curves import device_info
 from orchestrator.cli import main
 from orchestrator.profiles import load_profiles
 from orchestrator.records import PROFILE

@@ -23,7 +23,7 @@ from profile_helpers import (
 from sqlalchemy import func, select
 
 from db.models import Profile
-from engine.profile import device_info
+from engine.curves import device_info
 from orchestrator.cli import main
 from orchestrator.profiles import device_curves, load_profiles, save_curves
 from orchestrator.store import Store

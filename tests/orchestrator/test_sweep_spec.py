@@ -116,7 +116,7 @@ def test_engine_axis_and_hashes_of_eager_trials(tmp_path):
 
 
 def test_lean_engines_are_axis_values_for_llama_and_qwen2_pairs_only(tmp_path):
-    """ENGINE+lean (our own forward, engine/lean_model.py) is an engine value like the others;
+    """ENGINE+lean (our own forward, engine/runtime/lean.py) is an engine value like the others;
     a pair it cannot run fails the sweep file with one line naming the model, before loading."""
     p = tmp_path / "e.yaml"
     body = "dataset: {name: spec_bench, prompts: 1}\nengine: [graphs, graphs+lean]\n"

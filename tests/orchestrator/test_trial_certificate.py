@@ -1,11 +1,11 @@
-"""Per-trial losslessness certificates (engine/certify.py) and the draft's own sampling
+"""Per-trial losslessness certificates (engine/certify/teacher_forced.py) and the draft's own sampling
 settings in a trial (DySpec Sec. 5.1), on the tiny pair: no Ray, no database."""
 
 from __future__ import annotations
 
 import torch
 
-from engine.certify import (
+from engine.certify.teacher_forced import (
     DISTRIBUTION_TESTED,
     GREEDY_CHECK,
     SAMPLING_CLAIM,

@@ -10,7 +10,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from engine.train import checkpoint
+from engine import checkpoint
 from orchestrator.cli import main
 from orchestrator.preflight import checkpoint_names
 

@@ -2,7 +2,7 @@
 certificates.py), on SQLite and Postgres: which check each sampled trial needs, checks run once
 per setting and stored, `lossless` and `ar_equal` in query, compare and the report's cell.
 
-The check itself (engine/distribution_check.py) is tested in tests/engine/
+The check itself (engine/certify/distribution.py) is tested in tests/engine/
 test_distribution_check.py; here a stand-in records which settings it was asked for."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
-import engine.distribution_check as dc
+import engine.certify.distribution as dc
 from db.models import Result, VerifierCheck
 from engine.config import ConfigError
 from orchestrator.cli import main

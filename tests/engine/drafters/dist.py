@@ -15,7 +15,7 @@ import itertools
 import torch
 
 # the small-vocabulary pair and the chi-square test are the package's (orch certify runs them)
-from engine.distribution_check import Restricted, chi_square, pooled, restricted_pair
+from engine.certify.distribution import Restricted, chi_square, pooled, restricted_pair
 
 __all__ = ["Restricted", "chi_square", "exact_law", "pooled", "restricted_pair"]
 

@@ -10,7 +10,7 @@ from scipy.stats import chi2
 from engine.config import ConfigError
 from engine.draft import DecodeState, DraftModel
 from engine.drafters import DRAFTERS
-from engine.drafters.delayed import DelayedConfig
+from engine.drafters.delayed.build import DelayedConfig
 from engine.drafters.iid import IIDConfig
 from engine.methods import resolve_method
 from engine.sampling import Warp

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from engine.config import ConfigError, parse_config
 from engine.draft import TreeBuilder
-from engine.drafters import dynatree
+from engine.drafters.dynatree import build as dynatree
 from tests.engine.drafters.fakes import (
     PathFeed,
     fake_builder,

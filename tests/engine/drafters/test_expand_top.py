@@ -1,6 +1,6 @@
 """TreeBuilder.expand_top: the builders that only rank children (greedy: every tree method but
 Sequoia) build the same tree from a draft that returns each row's top-k alone (the fast path's
-greedy draft step, engine/static_cache.py) as from the full distributions."""
+greedy draft step, engine/runtime/static.py) as from the full distributions."""
 
 from __future__ import annotations
 
@@ -8,9 +8,14 @@ import pytest
 import torch
 
 from engine.draft import DraftModel, TreeBuilder
-from engine.drafters import beam, ddtree, dynatree, dyspec, fixed_tree, iid, linear, salf, specinfer
+from engine.drafters import dyspec, iid, linear, salf
+from engine.drafters.beam import build as beam
+from engine.drafters.ddtree import build as ddtree
+from engine.drafters.dynatree import build as dynatree
+from engine.drafters.fixed_tree import build as fixed_tree
+from engine.drafters.specinfer import build as specinfer
+from engine.runtime.static import StaticCachedModel
 from engine.sampling import Warp, top_probs
-from engine.static_cache import StaticCachedModel
 from tests.engine.drafters.fakes import PathFeed, random_next_probs, state
 
 GEN = torch.Generator().manual_seed(0)

@@ -13,7 +13,11 @@ from hypothesis import strategies as st
 
 from engine.config import parse_config
 from engine.draft import TreeBuilder
-from engine.drafters import DRAFTERS, beam, ddtree, salf, sequoia, specinfer
+from engine.drafters import DRAFTERS, salf
+from engine.drafters.beam import build as beam
+from engine.drafters.ddtree import build as ddtree
+from engine.drafters.sequoia import build as sequoia
+from engine.drafters.specinfer import build as specinfer
 from tests.engine.drafters.fakes import (
     PathFeed,
     all_prefixes,
