@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import gpu, gpu_models, gpu_predict, gpu_sections
-from bench.gpu_models import ARCHS, build, floor_seconds, kv_bytes_per_token, weight_bytes_read
+from bench.gpu import __main__ as gpu
+from bench.gpu import models as gpu_models
+from bench.gpu import predict as gpu_predict
+from bench.gpu import sections as gpu_sections
+from bench.gpu.models import ARCHS, build, floor_seconds, kv_bytes_per_token, weight_bytes_read
 from engine.decode import generate
 from engine.models import Pair
 
@@ -218,7 +221,7 @@ def test_kernel_section_runs_interpreted(shape):
 
 
 def test_gpu_exact_checks_each_engine_against_autoregressive(tmp_path, capsys):
-    from bench import gpu_exact
+    from bench.gpu import exact as gpu_exact
 
     out = tmp_path / "exact.json"
     argv = ["--device", "cpu", "--families", "llama", "--engines", "eager,fast"]
@@ -236,7 +239,7 @@ def test_gpu_exact_checks_each_engine_against_autoregressive(tmp_path, capsys):
 
 
 def test_gpu_exact_learned_cases_train_toy_checkpoints_in_a_new_home(tmp_path, monkeypatch):
-    from bench import gpu_exact
+    from bench.gpu import exact as gpu_exact
 
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "user_home"))
     out = tmp_path / "exact.json"
@@ -269,7 +272,7 @@ def test_from_report_predicts_again_from_a_stored_gpu_run(tmp_path, capsys):
 def test_gpu_trace_counts_ops_per_token_on_each_engine(tmp_path):
     """bench/gpu_trace.py at toy sizes: per engine, the profiled ops per token and their time
     (CPU ops here, CUDA kernels on a GPU), ranked, written to JSON."""
-    from bench import gpu_trace
+    from bench.gpu import trace as gpu_trace
 
     out = tmp_path / "trace.json"
     argv = ["--tiny", "--engines", "fast,graphs", "--tokens", "4", "--top", "3"]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bench import gpu_gaps
+from bench.gpu import gaps as gpu_gaps
 
 
 def frame(name: str, ts: float, dur: float) -> dict:

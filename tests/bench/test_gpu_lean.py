@@ -4,7 +4,9 @@ bench/gpu_trace.py, each beside Hugging Face's forward as the lease runs them.""
 
 import json
 
-from bench import gpu, gpu_exact, gpu_trace
+from bench.gpu import __main__ as gpu
+from bench.gpu import exact as gpu_exact
+from bench.gpu import trace as gpu_trace
 
 
 def test_gpu_times_autoregressive_decoding_on_both_forwards(tmp_path, capsys):

@@ -98,10 +98,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.gpu_models import (  # noqa: E402
+from bench.gpu.models import (
     ARCHS,
     PAIRS,
     Models,
@@ -109,9 +106,9 @@ from bench.gpu_models import (  # noqa: E402
     kv_bytes_per_token,
     weight_bytes_read,
 )
-from bench.gpu_predict import from_report, pair_prediction  # noqa: E402
-from bench.gpu_report import markdown  # noqa: E402
-from bench.gpu_sections import (  # noqa: E402
+from bench.gpu.predict import from_report, pair_prediction
+from bench.gpu.report import markdown
+from bench.gpu.sections import (
     ar_section,
     copy_bandwidth,
     curve,
@@ -120,13 +117,14 @@ from bench.gpu_sections import (  # noqa: E402
     record_methods,
     verification_table,
 )
-from engine.config import ENGINE_SPECS, PADDED, ConfigError, split_engine  # noqa: E402
-from engine.models import pick_device, pick_dtype  # noqa: E402
+from engine.config import ENGINE_SPECS, PADDED, ConfigError, split_engine
+from engine.models import pick_device, pick_dtype
 
-RECORD = ROOT / "bench/records/methods_real_pair.json"
+RECORDS = Path(__file__).resolve().parents[1] / "records"  # bench/records
+RECORD = RECORDS / "methods_real_pair.json"
 
 
-def default_record(folder: Path = ROOT / "bench/records") -> Path:
+def default_record(folder: Path = RECORDS) -> Path:
     """The acceptance record to predict from: the newest per-iteration record in `folder`
     (bench/cost_model.py's JSON, "bench": "cost_model"), else bench/methods.py's record of
     per-prompt totals (RECORD; its linear row still predicts HF assisted)."""
@@ -276,8 +274,7 @@ def main(argv=None) -> int:
 
     report = {
         "bench": "gpu",
-        "command": "python "
-        + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["python -m bench.gpu", *(argv if argv is not None else sys.argv[1:])]),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
         "device": device_info(device),
         "dtype": str(dtype).removeprefix("torch."),

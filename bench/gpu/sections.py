@@ -6,27 +6,22 @@ HF assisted generation, the Triton kernel against SDPA."""
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.gpu_models import ARCHS, PAIRS, NoTokenizer, build  # noqa: E402
-from bench.gpu_predict import linear_tau, method_texts  # noqa: E402
-from bench.gpu_report import ms_cell  # noqa: E402
-from bench.host_time import host_seconds  # noqa: E402
-from bench.tree_attention import time_ms  # noqa: E402
-from engine.clock import synchronised  # noqa: E402
-from engine.config import PADDED, ConfigError, split_engine  # noqa: E402
-from engine.decode import generate  # noqa: E402
-from engine.methods import resolve_method  # noqa: E402
-from engine.models import LoadedModel, Pair  # noqa: E402
-from engine.static_cache import cached_model  # noqa: E402
+from bench.gpu.models import ARCHS, PAIRS, NoTokenizer, build
+from bench.gpu.predict import linear_tau, method_texts
+from bench.gpu.report import ms_cell
+from bench.host_time import host_seconds
+from bench.tree_attention import time_ms
+from engine.clock import synchronised
+from engine.config import PADDED, ConfigError, split_engine
+from engine.decode import generate
+from engine.methods import resolve_method
+from engine.models import LoadedModel, Pair
+from engine.static_cache import cached_model
 
 
 def sync(device: torch.device) -> None:

@@ -36,13 +36,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import markdown_table, write_record  # noqa: E402
-from bench.host_time import EagerOps, HostReads, Synchronisations  # noqa: E402
-from engine.decode import generate  # noqa: E402
-from engine.drafters import DRAFTERS  # noqa: E402
-from engine.models import load_pair  # noqa: E402
+from bench.common import markdown_table, write_record
+from bench.host_time import EagerOps, HostReads, Synchronisations
+from engine.decode import generate
+from engine.drafters import DRAFTERS
+from engine.models import load_pair
 
 PROMPTS = [  # from tests/engine/test_golden.py (repetitive text: drafts get accepted)
     "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",

@@ -24,21 +24,16 @@ the --top kernels by time with their counts per token.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.common import write_record  # noqa: E402
-from bench.gpu_models import ARCHS, Models, add_trace_options  # noqa: E402
-from bench.gpu_sections import loaded, random_prompt, stub_draft  # noqa: E402
-from engine.config import ENGINE_SPECS  # noqa: E402
-from engine.decode import generate  # noqa: E402
-from engine.models import Pair, pick_device, pick_dtype  # noqa: E402
+from bench.common import write_record
+from bench.gpu.models import ARCHS, Models, add_trace_options
+from bench.gpu.sections import loaded, random_prompt, stub_draft
+from engine.config import ENGINE_SPECS
+from engine.decode import generate
+from engine.models import Pair, pick_device, pick_dtype
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -29,25 +29,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.common import write_record  # noqa: E402
-from bench.engine_overhead import parse_method  # noqa: E402
-from bench.gpu_models import PAIRS, Models, add_trace_options  # noqa: E402
-from bench.gpu_sections import loaded, random_prompt  # noqa: E402
-from bench.host_time import iteration_seconds  # noqa: E402
-from engine.config import ENGINES, PADDED  # noqa: E402
-from engine.decode import generate  # noqa: E402
-from engine.methods import resolve_method  # noqa: E402
-from engine.models import Pair, pick_device, pick_dtype  # noqa: E402
+from bench.common import write_record
+from bench.engine_overhead import parse_method
+from bench.gpu.models import PAIRS, Models, add_trace_options
+from bench.gpu.sections import loaded, random_prompt
+from bench.host_time import iteration_seconds
+from engine.config import ENGINES, PADDED
+from engine.decode import generate
+from engine.methods import resolve_method
+from engine.models import Pair, pick_device, pick_dtype
 
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}

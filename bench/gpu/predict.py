@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.engine_overhead import parse_method
-from bench.gpu_models import PAIRS
+from bench.gpu.models import PAIRS
 
 
 def method_texts(record: dict) -> dict[str, tuple[str, dict[str, Any]]]:
