@@ -55,8 +55,8 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
    last, truncated iteration of each call makes this exact to within one iteration).
 6. per pair, the method comparison by prediction: each method's time per token and speedup on
    this device from the CPU-measured acceptance record and this run's forward-cost curves and
-   host times (engine/cost_model.py; "not available" when that module or per-iteration
-   profiles are missing). HF assisted's predicted time per token = its measured time per
+   host times (engine/cost_model.py; "not available" when the record has no per-iteration
+   profiles). HF assisted's predicted time per token = its measured time per
    iteration at constant k (5b) / the record's linear-k tokens per iteration: with greedy
    decoding, HF assisted at a constant k drafts and accepts exactly what our linear k does,
    so its tokens per iteration are the record's linear ones. Goal on a GPU: best tree method
@@ -119,6 +119,7 @@ from bench.gpu.sections import (
 )
 from engine.config import ENGINE_SPECS, PADDED, ConfigError, split_engine
 from engine.models import pick_device, pick_dtype
+from engine.profile import device_info
 
 RECORDS = Path(__file__).resolve().parents[1] / "records"  # bench/records
 RECORD = RECORDS / "methods_real_pair.json"
@@ -270,8 +271,6 @@ def main(argv=None) -> int:
         sys.exit(f"error: --methods / {record_path}: {e}")
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     budget = Budget(args.time_limit_s, log)
-    from engine.profile import device_info
-
     report = {
         "bench": "gpu",
         "command": " ".join(["python -m bench.gpu", *(argv if argv is not None else sys.argv[1:])]),

@@ -41,6 +41,10 @@ from bench.host_time import EagerOps, HostReads, Synchronisations
 from engine.decode import generate
 from engine.drafters import DRAFTERS
 from engine.models import load_pair
+from engine.profile import CurvePoint, ForwardCurve
+from engine.select.nde import Latency
+from engine.select.nde_data import CollectConfig, collect
+from engine.train import block_drafter_train, nde
 
 PROMPTS = [  # from tests/engine/test_golden.py (repetitive text: drafts get accepted)
     "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",
@@ -73,11 +77,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 def learned_cases(pair, family: str) -> list[tuple[str, str, dict]]:
     """(label, method, params) of the learned components on `pair`, from toy checkpoints
     trained now (the tests' toy scales: tests/engine/test_nde.py, test_block_drafter.py)."""
-    from engine.profile import CurvePoint, ForwardCurve
-    from engine.select.nde import Latency
-    from engine.select.nde_data import CollectConfig, collect
-    from engine.train import block_drafter_train, nde
-
     points = tuple(
         CurvePoint(c, n, 0.01 * (1 + c / 1000 + n / 64)) for c in (0, 1000) for n in (1, 64)
     )

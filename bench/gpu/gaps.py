@@ -34,6 +34,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from bench.common import write_record
 from bench.engine_overhead import parse_method
@@ -156,8 +157,6 @@ def summarise(busy_us: float, gaps: list[dict], iterations: int, top: int) -> di
 def profiled(pair: Pair, prompt: list[int], method, args, stack: bool) -> dict:
     """One profiled generation: its gaps (summarise) and its iteration time as the engine
     timed it. Recording Python frames slows the host, so its gaps are longer than unprofiled."""
-    from torch.profiler import ProfilerActivity, profile
-
     cuda = pair.target.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities, with_stack=stack) as prof:

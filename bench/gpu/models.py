@@ -56,7 +56,7 @@ class ArchSpec:
     def config(self, vocab: int | None = None):
         """A transformers config; `vocab` overrides the vocabulary (a draft padded to its
         target's embedding size, as Qwen2.5 checkpoints of one tokenizer are)."""
-        from transformers import LlamaConfig, Qwen2Config
+        from transformers import LlamaConfig, Qwen2Config  # lazy: transformers
 
         common = dict(
             vocab_size=vocab or self.vocab,
@@ -115,7 +115,7 @@ def build(
 ):
     """A causal LM of `spec`'s shapes with seeded random weights (the config's initializer),
     created on `device` in `dtype`, eval mode, no gradients, SDPA attention."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # lazy: transformers
 
     cfg = spec.config(vocab)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):

@@ -32,6 +32,8 @@ from typing import Any
 
 from bench.engine_overhead import parse_method
 from bench.gpu.models import PAIRS
+from engine import cost_model
+from engine.profile import ForwardCurve
 
 
 def method_texts(record: dict) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -44,8 +46,6 @@ def method_texts(record: dict) -> dict[str, tuple[str, dict[str, Any]]]:
 def profiles(record: dict) -> dict[str, list] | None:
     """Method text -> [cost_model.GenerationProfile] per prompt; None when the record holds no
     per-iteration lists (bench/methods.py's format)."""
-    from engine import cost_model
-
     per = record.get("per_prompt")
     if not isinstance(per, dict):
         return None
@@ -98,12 +98,6 @@ def predict_pair(
                 "ms_per_iteration": hf_constant["ms_per_iteration"],
                 "ms_per_token": hf_tpt,
             }
-    try:
-        from engine import cost_model
-        from engine.profile import ForwardCurve
-    except ImportError as e:
-        out["available"], out["reason"] = False, f"engine.cost_model not importable ({e})"
-        return out
     gens = profiles(record)
     if gens is None:
         out["available"] = False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bench.tree_attention import markdown as kernel_table
+
 
 def ms_cell(r: dict | None, key: str = "ms_per_token") -> str:
     if not r or r.get(key) is None:
@@ -141,8 +143,6 @@ def markdown(report: dict) -> str:
         if "skipped" in k:
             lines.append(k["skipped"])
         else:
-            from bench.tree_attention import markdown as kernel_table
-
             lines += [kernel_table(r) + "\n" for r in k.values()]
     if report["skipped"]:
         lines += ["", "Skipped:", *(f"- {s}" for s in report["skipped"])]

@@ -11,6 +11,7 @@ from dataclasses import asdict
 
 import torch
 
+from bench import tree_attention
 from bench.gpu.models import ARCHS, PAIRS, NoTokenizer, build
 from bench.gpu.predict import linear_tau, method_texts
 from bench.gpu.report import ms_cell
@@ -21,6 +22,7 @@ from engine.config import PADDED, ConfigError, split_engine
 from engine.decode import generate
 from engine.methods import resolve_method
 from engine.models import LoadedModel, Pair
+from engine.profile import measure_curve
 from engine.static_cache import cached_model
 
 
@@ -226,8 +228,6 @@ def replay_ms(lm, repeats: int) -> float | None:
 def curve(model, name: str, args, engine: str, log):
     """The forward-cost curve (engine/profile.py): fast at --sizes x --contexts, compiled at
     --compiled-sizes x the prompt's context (each size bucket is one compiled graph)."""
-    from engine.profile import measure_curve
-
     compiled = engine == "compiled"  # graphs: every size and context (a capture is cheap)
     c = measure_curve(
         model,
@@ -332,8 +332,6 @@ def pair_section(name, target, draft, args, record, budget, log) -> dict:
 def kernel_section(target, args, cuda: bool) -> dict:
     """bench/tree_attention.py's Triton kernel against SDPA with a dense mask, at the target's
     head shape, prefix = each --contexts, 64 to 256 nodes (tiny shapes when not on CUDA)."""
-    from bench import tree_attention
-
     cfg = target.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     argv = ["--heads", str(cfg.num_attention_heads), "--kv-heads", str(cfg.num_key_value_heads)]

@@ -27,6 +27,7 @@ import argparse
 from collections import defaultdict
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from bench.common import write_record
 from bench.gpu.models import ARCHS, Models, add_trace_options
@@ -74,8 +75,6 @@ def summarise(events, cuda: bool, tokens: int, top: int) -> dict:
 
 
 def trace(pair: Pair, prompt: list[int], engine: str, tokens: int, top: int) -> dict:
-    from torch.profiler import ProfilerActivity, profile
-
     cuda = pair.target.device.type == "cuda"
     generate(pair, prompt, "autoregressive", tokens, engine=engine)  # captures, compilation
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
