@@ -96,8 +96,8 @@ import time
 import traceback
 from pathlib import Path
 
-import torch
-
+from bench.common import write_record
+from bench.gpu.device import allow_many_graphs
 from bench.gpu.models import (
     ARCHS,
     PAIRS,
@@ -107,7 +107,7 @@ from bench.gpu.models import (
     weight_bytes_read,
 )
 from bench.gpu.predict import from_report, pair_prediction
-from bench.gpu.report import markdown
+from bench.gpu.report import error_line, markdown
 from bench.gpu.sections import (
     ar_section,
     copy_bandwidth,
@@ -238,9 +238,7 @@ class Budget:
             return fn()
         except Exception as e:  # noqa: BLE001 - one failed measurement must not end the run
             self.log(traceback.format_exc())
-            self.errors.append(
-                f"{name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            )
+            self.errors.append(f"{name}: {error_line(e)}")
             return None
 
 
@@ -250,7 +248,7 @@ def main(argv=None) -> int:
         more = Path(args.curves_from) if args.curves_from else None
         report = from_report(Path(args.from_report), Path(args.record), more)
         if args.out:
-            Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+            write_record(args.out, report)
         print(markdown(report))
         return 0
     device = pick_device(args.device)
@@ -259,10 +257,8 @@ def main(argv=None) -> int:
     engines = (args.engines or ("eager,fast,graphs,compiled" if cuda else "eager,fast")).split(",")
     args.engines = [e for e in engines if e]
     compiled = [e for e in args.engines if e.startswith("compiled")]
-    if compiled:  # one graph per model, size bucket and cache: many
-        for key in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit"):
-            if hasattr(torch._dynamo.config, key):
-                setattr(torch._dynamo.config, key, 1024)
+    if compiled:
+        allow_many_graphs()
     record_path = Path(args.record)
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
     try:  # unknown --methods or record parameters: one line, before any model is built
@@ -305,13 +301,11 @@ def main(argv=None) -> int:
 
     def save() -> None:
         if out:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(report, indent=1) + "\n")
+            write_record(out, report)
         if profile_out:
             curves = [c for m in report["models"].values() for c in m.get("curves", {}).values()]
             profile = {"bench": "gpu", "device": report["device"], "curves": curves}
-            profile_out.parent.mkdir(parents=True, exist_ok=True)
-            profile_out.write_text(json.dumps(profile, indent=1) + "\n")
+            write_record(profile_out, profile)
 
     mib = args.copy_mib or (8 if args.tiny else 1024 if cuda else 64)
     report["bandwidth"] = bw = copy_bandwidth(device, mib, max(args.repeats, 5))

@@ -32,11 +32,10 @@ import sys
 import tempfile
 import time
 import traceback
-from pathlib import Path
-
-import torch
 
 from bench.common import markdown_table, write_record
+from bench.gpu.device import allow_many_graphs, cuda_name
+from bench.gpu.report import error_line
 from bench.host_time import EagerOps, HostReads, Synchronisations
 from engine.decode import generate
 from engine.drafters import DRAFTERS
@@ -116,9 +115,7 @@ def run(args) -> dict:
     start = time.perf_counter()
     report = {"bench": "gpu_exact", "args": vars(args), "rows": [], "skipped": []}
     if "compiled" in args.engines:
-        for key in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit"):
-            if hasattr(torch._dynamo.config, key):  # one graph per model and size bucket
-                setattr(torch._dynamo.config, key, 1024)
+        allow_many_graphs()
     pairs, prompts, want, learned = {}, {}, {}, {}
     if args.learned:  # the toy checkpoints go to a new home, never the user's
         os.environ["ORCH_HOME"] = tempfile.mkdtemp(prefix="orch_home_")
@@ -127,8 +124,7 @@ def run(args) -> dict:
             f"tiny-{family}", f"tiny-{family}-draft", args.device, args.dtype
         )
         report["device"] = str(pair.target.device)
-        if pair.target.device.type == "cuda":
-            report["device_name"] = torch.cuda.get_device_name(pair.target.device)
+        report |= cuda_name(pair.target.device)
         prompts[family] = [pair.target.tokenizer.encode(p) for p in PROMPTS[: args.prompts]]
         want[family] = [
             generate(pair, x, "autoregressive", args.new_tokens).tokens for x in prompts[family]
@@ -159,12 +155,12 @@ def run(args) -> dict:
                         row.update(host_work(pair, ids, name, args.new_tokens, engine, params))
                 except Exception as e:  # noqa: BLE001 - one failed case must not end the run
                     traceback.print_exc()
-                    row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    row["error"] = error_line(e)
                 row["seconds"] = round(time.perf_counter() - t0, 2)
                 report["rows"].append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 if args.out:
-                    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+                    write_record(args.out, report)
     report["elapsed_s"] = time.perf_counter() - start
     return report
 

@@ -33,16 +33,14 @@ import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import torch
-from torch.profiler import ProfilerActivity, profile
-
 from bench.common import write_record
 from bench.engine_overhead import parse_method
-from bench.gpu.models import PAIRS, Models, add_trace_options
-from bench.gpu.sections import loaded, random_prompt
+from bench.gpu.device import cuda_name
+from bench.gpu.models import PAIRS, Models, loaded, random_prompt
+from bench.gpu.profiling import add_trace_options, profile_generation
+from bench.gpu.sections import warm_up
 from bench.host_time import iteration_seconds
-from engine.config import ENGINES, PADDED
-from engine.decode import generate
+from engine.config import ENGINES
 from engine.methods import resolve_method
 from engine.models import Pair, pick_device, pick_dtype
 
@@ -157,12 +155,7 @@ def summarise(busy_us: float, gaps: list[dict], iterations: int, top: int) -> di
 def profiled(pair: Pair, prompt: list[int], method, args, stack: bool) -> dict:
     """One profiled generation: its gaps (summarise) and its iteration time as the engine
     timed it. Recording Python frames slows the host, so its gaps are longer than unprofiled."""
-    cuda = pair.target.device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities, with_stack=stack) as prof:
-        got = generate(pair, prompt, method, args.tokens, engine=args.engine)
-    if cuda:
-        torch.cuda.synchronize(pair.target.device)
+    prof, got = profile_generation(pair, prompt, method, args.tokens, args.engine, with_stack=stack)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
@@ -178,8 +171,7 @@ def profiled(pair: Pair, prompt: list[int], method, args, stack: bool) -> dict:
 def trace(pair: Pair, prompt: list[int], method, args) -> dict:
     """After a warm-up generation (captures, allocations): one generation profiled with Python
     frames (the charges) and one without (idle time closer to an unprofiled run's)."""
-    warm = args.tokens if args.engine in PADDED else min(args.tokens, 8)
-    generate(pair, prompt, method, warm, engine=args.engine)
+    warm_up(pair, prompt, method, args.tokens, args.engine)
     out = profiled(pair, prompt, method, args, stack=True)
     plain = profiled(pair, prompt, method, args, stack=False)
     out["without_stacks"] = {k: v for k, v in plain.items() if k != "top"}
@@ -198,8 +190,7 @@ def main(argv=None) -> int:
     prompt = random_prompt(target, 16 if args.tiny else args.prompt_tokens, args.seed + 1)
     report = {"bench": "gpu_gaps", "pair": args.pair, "engine": args.engine, "tiny": args.tiny}
     report |= {"device": str(device), "dtype": str(dtype).removeprefix("torch.")}
-    if device.type == "cuda":
-        report["device_name"] = torch.cuda.get_device_name(device)
+    report |= cuda_name(device)
     report["methods"] = {}
     for text in args.methods.split(","):
         r = report["methods"][text] = trace(pair, prompt, resolve_method(*parse_method(text)), args)

@@ -5,6 +5,11 @@ from __future__ import annotations
 from bench.tree_attention import markdown as kernel_table
 
 
+def error_line(e: Exception) -> str:
+    """An exception as one line of a report: its type and its message's first line."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
 def ms_cell(r: dict | None, key: str = "ms_per_token") -> str:
     if not r or r.get(key) is None:
         return "-"

@@ -12,7 +12,8 @@ from dataclasses import asdict
 import torch
 
 from bench import tree_attention
-from bench.gpu.models import ARCHS, PAIRS, NoTokenizer, build
+from bench.gpu.device import sync
+from bench.gpu.models import PAIRS, ar_pair, loaded, random_prompt
 from bench.gpu.predict import linear_tau, method_texts
 from bench.gpu.report import ms_cell
 from bench.host_time import host_seconds
@@ -21,14 +22,9 @@ from engine.clock import synchronised
 from engine.config import PADDED, ConfigError, split_engine
 from engine.decode import generate
 from engine.methods import resolve_method
-from engine.models import LoadedModel, Pair
+from engine.models import Pair
 from engine.profile import measure_curve
 from engine.static_cache import cached_model
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def copy_bandwidth(device: torch.device, mib: int, repeats: int) -> dict:
@@ -41,28 +37,19 @@ def copy_bandwidth(device: torch.device, mib: int, repeats: int) -> dict:
     return {"bytes": n, "repeats": repeats, "median_ms": ms, "bytes_per_s": 2 * n / (ms / 1e3)}
 
 
-def loaded(name: str, model) -> LoadedModel:
-    return LoadedModel(
-        name=name,
-        model=model,
-        tokenizer=NoTokenizer(model.config.vocab_size),
-        device=model.device,
-        dtype=model.dtype,
-    )
+def warm_up(pair: Pair, prompt: list[int], method, new_tokens: int, engine: str) -> None:
+    """One generation before the timed ones: allocations, and on a padded engine the graphs of
+    the prefill and of every size the iterations use (there the warm-up is the whole
+    generation, which greedy decoding repeats shape for shape, so no capture or compilation
+    lands in a timed run; elsewhere at most 8 tokens)."""
+    padded = split_engine(engine)[0] in PADDED
+    generate(pair, prompt, method, new_tokens if padded else min(new_tokens, 8), engine=engine)
 
 
 def ours(pair: Pair, prompt: list[int], method, new_tokens: int, engine: str, repeats: int):
-    """Our engine's generations after a warm-up (allocations; on a padded engine the graphs of
-    the prefill and of every size the iterations use: the warm-up is the whole generation,
-    which greedy decoding repeats shape for shape, so no capture or compilation lands in a
-    timed run): the GenerationStats of each of `repeats` runs."""
-    generate(
-        pair,
-        prompt,
-        method,
-        new_tokens if split_engine(engine)[0] in PADDED else min(new_tokens, 8),
-        engine=engine,
-    )
+    """Our engine's generations after a warm-up (warm_up): the GenerationStats of each of
+    `repeats` runs."""
+    warm_up(pair, prompt, method, new_tokens, engine)
     return [one(pair, prompt, method, new_tokens, engine) for _ in range(repeats)]
 
 
@@ -158,23 +145,11 @@ def hf_differential(model, prompt, m1: int, m2: int, repeats: int, **kw) -> dict
     return out
 
 
-def stub_draft(model, seed: int):
-    """A toy model of `model`'s vocabulary for the draft slot of a Pair decoding
-    autoregressively (that drafter never runs the draft; generate still gives it a cache)."""
-    spec = ARCHS["llama-2-7b"].tiny()
-    return build(spec, model.device, model.dtype, seed, vocab=model.config.vocab_size)
-
-
-def random_prompt(model, n: int, seed: int) -> list[int]:
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randint(model.config.vocab_size, (n,), generator=gen).tolist()
-
-
 def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float, budget, log):
     """Our autoregressive decoding per engine path (and HF greedy): ms per token, x floor. An
     engine ENGINE+lean runs on our own forward of the same model (engine/lean_model.py)."""
     prompt = random_prompt(model, args.prompt_tokens, args.seed)
-    pair = Pair(loaded(name, model), loaded("stub", stub_draft(model, args.seed)))
+    pair = ar_pair(name, model, args.seed)
     out = {}
 
     def ours_ar(engine):

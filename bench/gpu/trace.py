@@ -27,11 +27,11 @@ import argparse
 from collections import defaultdict
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from bench.common import write_record
-from bench.gpu.models import ARCHS, Models, add_trace_options
-from bench.gpu.sections import loaded, random_prompt, stub_draft
+from bench.gpu.device import cuda_name
+from bench.gpu.models import ARCHS, Models, ar_pair, random_prompt
+from bench.gpu.profiling import add_trace_options, profile_generation
 from engine.config import ENGINE_SPECS
 from engine.decode import generate
 from engine.models import Pair, pick_device, pick_dtype
@@ -75,15 +75,10 @@ def summarise(events, cuda: bool, tokens: int, top: int) -> dict:
 
 
 def trace(pair: Pair, prompt: list[int], engine: str, tokens: int, top: int) -> dict:
-    cuda = pair.target.device.type == "cuda"
     generate(pair, prompt, "autoregressive", tokens, engine=engine)  # captures, compilation
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
-        got = generate(pair, prompt, "autoregressive", tokens, engine=engine)
-    if cuda:
-        torch.cuda.synchronize(pair.target.device)
+    prof, got = profile_generation(pair, prompt, "autoregressive", tokens, engine)
     n = len(got.tokens)
-    out = summarise(prof.events(), cuda, n, top)
+    out = summarise(prof.events(), pair.target.device.type == "cuda", n, top)
     out["wall_ms_per_token"] = 1e3 * got.stats.summary()["tpot_s"]
     return out
 
@@ -93,12 +88,11 @@ def main(argv=None) -> int:
     device = pick_device(args.device)
     dtype = pick_dtype(args.dtype, device)
     model = Models(args, device, dtype).get(args.model)
-    pair = Pair(loaded(args.model, model), loaded("stub", stub_draft(model, args.seed)))
+    pair = ar_pair(args.model, model, args.seed)
     prompt = random_prompt(model, 16 if args.tiny else args.prompt_tokens, args.seed)
     report = {"bench": "gpu_trace", "model": args.model, "tiny": args.tiny, "device": str(device)}
     report["dtype"] = str(dtype).removeprefix("torch.")
-    if device.type == "cuda":
-        report["device_name"] = torch.cuda.get_device_name(device)
+    report |= cuda_name(device)
     report["engines"] = {}
     for engine in args.engines:
         r = report["engines"][engine] = trace(pair, prompt, engine, args.tokens, args.top)

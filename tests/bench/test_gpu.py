@@ -30,7 +30,7 @@ def tiny_record(path, prompt_tokens: int = 12, new_tokens: int = 6) -> dict:
     draft = build(
         spec, cpu, torch.float32, 0
     )  # tiny: the same shapes and seed, every draft accepted
-    pair = Pair(gpu_sections.loaded("t", target), gpu_sections.loaded("d", draft))
+    pair = Pair(gpu_models.loaded("t", target), gpu_models.loaded("d", draft))
     ids = list(range(1, prompt_tokens + 1))
     per_prompt = {}
     for text in ("autoregressive", "linear:k=3", "fixed_tree:depth=2,branch=2,budget=6"):
