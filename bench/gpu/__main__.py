@@ -106,7 +106,7 @@ from bench.gpu.models import (
     kv_bytes_per_token,
     weight_bytes_read,
 )
-from bench.gpu.predict import from_report, pair_prediction
+from bench.gpu.predict import default_record, from_report, pair_prediction
 from bench.gpu.report import error_line, markdown
 from bench.gpu.sections import (
     ar_section,
@@ -120,24 +120,6 @@ from bench.gpu.sections import (
 from engine.config import ENGINE_SPECS, PADDED, ConfigError, split_engine
 from engine.models import pick_device, pick_dtype
 from engine.profile import device_info
-
-RECORDS = Path(__file__).resolve().parents[1] / "records"  # bench/records
-RECORD = RECORDS / "methods_real_pair.json"
-
-
-def default_record(folder: Path = RECORDS) -> Path:
-    """The acceptance record to predict from: the newest per-iteration record in `folder`
-    (bench/cost_model.py's JSON, "bench": "cost_model"), else bench/methods.py's record of
-    per-prompt totals (RECORD; its linear row still predicts HF assisted)."""
-    found = []
-    for path in folder.glob("*.json"):
-        try:
-            head = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(head, dict) and head.get("bench") == "cost_model":
-            found.append((str(head.get("time", "")), path.name, path))
-    return max(found)[2] if found else RECORD
 
 
 def parse_args(argv=None) -> argparse.Namespace:

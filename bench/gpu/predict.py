@@ -35,6 +35,24 @@ from bench.gpu.models import PAIRS
 from engine import cost_model
 from engine.profile import ForwardCurve
 
+RECORDS = Path(__file__).resolve().parents[1] / "records"  # bench/records
+RECORD = RECORDS / "methods_real_pair.json"
+
+
+def default_record(folder: Path = RECORDS) -> Path:
+    """The acceptance record to predict from: the newest per-iteration record in `folder`
+    (bench/cost_model.py's JSON, "bench": "cost_model"), else bench/methods.py's record of
+    per-prompt totals (RECORD; its linear row still predicts HF assisted)."""
+    found = []
+    for path in folder.glob("*.json"):
+        try:
+            head = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(head, dict) and head.get("bench") == "cost_model":
+            found.append((str(head.get("time", "")), path.name, path))
+    return max(found)[2] if found else RECORD
+
 
 def method_texts(record: dict) -> dict[str, tuple[str, dict[str, Any]]]:
     """Method text -> (name, params) of every method in the record, autoregressive included."""

@@ -1,4 +1,4 @@
-"""bench/gpu_gaps.py: the device timeline's idle gaps, charged to the engine frames that
+"""bench/gpu/gaps.py: the device timeline's idle gaps, charged to the engine frames that
 launched the work on either side (a profiler trace built by hand here: a CPU trace has no
 device events), and a toy run end to end."""
 
@@ -41,7 +41,7 @@ def kernel(corr: int, ts: float, dur: float, cat: str = "kernel") -> dict:
 
 
 TRACE = [
-    frame("bench/gpu_gaps.py(150): trace", 0, 200),  # not an engine frame
+    frame("bench/gpu/gaps.py(150): trace", 0, 200),  # not an engine frame
     frame("engine/decode.py(122): decode_step", 0, 100),
     frame("/work/main/engine/drafters/dyspec.py(94): grow_greedy", 10, 50),
     frame("engine/draft.py(205): tree", 60, 20),
