@@ -14,11 +14,11 @@
 #    step's limit leaves time, against the bandwidth floor (goal 1.25x; HF's forward was at
 #    1.81x for the Qwen 7B); (c) the 7B step's kernels per token on both forwards
 # 1. where the GPU waits in DySpec's and SALF's iterations (10-14% host time against the 10%
-#    goal in the 2026-11-28 lease; linear beside them at 4%): bench/gpu_gaps.py charges each
+#    goal in the 2026-11-28 lease; linear beside them at 4%): bench.gpu.gaps charges each
 #    idle gap of the device timeline to the engine code that launched the work on either side
 # 2. exactness of every method on `engine: graphs`, both tiny families, fp32, with --learned
 #    the NDE selector and the block drafter (toy checkpoints); reads and waits per iteration
-# 3. bench/gpu.py on graphs, both pairs, without HF: host time per iteration of linear, DySpec,
+# 3. bench.gpu on graphs, both pairs, without HF: host time per iteration of linear, DySpec,
 #    SALF and DDTree (grown on the device since 2026-11-28: engine/ddtree_step.py; 4.3 ms and
 #    one more read per iteration before), pooled over 3 runs each, each beside a
 #    synchronised-timing run

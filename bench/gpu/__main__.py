@@ -6,24 +6,24 @@ profile. Needs only torch, transformers and triton: no Ray, no database, no hub,
 On a GPU box (the `device` tool's machine; one call, under its 10-minute limit; the
 sections run in priority order and --time-limit-s stops starting new ones, see below):
 
-    device run: PYTHONUNBUFFERED=1 python3 bench/gpu.py --out $OUT/gpu.json 2>&1 | tee $OUT/gpu.log
+    device run: PYTHONUNBUFFERED=1 python3 -m bench.gpu --out $OUT/gpu.json 2>&1 | tee $OUT/gpu.log
                 (also writes $OUT/gpu_profile.json)
 
 If the compiled sections do not fit, a second call can run them alone:
-`python3 bench/gpu.py --engines compiled --pairs '' --out $OUT/gpu_compiled.json`. The graphs
+`python3 -m bench.gpu --engines compiled --pairs '' --out $OUT/gpu_compiled.json`. The graphs
 engine (CUDA graphs recorded from the eager kernels, engine/cuda_graphs.py) costs a capture of
 about two forwards per size bucket, not a compilation, so it runs with the first sections.
 
 On a CPU at toy sizes (about a minute here; tests/bench/test_gpu.py runs a subset in seconds):
 
-    python bench/gpu.py --tiny --out /tmp/gpu.json
+    python -m bench.gpu --tiny --out /tmp/gpu.json
 
-What it measures (random weights with the published shapes, bench/gpu_models.py; bf16 on CUDA,
+What it measures (random weights with the published shapes, bench/gpu/models.py; bf16 on CUDA,
 fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens new tokens):
 
 1. copy bandwidth: a --copy-mib MiB device-to-device copy, median of --repeats (bytes read +
    written per second); the floor of autoregressive decoding = bytes a step reads / bandwidth
-   (bench/gpu_models.py), at the mean context of the run.
+   (bench/gpu/models.py), at the mean context of the run.
 2. per model: our autoregressive decoding (engine/decode.py generate, method autoregressive,
    for each of --engines) and HF `model.generate` greedy, time per token and its ratio to the
    floor (goal on a GPU: <= 1.25x). Ours: the generation's TPOT (wall time after the first
@@ -34,7 +34,7 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
    tokens after C cached tokens, n = 1..256, C in --contexts; engines fast and graphs, and
    compiled at --compiled-sizes) - the verification cost per tree size, also reported as c(n) / c(1) at
    the prompt's context.
-4. per pair (bench/gpu_models.py PAIRS): every method of the acceptance record (--record,
+4. per pair (bench/gpu/models.py PAIRS): every method of the acceptance record (--record,
    default: the newest bench/cost_model.py record in bench/records/, else
    bench/records/methods_real_pair.json; with its parameters) run with our engine on the
    random pair, engine fast (--pair-engine graphs or compiled: CUDA graphs, and then that
@@ -68,14 +68,14 @@ Profile file (--profile-out, default <out stem>_profile.json): {"bench": "gpu", 
 engine.profile.device_info(...), "curves": [ForwardCurve.to_dict(), ...]}, one curve per model
 and engine path in engine/profile.py's format ({"model", "device_name", "dtype", "engine",
 "points": [[C, n, seconds], ...]}). Curves of the shapes of orch's real pair are named after
-it (bench/gpu_models.py ORCH_TWINS: qwen2.5-coder-1.5b / -0.5b), so that once imported,
+it (bench/gpu/models.py ORCH_TWINS: qwen2.5-coder-1.5b / -0.5b), so that once imported,
 `orch compare --predict-on "<device_name>"` predicts the stored real-pair trials on this GPU.
 Import it on a machine with the database (one transaction; a key's earlier curve is replaced):
 
     orch profile-import gpu_profile.json --db sqlite:///orch.db
 
 A stored report's predictions can be computed again without the device, e.g. when the time
-limit cut them or from a newer CPU record: `python bench/gpu.py --from-report gpu.json
+limit cut them or from a newer CPU record: `python -m bench.gpu --from-report gpu.json
 --record bench/records/cost_model_real_pair.json`.
 
 Order: bandwidth; per model autoregressive (eager, fast, graphs, HF greedy) and the fast and

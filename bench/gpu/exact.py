@@ -7,9 +7,9 @@ the CUDA-only code runs: the static chain step (engine/chain_step.py) takes over
 fast path too, and the graphs and compiled paths capture CUDA graphs (on `graphs` also one per
 setting of the static greedy trees' growth, engine/static_tree.py). Needs only torch and transformers (the tiny families are built locally), so the `device` tool's machine runs it:
 
-    device run: PYTHONUNBUFFERED=1 python3 bench/gpu_exact.py --out $OUT/gpu_exact.json
+    device run: PYTHONUNBUFFERED=1 python3 -m bench.gpu.exact --out $OUT/gpu_exact.json
 
-    python bench/gpu_exact.py --device cpu --engines eager,fast --new-tokens 16   # here
+    python -m bench.gpu.exact --device cpu --engines eager,fast --new-tokens 16   # here
 
 fp32 by default: in bf16 a tree forward and a one-token forward round differently, so a
 near-tie can flip an argmax; that is numerics, not a bug this check looks for. Every method

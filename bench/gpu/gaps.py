@@ -1,7 +1,7 @@
 """Where the GPU waits for the host in a method's iterations (issue 22): the idle gaps of the
 device timeline, each charged to the engine code that launched the kernels on either side.
 
-bench/gpu.py measures each method's host time per iteration (docs/gpu.md: DySpec and SALF at
+bench.gpu measures each method's host time per iteration (docs/gpu.md: DySpec and SALF at
 10-14% against the 10% goal) but not where it goes. This runs one profiled generation per
 method on a random-weight pair (after a warm-up generation: captures, allocations), exports
 the profiler's trace (torch.profiler with Python stacks) and, from it:
@@ -15,14 +15,14 @@ the profiler's trace (torch.profiler with Python stacks) and, from it:
 - per method: iterations, device busy and idle time per iteration, and the top pairs by idle
   time per iteration.
 
-On a GPU box (random weights, bench/gpu_models.py; needs torch and transformers):
+On a GPU box (random weights, bench/gpu/models.py; needs torch and transformers):
 
-    device run: python3 bench/gpu_gaps.py --pair qwen2.5-1.5b/qwen2.5-0.5b \
+    device run: python3 -m bench.gpu.gaps --pair qwen2.5-1.5b/qwen2.5-0.5b \
         --methods linear:k=4,dyspec,salf --out $OUT/gaps.json
 
 Here, at toy sizes (a CPU trace has no device events: checks that it runs and parses):
 
-    python bench/gpu_gaps.py --tiny --methods dyspec --engine fast
+    python -m bench.gpu.gaps --tiny --methods dyspec --engine fast
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Random-weight models with the published shapes, and the bandwidth floor of decoding with them.
 
-Used by the bench.gpu programs: no hub, no weights, only torch and transformers. Each `ArchSpec` holds the
-shape numbers of a published config (hidden size, layers, heads, KV heads, MLP size, vocabulary,
-tied embeddings, RoPE base); `build` makes a transformers model from it with seeded random
-weights directly on the device, in the chosen dtype. `--tiny` (`ArchSpec.tiny`) keeps the
-architecture and shrinks every size, so the whole benchmark runs on a CPU in seconds.
+Used by the bench.gpu programs: no hub, no weights, only torch and transformers. Each
+`ArchSpec` holds the shape numbers of a published config (hidden size, layers, heads, KV heads,
+MLP size, vocabulary, tied embeddings, RoPE base); `build` makes a transformers model from it
+with seeded random weights directly on the device, in the chosen dtype. `--tiny`
+(`ArchSpec.tiny`) keeps the architecture and shrinks every size, so the whole benchmark runs
+on a CPU in seconds. `loaded`, `ar_pair` and `random_prompt` hand them to our engine.
 
 Bandwidth floor of autoregressive decoding (one token per step, batch 1): every step reads each
 weight matrix once, the KV cache of the context, and writes one token's keys/values:

@@ -1,4 +1,4 @@
-"""bench/gpu.py's method comparison by prediction: CPU-measured acceptance records, this device's
+"""bench.gpu's method comparison by prediction: CPU-measured acceptance records, this device's
 forward-cost curves and host times, engine/cost_model.py.
 
 Two record formats are read (--record):
@@ -19,7 +19,7 @@ measured here); decoding only, the prefill left out of both sides:
 HF assisted at a constant draft length k drafts and accepts, greedily, exactly what our linear
 k does, so its tokens per iteration are the record's linear-k ones (tau_k, pooled: all emitted
 tokens / all iterations), and its predicted time per token is its time per iteration measured
-on this device (bench/gpu.py, constant k, no confidence stop) over tau_k:
+on this device (bench.gpu, constant k, no confidence stop) over tau_k:
 
     hf = t_iter_HF(k) / tau_k,      vs_hf_assisted_m = hf / ours_m
 """
@@ -101,7 +101,7 @@ def predict_pair(
 ) -> dict:
     """The prediction block of one pair (module docstring). Curves: ForwardCurve.to_dict;
     host_s: method text -> host seconds per iteration measured on this device; hf_constant:
-    bench/gpu.py's HF assisted measurement at constant k."""
+    bench.gpu's HF assisted measurement at constant k."""
     out: dict[str, Any] = {"methods": {}}
     tau = linear_tau(record)
     hf_tpt = None
@@ -156,7 +156,7 @@ def predict_pair(
 
 
 def pair_prediction(record: dict, res: dict, tc: dict, dc: dict, ar: dict | None) -> dict:
-    """bench/gpu_predict.py's prediction for one pair section `res`, from the curves of its
+    """predict_pair's prediction for one pair section `res`, from the curves of its
     target and draft and our autoregressive measurement `ar` on this device, all of the
     engine its methods ran on."""
     host = {t: r["host_ms_per_iteration"] / 1e3 for t, r in res["methods"].items()}

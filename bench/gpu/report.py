@@ -1,4 +1,7 @@
-"""bench/gpu.py's report as Markdown tables (the JSON report's structure is gpu.py's)."""
+"""bench.gpu's report as Markdown tables (the JSON report's structure is __main__.py's), and
+the one-line form of an error its programs list.
+
+The header line still reads "bench/gpu.py on <device>", as every stored run's log does."""
 
 from __future__ import annotations
 

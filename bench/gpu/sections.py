@@ -1,7 +1,7 @@
-"""The measurements of bench/gpu.py, one function per section (its docstring says what each
-measures and in which order main() runs them): copy bandwidth, our decoding per engine path
-and HF greedy against the floor, forward-cost curves, the pairs' host time per iteration and
-HF assisted generation, the Triton kernel against SDPA."""
+"""The measurements of bench.gpu, one function per section (__main__.py's docstring says what
+each measures and in which order main() runs them): copy bandwidth, our decoding per engine
+path and HF greedy against the floor, forward-cost curves, the pairs' host time per iteration
+and HF assisted generation, the Triton kernel against SDPA."""
 
 from __future__ import annotations
 

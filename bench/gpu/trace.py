@@ -4,14 +4,14 @@ token and the kernels that take it. The question it answers (docs/gpu.md, 2026-1
 `graphs` step of the 7B model is 1.86x the bandwidth floor, and its graph replayed alone
 takes 94% of the step, so the gap is in the recorded kernels - how many, and which.
 
-On a GPU box (needs only torch and transformers; random weights, bench/gpu_models.py):
+On a GPU box (needs only torch and transformers; random weights, bench/gpu/models.py):
 
-    device run: python3 bench/gpu_trace.py --model qwen2.5-0.5b --engines graphs,compiled \
+    device run: python3 -m bench.gpu.trace --model qwen2.5-0.5b --engines graphs,compiled \
         --out $OUT/trace.json
 
 Here, at toy sizes (the profiler's CPU ops stand in for kernels; a check that it runs):
 
-    python bench/gpu_trace.py --tiny --engines fast,graphs,graphs+lean
+    python -m bench.gpu.trace --tiny --engines fast,graphs,graphs+lean
 
 An engine ENGINE+lean runs on our own forward of the model (engine/lean_model.py).
 
