@@ -2,7 +2,7 @@
 input buffers per graph key. On the CPU a replay re-runs the forward on those buffers (the data
 flow of a CUDA-graph replay), or with `traced_graphs` replays a make_fx record of it, which
 like a CUDA graph keeps the host values read at capture; the capture itself is checked on a
-GPU (bench/gpu_exact.py)."""
+GPU (bench/gpu/exact.py)."""
 
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ def test_graphed_growth_equals_the_python_builder(llama_pair, params, traced_gra
 def test_graphed_growth_launches_a_few_ops_per_iteration(llama_pair):
     """Outside the graphs an iteration launches the root's and the target's input copies, the
     verification mask and the read: 24 device ops per iteration here, where the levels' tree
-    building between graph replays launched 359 (bench/gpu_exact.py, docs/gpu.md)."""
+    building between graph replays launched 359 (bench/gpu/exact.py, docs/gpu.md)."""
     ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
     generate(llama_pair, ids, "dynatree", 32, engine="graphs")  # the captures
     with EagerOps() as ops:

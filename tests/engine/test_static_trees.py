@@ -77,7 +77,7 @@ def test_graphed_growth_equals_the_python_builder(llama_pair, method, params, tr
 def test_one_host_read_and_a_few_ops_per_iteration(llama_pair, method):
     """One read (the verification result) per iteration, where the Python builders read once
     per level, and a few device ops outside the graph replays (56-114 with the Python builders
-    on `graphs`, bench/gpu_exact.py)."""
+    on `graphs`, bench/gpu/exact.py)."""
     ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
     generate(llama_pair, ids, method, 32, engine="graphs")  # the captures
     with HostReads() as reads, EagerOps() as ops:
