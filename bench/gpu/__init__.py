@@ -10,7 +10,10 @@ Programs (run from the repository root; bench/gpu_lease.sh runs them in one `dev
     python -m bench.gpu.trace    device kernels per token of one model's decoding step
     python -m bench.gpu.gaps     where the GPU idles in a method's iterations
 
-Modules of `python -m bench.gpu` (__main__.py): sections.py (one function per measurement),
-predict.py (the method comparison by prediction from a CPU acceptance record), report.py
-(the Markdown tables), models.py (the random-weight models and the bandwidth floor).
+Modules, each importing only those after it: sections.py (one function per measurement of
+`python -m bench.gpu`, whose entry is __main__.py), predict.py (the method comparison by
+prediction from a CPU acceptance record), profiling.py (trace's and gaps' shared options and
+profiled generation), models.py (the random-weight models, the bandwidth floor, the pairs and
+prompts our engine runs on them), report.py (the Markdown tables, one-line errors), device.py
+(synchronisation, the device's name, torch.compile's graph limits).
 """

@@ -123,7 +123,7 @@ from engine.profile import device_info
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.gpu", description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None, help="JSON report (default: none, table only)")
     ap.add_argument("--profile-out", default=None, help="default <out stem>_profile.json")
     ap.add_argument("--models", default=",".join(ARCHS), help=f"of {', '.join(ARCHS)}")

@@ -54,7 +54,9 @@ PROMPTS = [  # from tests/engine/test_golden.py (repetitive text: drafts get acc
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.gpu.exact", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--out", default=None)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="float32")

@@ -49,7 +49,9 @@ LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.gpu.gaps", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--pair", default="qwen2.5-1.5b/qwen2.5-0.5b", choices=list(PAIRS))
     ap.add_argument("--methods", default="linear:k=4,dyspec,salf")
     ap.add_argument("--engine", default="graphs")

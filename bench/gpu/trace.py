@@ -38,7 +38,9 @@ from engine.models import Pair, pick_device, pick_dtype
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.gpu.trace", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--model", default="qwen2.5-0.5b", choices=list(ARCHS))
     ap.add_argument("--engines", default="graphs,compiled")
     add_trace_options(ap, tokens=16)

@@ -15,6 +15,9 @@ from bench.gpu.models import ARCHS, build, loaded
 from bench.gpu.predict import parse_method
 from engine.decode import generate
 from engine.models import Pair
+from engine.profile import ForwardCurve
+from orchestrator.profiles import load_profiles, save_curves
+from orchestrator.store import Store
 from tests.bench.gpu_helpers import finite_positive
 
 
@@ -98,14 +101,9 @@ def test_gpu_tiny_end_to_end(tmp_path, capsys):
     assert report["kernel"]["skipped"].startswith("no CUDA")
     profile = json.loads((tmp_path / "gpu_profile.json").read_text())
     assert profile["device"] == report["device"] and len(profile["curves"]) == 2
-    from engine.profile import ForwardCurve
-
     for c in profile["curves"]:
         finite_positive(ForwardCurve.from_dict(c).cost(8, 16), "profile cost")
     # importable as the docstring says: orchestrator/profiles.py save_curves
-    from orchestrator.profiles import load_profiles, save_curves
-    from orchestrator.store import Store
-
     store = Store(f"sqlite:///{tmp_path / 'orch.db'}", mode="create")
     save_curves(store, [(ForwardCurve.from_dict(c), profile["device"]) for c in profile["curves"]])
     stored = load_profiles(store, report["device"]["device_name"])
