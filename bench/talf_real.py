@@ -24,13 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine import checkpoint
-from engine.checkpoint import apply_weights
+from engine import checkpoint  # noqa: E402
+from engine.checkpoint import apply_weights  # noqa: E402
 from engine.datasets import encode_prompt, load_prompts  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.metrics import pooled_metrics  # noqa: E402
 from engine.models import Pair, load_model  # noqa: E402
-from engine.train.talf_train import TrainConfig, train, trainable
+from engine.train.talf_train import KIND, TrainConfig, train, trainable  # noqa: E402
 
 SHOWN = ("tokens_per_iteration", "mean_accepted_length", "mean_tree_size", "throughput")
 

@@ -1,4 +1,4 @@
-"""bench/gpu_gaps.py: the device timeline's idle gaps, charged to the engine frames that
+"""bench/gpu/gaps.py: the device timeline's idle gaps, charged to the engine frames that
 launched the work on either side (a profiler trace built by hand here: a CPU trace has no
 device events), and a toy run end to end."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bench import gpu_gaps
+from bench.gpu import gaps as gpu_gaps
 
 
 def frame(name: str, ts: float, dur: float) -> dict:
@@ -41,8 +41,8 @@ def kernel(corr: int, ts: float, dur: float, cat: str = "kernel") -> dict:
 
 
 TRACE = [
-    frame("bench/gpu_gaps.py(150): trace", 0, 200),  # not an engine frame
-    frame("engine/decode.py(122): decode_step", 0, 100),
+    frame("bench/gpu/gaps.py(150): trace", 0, 200),  # not an engine frame
+    frame("engine/iteration/general.py(45): run", 0, 100),
     frame("/work/main/engine/drafters/dyspec.py(94): grow_greedy", 10, 50),
     frame("engine/draft.py(205): tree", 60, 20),
     frame("torch/nn/modules/module.py(1782): _call_impl", 62, 10),  # inside tree
@@ -68,28 +68,28 @@ def test_engine_frame_names_engine_code_only():
 
 def test_launch_stacks_are_the_enclosing_engine_frames():
     stacks = gpu_gaps.launch_stacks(TRACE)
-    assert stacks[1] == "decode.decode_step"
-    assert stacks[2] == "decode.decode_step > dyspec.grow_greedy"
-    assert stacks[3] == stacks[4] == "decode.decode_step > draft.tree"
-    assert stacks[5] == ""  # decode_step ended at 100
+    assert stacks[1] == "general.run"
+    assert stacks[2] == "general.run > dyspec.grow_greedy"
+    assert stacks[3] == stacks[4] == "general.run > draft.tree"
+    assert stacks[5] == ""  # general.run ended at 100
 
 
 def test_gaps_are_charged_to_the_launches_on_either_side():
     busy, gaps = gpu_gaps.device_gaps(TRACE, min_gap_us=5)
     assert busy == pytest.approx(4 + 4 + 15 + 2)
     assert [g["us"] for g in gaps] == [11, 50]
-    assert gaps[0]["after"] == "decode.decode_step"
-    assert gaps[0]["before"] == "decode.decode_step > dyspec.grow_greedy"
-    assert gaps[1]["after"] == "decode.decode_step > dyspec.grow_greedy"
-    assert gaps[1]["before"] == "decode.decode_step > draft.tree"
+    assert gaps[0]["after"] == "general.run"
+    assert gaps[0]["before"] == "general.run > dyspec.grow_greedy"
+    assert gaps[1]["after"] == "general.run > dyspec.grow_greedy"
+    assert gaps[1]["before"] == "general.run > draft.tree"
     s = gpu_gaps.summarise(busy, gaps, iterations=2, top=1)
     assert s["idle_ms_per_iteration"] == pytest.approx(61 / 1e3 / 2)
     assert s["busy_ms_per_iteration"] == pytest.approx(25 / 1e3 / 2)
     assert s["gaps_per_iteration"] == 1.0
     assert s["top"] == [
         {
-            "after": "decode.decode_step > dyspec.grow_greedy",
-            "before": "decode.decode_step > draft.tree",
+            "after": "general.run > dyspec.grow_greedy",
+            "before": "general.run > draft.tree",
             "gaps_per_iteration": 0.5,
             "idle_ms_per_iteration": pytest.approx(0.025),
         }

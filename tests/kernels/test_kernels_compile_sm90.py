@@ -8,7 +8,7 @@ shapes, register and shared-memory budgets):
   largest fitting an H100 (227 KB per block) in the worst case, fp32 at head dim 128;
 - the lean forward's kernels (engine/runtime/lean.py: RMSNorm with and without the residual
   add, rotary embedding with the cache append, SiLU times up) at the shapes of the models
-  bench/gpu.py times (Qwen2.5 7B, 1.5B, 0.5B, Llama-2-7B), in bf16, fp16 and fp32, with
+  bench.gpu times (Qwen2.5 7B, 1.5B, 0.5B, Llama-2-7B), in bf16, fp16 and fp32, with
   the launch's 4 warps, and none spilling registers (ptxas's own report).
 
 Each runs in a fresh interpreter without TRITON_INTERPRET (which swaps the kernels for the

@@ -200,7 +200,7 @@ def test_predict_uses_each_roles_dtype_and_skips_unprofiled():
 H100 = "NVIDIA H100 80GB HBM3"
 H100_PROFILE = str(
     Path(__file__).resolve().parents[2] / "bench/records/gpu_h100_profile.json"
-)  # bench/gpu.py on an H100, 2026-11-26
+)  # python -m bench.gpu on an H100, 2026-11-26
 
 
 def test_profile_import_stores_a_gpu_run_and_predicts_on_it(sqlite_url):
@@ -265,7 +265,7 @@ def test_profile_import_bad_file_is_one_line_before_the_database(tmp_path, conte
 
 H100_GRAPHS_PROFILE = str(
     Path(__file__).resolve().parents[2] / "bench/records/gpu_h100_graphs_profile.json"
-)  # bench/gpu.py --pair-engine graphs on an H100, 2026-11-27
+)  # python -m bench.gpu --pair-engine graphs on an H100, 2026-11-27
 
 
 def _real_pair_sweep(store, name: str, engine: str, dtype: str = "auto") -> None:

@@ -1,37 +1,30 @@
-"""The measurements of bench/gpu.py, one function per section (its docstring says what each
-measures and in which order main() runs them): copy bandwidth, our decoding per engine path
-and HF greedy against the floor, forward-cost curves, the pairs' host time per iteration and
-HF assisted generation, the Triton kernel against SDPA."""
+"""The measurements of bench.gpu, one function per section (__main__.py's docstring says what
+each measures and in which order main() runs them): copy bandwidth, our decoding per engine
+path and HF greedy against the floor, forward-cost curves, the pairs' host time per iteration
+and HF assisted generation, the Triton kernel against SDPA."""
 
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.gpu_models import ARCHS, PAIRS, NoTokenizer, build  # noqa: E402
-from bench.gpu_predict import linear_tau, method_texts  # noqa: E402
-from bench.gpu_report import ms_cell  # noqa: E402
-from bench.host_time import host_seconds  # noqa: E402
-from bench.tree_attention import time_ms  # noqa: E402
-from engine.clock import synchronised  # noqa: E402
-from engine.config import PADDED, ConfigError, split_engine  # noqa: E402
-from engine.decode import generate  # noqa: E402
-from engine.methods import resolve_method  # noqa: E402
-from engine.models import LoadedModel, Pair  # noqa: E402
-from engine.runtime import cached_model  # noqa: E402
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+from bench import tree_attention
+from bench.gpu.device import sync
+from bench.gpu.models import PAIRS, ar_pair, loaded, random_prompt
+from bench.gpu.predict import linear_tau, method_texts
+from bench.gpu.report import ms_cell
+from bench.host_time import host_seconds
+from bench.tree_attention import time_ms
+from engine.clock import synchronised
+from engine.config import PADDED, ConfigError, split_engine
+from engine.curves import measure_curve
+from engine.decode import generate
+from engine.methods import resolve_method
+from engine.models import Pair
+from engine.runtime import cached_model
 
 
 def copy_bandwidth(device: torch.device, mib: int, repeats: int) -> dict:
@@ -44,28 +37,19 @@ def copy_bandwidth(device: torch.device, mib: int, repeats: int) -> dict:
     return {"bytes": n, "repeats": repeats, "median_ms": ms, "bytes_per_s": 2 * n / (ms / 1e3)}
 
 
-def loaded(name: str, model) -> LoadedModel:
-    return LoadedModel(
-        name=name,
-        model=model,
-        tokenizer=NoTokenizer(model.config.vocab_size),
-        device=model.device,
-        dtype=model.dtype,
-    )
+def warm_up(pair: Pair, prompt: list[int], method, new_tokens: int, engine: str) -> None:
+    """One generation before the timed ones: allocations, and on a padded engine the graphs of
+    the prefill and of every size the iterations use (there the warm-up is the whole
+    generation, which greedy decoding repeats shape for shape, so no capture or compilation
+    lands in a timed run; elsewhere at most 8 tokens)."""
+    padded = split_engine(engine)[0] in PADDED
+    generate(pair, prompt, method, new_tokens if padded else min(new_tokens, 8), engine=engine)
 
 
 def ours(pair: Pair, prompt: list[int], method, new_tokens: int, engine: str, repeats: int):
-    """Our engine's generations after a warm-up (allocations; on a padded engine the graphs of
-    the prefill and of every size the iterations use: the warm-up is the whole generation,
-    which greedy decoding repeats shape for shape, so no capture or compilation lands in a
-    timed run): the GenerationStats of each of `repeats` runs."""
-    generate(
-        pair,
-        prompt,
-        method,
-        new_tokens if split_engine(engine)[0] in PADDED else min(new_tokens, 8),
-        engine=engine,
-    )
+    """Our engine's generations after a warm-up (warm_up): the GenerationStats of each of
+    `repeats` runs."""
+    warm_up(pair, prompt, method, new_tokens, engine)
     return [one(pair, prompt, method, new_tokens, engine) for _ in range(repeats)]
 
 
@@ -161,23 +145,11 @@ def hf_differential(model, prompt, m1: int, m2: int, repeats: int, **kw) -> dict
     return out
 
 
-def stub_draft(model, seed: int):
-    """A toy model of `model`'s vocabulary for the draft slot of a Pair decoding
-    autoregressively (that drafter never runs the draft; generate still gives it a cache)."""
-    spec = ARCHS["llama-2-7b"].tiny()
-    return build(spec, model.device, model.dtype, seed, vocab=model.config.vocab_size)
-
-
-def random_prompt(model, n: int, seed: int) -> list[int]:
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randint(model.config.vocab_size, (n,), generator=gen).tolist()
-
-
 def ar_section(name, model, args, engines: list[str], hf: bool, floor_ms: float, budget, log):
     """Our autoregressive decoding per engine path (and HF greedy): ms per token, x floor. An
     engine ENGINE+lean runs on our own forward of the same model (engine/runtime/lean.py)."""
     prompt = random_prompt(model, args.prompt_tokens, args.seed)
-    pair = Pair(loaded(name, model), loaded("stub", stub_draft(model, args.seed)))
+    pair = ar_pair(name, model, args.seed)
     out = {}
 
     def ours_ar(engine):
@@ -231,8 +203,6 @@ def replay_ms(lm, repeats: int) -> float | None:
 def curve(model, name: str, args, engine: str, log):
     """The forward-cost curve (engine/curves.py): fast at --sizes x --contexts, compiled at
     --compiled-sizes x the prompt's context (each size bucket is one compiled graph)."""
-    from engine.curves import measure_curve
-
     compiled = engine == "compiled"  # graphs: every size and context (a capture is cheap)
     c = measure_curve(
         model,
@@ -337,8 +307,6 @@ def pair_section(name, target, draft, args, record, budget, log) -> dict:
 def kernel_section(target, args, cuda: bool) -> dict:
     """bench/tree_attention.py's Triton kernel against SDPA with a dense mask, at the target's
     head shape, prefix = each --contexts, 64 to 256 nodes (tiny shapes when not on CUDA)."""
-    from bench import tree_attention
-
     cfg = target.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     argv = ["--heads", str(cfg.num_attention_heads), "--kv-heads", str(cfg.num_key_value_heads)]

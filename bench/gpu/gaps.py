@@ -1,7 +1,7 @@
 """Where the GPU waits for the host in a method's iterations (issue 22): the idle gaps of the
 device timeline, each charged to the engine code that launched the kernels on either side.
 
-bench/gpu.py measures each method's host time per iteration (docs/gpu.md: DySpec and SALF at
+bench.gpu measures each method's host time per iteration (docs/gpu.md: DySpec and SALF at
 10-14% against the 10% goal) but not where it goes. This runs one profiled generation per
 method on a random-weight pair (after a warm-up generation: captures, allocations), exports
 the profiler's trace (torch.profiler with Python stacks) and, from it:
@@ -15,46 +15,43 @@ the profiler's trace (torch.profiler with Python stacks) and, from it:
 - per method: iterations, device busy and idle time per iteration, and the top pairs by idle
   time per iteration.
 
-On a GPU box (random weights, bench/gpu_models.py; needs torch and transformers):
+On a GPU box (random weights, bench/gpu/models.py; needs torch and transformers):
 
-    device run: python3 bench/gpu_gaps.py --pair qwen2.5-1.5b/qwen2.5-0.5b \
+    device run: python3 -m bench.gpu.gaps --pair qwen2.5-1.5b/qwen2.5-0.5b \
         --methods linear:k=4,dyspec,salf --out $OUT/gaps.json
 
 Here, at toy sizes (a CPU trace has no device events: checks that it runs and parses):
 
-    python bench/gpu_gaps.py --tiny --methods dyspec --engine fast
+    python -m bench.gpu.gaps --tiny --methods dyspec --engine fast
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.common import write_record  # noqa: E402
-from bench.engine_overhead import parse_method  # noqa: E402
-from bench.gpu_models import PAIRS, Models, add_trace_options  # noqa: E402
-from bench.gpu_sections import loaded, random_prompt  # noqa: E402
-from bench.host_time import iteration_seconds  # noqa: E402
-from engine.config import ENGINES, PADDED  # noqa: E402
-from engine.decode import generate  # noqa: E402
-from engine.methods import resolve_method  # noqa: E402
-from engine.models import Pair, pick_device, pick_dtype  # noqa: E402
+from bench.common import write_record
+from bench.engine_overhead import parse_method
+from bench.gpu.device import cuda_name
+from bench.gpu.models import PAIRS, Models, loaded, random_prompt
+from bench.gpu.profiling import add_trace_options, profile_generation
+from bench.gpu.sections import warm_up
+from bench.host_time import iteration_seconds
+from engine.config import ENGINES
+from engine.methods import resolve_method
+from engine.models import Pair, pick_device, pick_dtype
 
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.gpu.gaps", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--pair", default="qwen2.5-1.5b/qwen2.5-0.5b", choices=list(PAIRS))
     ap.add_argument("--methods", default="linear:k=4,dyspec,salf")
     ap.add_argument("--engine", default="graphs")
@@ -160,14 +157,7 @@ def summarise(busy_us: float, gaps: list[dict], iterations: int, top: int) -> di
 def profiled(pair: Pair, prompt: list[int], method, args, stack: bool) -> dict:
     """One profiled generation: its gaps (summarise) and its iteration time as the engine
     timed it. Recording Python frames slows the host, so its gaps are longer than unprofiled."""
-    from torch.profiler import ProfilerActivity, profile
-
-    cuda = pair.target.device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities, with_stack=stack) as prof:
-        got = generate(pair, prompt, method, args.tokens, engine=args.engine)
-    if cuda:
-        torch.cuda.synchronize(pair.target.device)
+    prof, got = profile_generation(pair, prompt, method, args.tokens, args.engine, with_stack=stack)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
@@ -183,8 +173,7 @@ def profiled(pair: Pair, prompt: list[int], method, args, stack: bool) -> dict:
 def trace(pair: Pair, prompt: list[int], method, args) -> dict:
     """After a warm-up generation (captures, allocations): one generation profiled with Python
     frames (the charges) and one without (idle time closer to an unprofiled run's)."""
-    warm = args.tokens if args.engine in PADDED else min(args.tokens, 8)
-    generate(pair, prompt, method, warm, engine=args.engine)
+    warm_up(pair, prompt, method, args.tokens, args.engine)
     out = profiled(pair, prompt, method, args, stack=True)
     plain = profiled(pair, prompt, method, args, stack=False)
     out["without_stacks"] = {k: v for k, v in plain.items() if k != "top"}
@@ -203,8 +192,7 @@ def main(argv=None) -> int:
     prompt = random_prompt(target, 16 if args.tiny else args.prompt_tokens, args.seed + 1)
     report = {"bench": "gpu_gaps", "pair": args.pair, "engine": args.engine, "tiny": args.tiny}
     report |= {"device": str(device), "dtype": str(dtype).removeprefix("torch.")}
-    if device.type == "cuda":
-        report["device_name"] = torch.cuda.get_device_name(device)
+    report |= cuda_name(device)
     report["methods"] = {}
     for text in args.methods.split(","):
         r = report["methods"][text] = trace(pair, prompt, resolve_method(*parse_method(text)), args)

@@ -1,10 +1,11 @@
 """Random-weight models with the published shapes, and the bandwidth floor of decoding with them.
 
-Used by bench/gpu.py: no hub, no weights, only torch and transformers. Each `ArchSpec` holds the
-shape numbers of a published config (hidden size, layers, heads, KV heads, MLP size, vocabulary,
-tied embeddings, RoPE base); `build` makes a transformers model from it with seeded random
-weights directly on the device, in the chosen dtype. `--tiny` (`ArchSpec.tiny`) keeps the
-architecture and shrinks every size, so the whole benchmark runs on a CPU in seconds.
+Used by the bench.gpu programs: no hub, no weights, only torch and transformers. Each
+`ArchSpec` holds the shape numbers of a published config (hidden size, layers, heads, KV heads,
+MLP size, vocabulary, tied embeddings, RoPE base); `build` makes a transformers model from it
+with seeded random weights directly on the device, in the chosen dtype. `--tiny`
+(`ArchSpec.tiny`) keeps the architecture and shrinks every size, so the whole benchmark runs
+on a CPU in seconds. `loaded`, `ar_pair` and `random_prompt` hand them to our engine.
 
 Bandwidth floor of autoregressive decoding (one token per step, batch 1): every step reads each
 weight matrix once, the KV cache of the context, and writes one token's keys/values:
@@ -23,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import torch
+
+from engine.models import LoadedModel, Pair
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ class ArchSpec:
     def config(self, vocab: int | None = None):
         """A transformers config; `vocab` overrides the vocabulary (a draft padded to its
         target's embedding size, as Qwen2.5 checkpoints of one tokenizer are)."""
-        from transformers import LlamaConfig, Qwen2Config
+        from transformers import LlamaConfig, Qwen2Config  # lazy: transformers
 
         common = dict(
             vocab_size=vocab or self.vocab,
@@ -115,7 +118,7 @@ def build(
 ):
     """A causal LM of `spec`'s shapes with seeded random weights (the config's initializer),
     created on `device` in `dtype`, eval mode, no gradients, SDPA attention."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # lazy: transformers
 
     cfg = spec.config(vocab)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
@@ -186,14 +189,30 @@ class Models:
         return ORCH_TWINS.get(key, key)
 
 
-def add_trace_options(ap, tokens: int) -> None:
-    """The options bench/gpu_trace.py and bench/gpu_gaps.py share: generated tokens, prompt
-    length, rows shown, toy sizes, device, dtype, the weights' seed, the JSON report."""
-    ap.add_argument("--tokens", type=int, default=tokens)
-    ap.add_argument("--prompt-tokens", type=int, default=128)
-    ap.add_argument("--top", type=int, default=12)
-    ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default="auto")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=None)
+def loaded(name: str, model) -> LoadedModel:
+    """A built model as our engine loads one (NoTokenizer: no EOS)."""
+    return LoadedModel(
+        name=name,
+        model=model,
+        tokenizer=NoTokenizer(model.config.vocab_size),
+        device=model.device,
+        dtype=model.dtype,
+    )
+
+
+def stub_draft(model, seed: int):
+    """A toy model of `model`'s vocabulary for the draft slot of a Pair decoding
+    autoregressively (that drafter never runs the draft; generate still gives it a cache)."""
+    spec = ARCHS["llama-2-7b"].tiny()
+    return build(spec, model.device, model.dtype, seed, vocab=model.config.vocab_size)
+
+
+def ar_pair(name: str, model, seed: int) -> Pair:
+    """The Pair autoregressive decoding of `model` runs on: it and a stub draft."""
+    return Pair(loaded(name, model), loaded("stub", stub_draft(model, seed)))
+
+
+def random_prompt(model, n: int, seed: int) -> list[int]:
+    """n seeded random token ids of `model`'s vocabulary."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(model.config.vocab_size, (n,), generator=gen).tolist()

@@ -1,6 +1,16 @@
-"""bench/gpu.py's report as Markdown tables (the JSON report's structure is gpu.py's)."""
+"""bench.gpu's report as Markdown tables (the JSON report's structure is __main__.py's), and
+the one-line form of an error its programs list.
+
+The header line still reads "bench/gpu.py on <device>", as every stored run's log does."""
 
 from __future__ import annotations
+
+from bench.tree_attention import markdown as kernel_table
+
+
+def error_line(e: Exception) -> str:
+    """An exception as one line of a report: its type and its message's first line."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
 def ms_cell(r: dict | None, key: str = "ms_per_token") -> str:
@@ -141,8 +151,6 @@ def markdown(report: dict) -> str:
         if "skipped" in k:
             lines.append(k["skipped"])
         else:
-            from bench.tree_attention import markdown as kernel_table
-
             lines += [kernel_table(r) + "\n" for r in k.values()]
     if report["skipped"]:
         lines += ["", "Skipped:", *(f"- {s}" for s in report["skipped"])]

@@ -6,24 +6,24 @@ profile. Needs only torch, transformers and triton: no Ray, no database, no hub,
 On a GPU box (the `device` tool's machine; one call, under its 10-minute limit; the
 sections run in priority order and --time-limit-s stops starting new ones, see below):
 
-    device run: PYTHONUNBUFFERED=1 python3 bench/gpu.py --out $OUT/gpu.json 2>&1 | tee $OUT/gpu.log
+    device run: PYTHONUNBUFFERED=1 python3 -m bench.gpu --out $OUT/gpu.json 2>&1 | tee $OUT/gpu.log
                 (also writes $OUT/gpu_profile.json)
 
 If the compiled sections do not fit, a second call can run them alone:
-`python3 bench/gpu.py --engines compiled --pairs '' --out $OUT/gpu_compiled.json`. The graphs
+`python3 -m bench.gpu --engines compiled --pairs '' --out $OUT/gpu_compiled.json`. The graphs
 engine (CUDA graphs recorded from the eager kernels, engine/runtime/cuda_graphs.py) costs a capture of
 about two forwards per size bucket, not a compilation, so it runs with the first sections.
 
 On a CPU at toy sizes (about a minute here; tests/bench/test_gpu.py runs a subset in seconds):
 
-    python bench/gpu.py --tiny --out /tmp/gpu.json
+    python -m bench.gpu --tiny --out /tmp/gpu.json
 
-What it measures (random weights with the published shapes, bench/gpu_models.py; bf16 on CUDA,
+What it measures (random weights with the published shapes, bench/gpu/models.py; bf16 on CUDA,
 fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens new tokens):
 
 1. copy bandwidth: a --copy-mib MiB device-to-device copy, median of --repeats (bytes read +
    written per second); the floor of autoregressive decoding = bytes a step reads / bandwidth
-   (bench/gpu_models.py), at the mean context of the run.
+   (bench/gpu/models.py), at the mean context of the run.
 2. per model: our autoregressive decoding (engine/decode.py generate, method autoregressive,
    for each of --engines) and HF `model.generate` greedy, time per token and its ratio to the
    floor (goal on a GPU: <= 1.25x). Ours: the generation's TPOT (wall time after the first
@@ -34,7 +34,7 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
    tokens after C cached tokens, n = 1..256, C in --contexts; engines fast and graphs, and
    compiled at --compiled-sizes) - the verification cost per tree size, also reported as c(n) / c(1) at
    the prompt's context.
-4. per pair (bench/gpu_models.py PAIRS): every method of the acceptance record (--record,
+4. per pair (bench/gpu/models.py PAIRS): every method of the acceptance record (--record,
    default: the newest bench/cost_model.py record in bench/records/, else
    bench/records/methods_real_pair.json; with its parameters) run with our engine on the
    random pair, engine fast (--pair-engine graphs or compiled: CUDA graphs, and then that
@@ -55,8 +55,8 @@ fp32 on CPU; greedy; one random prompt of --prompt-tokens tokens, --new-tokens n
    last, truncated iteration of each call makes this exact to within one iteration).
 6. per pair, the method comparison by prediction: each method's time per token and speedup on
    this device from the CPU-measured acceptance record and this run's forward-cost curves and
-   host times (engine/cost_model.py; "not available" when that module or per-iteration
-   profiles are missing). HF assisted's predicted time per token = its measured time per
+   host times (engine/cost_model.py; "not available" when the record has no per-iteration
+   profiles). HF assisted's predicted time per token = its measured time per
    iteration at constant k (5b) / the record's linear-k tokens per iteration: with greedy
    decoding, HF assisted at a constant k drafts and accepts exactly what our linear k does,
    so its tokens per iteration are the record's linear ones. Goal on a GPU: best tree method
@@ -68,14 +68,14 @@ Profile file (--profile-out, default <out stem>_profile.json): {"bench": "gpu", 
 engine.curves.device_info(...), "curves": [ForwardCurve.to_dict(), ...]}, one curve per model
 and engine path in engine/curves.py's format ({"model", "device_name", "dtype", "engine",
 "points": [[C, n, seconds], ...]}). Curves of the shapes of orch's real pair are named after
-it (bench/gpu_models.py ORCH_TWINS: qwen2.5-coder-1.5b / -0.5b), so that once imported,
+it (bench/gpu/models.py ORCH_TWINS: qwen2.5-coder-1.5b / -0.5b), so that once imported,
 `orch compare --predict-on "<device_name>"` predicts the stored real-pair trials on this GPU.
 Import it on a machine with the database (one transaction; a key's earlier curve is replaced):
 
     orch profile-import gpu_profile.json --db sqlite:///orch.db
 
 A stored report's predictions can be computed again without the device, e.g. when the time
-limit cut them or from a newer CPU record: `python bench/gpu.py --from-report gpu.json
+limit cut them or from a newer CPU record: `python -m bench.gpu --from-report gpu.json
 --record bench/records/cost_model_real_pair.json`.
 
 Order: bandwidth; per model autoregressive (eager, fast, graphs, HF greedy) and the fast and
@@ -96,12 +96,9 @@ import time
 import traceback
 from pathlib import Path
 
-import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.gpu_models import (  # noqa: E402
+from bench.common import write_record
+from bench.gpu.device import allow_many_graphs
+from bench.gpu.models import (
     ARCHS,
     PAIRS,
     Models,
@@ -109,9 +106,9 @@ from bench.gpu_models import (  # noqa: E402
     kv_bytes_per_token,
     weight_bytes_read,
 )
-from bench.gpu_predict import from_report, pair_prediction  # noqa: E402
-from bench.gpu_report import markdown  # noqa: E402
-from bench.gpu_sections import (  # noqa: E402
+from bench.gpu.predict import default_record, from_report, pair_prediction
+from bench.gpu.report import error_line, markdown
+from bench.gpu.sections import (
     ar_section,
     copy_bandwidth,
     curve,
@@ -120,29 +117,13 @@ from bench.gpu_sections import (  # noqa: E402
     record_methods,
     verification_table,
 )
-from engine.config import ENGINE_SPECS, PADDED, ConfigError, split_engine  # noqa: E402
-from engine.models import pick_device, pick_dtype  # noqa: E402
-
-RECORD = ROOT / "bench/records/methods_real_pair.json"
-
-
-def default_record(folder: Path = ROOT / "bench/records") -> Path:
-    """The acceptance record to predict from: the newest per-iteration record in `folder`
-    (bench/cost_model.py's JSON, "bench": "cost_model"), else bench/methods.py's record of
-    per-prompt totals (RECORD; its linear row still predicts HF assisted)."""
-    found = []
-    for path in folder.glob("*.json"):
-        try:
-            head = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(head, dict) and head.get("bench") == "cost_model":
-            found.append((str(head.get("time", "")), path.name, path))
-    return max(found)[2] if found else RECORD
+from engine.config import ENGINE_SPECS, PADDED, ConfigError, split_engine
+from engine.curves import device_info
+from engine.models import pick_device, pick_dtype
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.gpu", description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None, help="JSON report (default: none, table only)")
     ap.add_argument("--profile-out", default=None, help="default <out stem>_profile.json")
     ap.add_argument("--models", default=",".join(ARCHS), help=f"of {', '.join(ARCHS)}")
@@ -239,9 +220,7 @@ class Budget:
             return fn()
         except Exception as e:  # noqa: BLE001 - one failed measurement must not end the run
             self.log(traceback.format_exc())
-            self.errors.append(
-                f"{name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            )
+            self.errors.append(f"{name}: {error_line(e)}")
             return None
 
 
@@ -251,7 +230,7 @@ def main(argv=None) -> int:
         more = Path(args.curves_from) if args.curves_from else None
         report = from_report(Path(args.from_report), Path(args.record), more)
         if args.out:
-            Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+            write_record(args.out, report)
         print(markdown(report))
         return 0
     device = pick_device(args.device)
@@ -260,10 +239,8 @@ def main(argv=None) -> int:
     engines = (args.engines or ("eager,fast,graphs,compiled" if cuda else "eager,fast")).split(",")
     args.engines = [e for e in engines if e]
     compiled = [e for e in args.engines if e.startswith("compiled")]
-    if compiled:  # one graph per model, size bucket and cache: many
-        for key in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit"):
-            if hasattr(torch._dynamo.config, key):
-                setattr(torch._dynamo.config, key, 1024)
+    if compiled:
+        allow_many_graphs()
     record_path = Path(args.record)
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
     try:  # unknown --methods or record parameters: one line, before any model is built
@@ -272,12 +249,9 @@ def main(argv=None) -> int:
         sys.exit(f"error: --methods / {record_path}: {e}")
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     budget = Budget(args.time_limit_s, log)
-    from engine.curves import device_info
-
     report = {
         "bench": "gpu",
-        "command": "python "
-        + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["python -m bench.gpu", *(argv if argv is not None else sys.argv[1:])]),
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
         "device": device_info(device),
         "dtype": str(dtype).removeprefix("torch."),
@@ -309,13 +283,11 @@ def main(argv=None) -> int:
 
     def save() -> None:
         if out:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(report, indent=1) + "\n")
+            write_record(out, report)
         if profile_out:
             curves = [c for m in report["models"].values() for c in m.get("curves", {}).values()]
             profile = {"bench": "gpu", "device": report["device"], "curves": curves}
-            profile_out.parent.mkdir(parents=True, exist_ok=True)
-            profile_out.write_text(json.dumps(profile, indent=1) + "\n")
+            write_record(profile_out, profile)
 
     mib = args.copy_mib or (8 if args.tiny else 1024 if cuda else 64)
     report["bandwidth"] = bw = copy_bandwidth(device, mib, max(args.repeats, 5))

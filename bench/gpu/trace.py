@@ -4,14 +4,14 @@ token and the kernels that take it. The question it answers (docs/gpu.md, 2026-1
 `graphs` step of the 7B model is 1.86x the bandwidth floor, and its graph replayed alone
 takes 94% of the step, so the gap is in the recorded kernels - how many, and which.
 
-On a GPU box (needs only torch and transformers; random weights, bench/gpu_models.py):
+On a GPU box (needs only torch and transformers; random weights, bench/gpu/models.py):
 
-    device run: python3 bench/gpu_trace.py --model qwen2.5-0.5b --engines graphs,compiled \
+    device run: python3 -m bench.gpu.trace --model qwen2.5-0.5b --engines graphs,compiled \
         --out $OUT/trace.json
 
 Here, at toy sizes (the profiler's CPU ops stand in for kernels; a check that it runs):
 
-    python bench/gpu_trace.py --tiny --engines fast,graphs,graphs+lean
+    python -m bench.gpu.trace --tiny --engines fast,graphs,graphs+lean
 
 An engine ENGINE+lean runs on our own forward of the model (engine/runtime/lean.py).
 
@@ -24,25 +24,23 @@ the --top kernels by time with their counts per token.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.common import write_record  # noqa: E402
-from bench.gpu_models import ARCHS, Models, add_trace_options  # noqa: E402
-from bench.gpu_sections import loaded, random_prompt, stub_draft  # noqa: E402
-from engine.config import ENGINE_SPECS  # noqa: E402
-from engine.decode import generate  # noqa: E402
-from engine.models import Pair, pick_device, pick_dtype  # noqa: E402
+from bench.common import write_record
+from bench.gpu.device import cuda_name
+from bench.gpu.models import ARCHS, Models, ar_pair, random_prompt
+from bench.gpu.profiling import add_trace_options, profile_generation
+from engine.config import ENGINE_SPECS
+from engine.decode import generate
+from engine.models import Pair, pick_device, pick_dtype
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.gpu.trace", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--model", default="qwen2.5-0.5b", choices=list(ARCHS))
     ap.add_argument("--engines", default="graphs,compiled")
     add_trace_options(ap, tokens=16)
@@ -79,17 +77,10 @@ def summarise(events, cuda: bool, tokens: int, top: int) -> dict:
 
 
 def trace(pair: Pair, prompt: list[int], engine: str, tokens: int, top: int) -> dict:
-    from torch.profiler import ProfilerActivity, profile
-
-    cuda = pair.target.device.type == "cuda"
     generate(pair, prompt, "autoregressive", tokens, engine=engine)  # captures, compilation
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
-        got = generate(pair, prompt, "autoregressive", tokens, engine=engine)
-    if cuda:
-        torch.cuda.synchronize(pair.target.device)
+    prof, got = profile_generation(pair, prompt, "autoregressive", tokens, engine)
     n = len(got.tokens)
-    out = summarise(prof.events(), cuda, n, top)
+    out = summarise(prof.events(), pair.target.device.type == "cuda", n, top)
     out["wall_ms_per_token"] = 1e3 * got.stats.summary()["tpot_s"]
     return out
 
@@ -99,12 +90,11 @@ def main(argv=None) -> int:
     device = pick_device(args.device)
     dtype = pick_dtype(args.dtype, device)
     model = Models(args, device, dtype).get(args.model)
-    pair = Pair(loaded(args.model, model), loaded("stub", stub_draft(model, args.seed)))
+    pair = ar_pair(args.model, model, args.seed)
     prompt = random_prompt(model, 16 if args.tiny else args.prompt_tokens, args.seed)
     report = {"bench": "gpu_trace", "model": args.model, "tiny": args.tiny, "device": str(device)}
     report["dtype"] = str(dtype).removeprefix("torch.")
-    if device.type == "cuda":
-        report["device_name"] = torch.cuda.get_device_name(device)
+    report |= cuda_name(device)
     report["engines"] = {}
     for engine in args.engines:
         r = report["engines"][engine] = trace(pair, prompt, engine, args.tokens, args.top)

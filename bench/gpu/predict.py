@@ -1,4 +1,4 @@
-"""bench/gpu.py's method comparison by prediction: CPU-measured acceptance records, this device's
+"""bench.gpu's method comparison by prediction: CPU-measured acceptance records, this device's
 forward-cost curves and host times, engine/cost_model.py.
 
 Two record formats are read (--record):
@@ -19,7 +19,7 @@ measured here); decoding only, the prefill left out of both sides:
 HF assisted at a constant draft length k drafts and accepts, greedily, exactly what our linear
 k does, so its tokens per iteration are the record's linear-k ones (tau_k, pooled: all emitted
 tokens / all iterations), and its predicted time per token is its time per iteration measured
-on this device (bench/gpu.py, constant k, no confidence stop) over tau_k:
+on this device (bench.gpu, constant k, no confidence stop) over tau_k:
 
     hf = t_iter_HF(k) / tau_k,      vs_hf_assisted_m = hf / ours_m
 """
@@ -31,7 +31,27 @@ from pathlib import Path
 from typing import Any
 
 from bench.engine_overhead import parse_method
-from bench.gpu_models import PAIRS
+from bench.gpu.models import PAIRS
+from engine import cost_model
+from engine.cost_model import ForwardCurve
+
+RECORDS = Path(__file__).resolve().parents[1] / "records"  # bench/records
+RECORD = RECORDS / "methods_real_pair.json"
+
+
+def default_record(folder: Path = RECORDS) -> Path:
+    """The acceptance record to predict from: the newest per-iteration record in `folder`
+    (bench/cost_model.py's JSON, "bench": "cost_model"), else bench/methods.py's record of
+    per-prompt totals (RECORD; its linear row still predicts HF assisted)."""
+    found = []
+    for path in folder.glob("*.json"):
+        try:
+            head = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(head, dict) and head.get("bench") == "cost_model":
+            found.append((str(head.get("time", "")), path.name, path))
+    return max(found)[2] if found else RECORD
 
 
 def method_texts(record: dict) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -44,8 +64,6 @@ def method_texts(record: dict) -> dict[str, tuple[str, dict[str, Any]]]:
 def profiles(record: dict) -> dict[str, list] | None:
     """Method text -> [cost_model.GenerationProfile] per prompt; None when the record holds no
     per-iteration lists (bench/methods.py's format)."""
-    from engine import cost_model
-
     per = record.get("per_prompt")
     if not isinstance(per, dict):
         return None
@@ -83,7 +101,7 @@ def predict_pair(
 ) -> dict:
     """The prediction block of one pair (module docstring). Curves: ForwardCurve.to_dict;
     host_s: method text -> host seconds per iteration measured on this device; hf_constant:
-    bench/gpu.py's HF assisted measurement at constant k."""
+    bench.gpu's HF assisted measurement at constant k."""
     out: dict[str, Any] = {"methods": {}}
     tau = linear_tau(record)
     hf_tpt = None
@@ -98,12 +116,6 @@ def predict_pair(
                 "ms_per_iteration": hf_constant["ms_per_iteration"],
                 "ms_per_token": hf_tpt,
             }
-    try:
-        from engine import cost_model
-        from engine.cost_model import ForwardCurve
-    except ImportError as e:
-        out["available"], out["reason"] = False, f"engine.cost_model not importable ({e})"
-        return out
     gens = profiles(record)
     if gens is None:
         out["available"] = False
@@ -144,7 +156,7 @@ def predict_pair(
 
 
 def pair_prediction(record: dict, res: dict, tc: dict, dc: dict, ar: dict | None) -> dict:
-    """bench/gpu_predict.py's prediction for one pair section `res`, from the curves of its
+    """predict_pair's prediction for one pair section `res`, from the curves of its
     target and draft and our autoregressive measurement `ar` on this device, all of the
     engine its methods ran on."""
     host = {t: r["host_ms_per_iteration"] / 1e3 for t, r in res["methods"].items()}

@@ -7,9 +7,9 @@ the CUDA-only code runs: the static chain step (engine/iteration/chain.py) takes
 fast path too, and the graphs and compiled paths capture CUDA graphs (on `graphs` also one per
 setting of the static greedy trees' growth, engine/iteration/static_tree.py). Needs only torch and transformers (the tiny families are built locally), so the `device` tool's machine runs it:
 
-    device run: PYTHONUNBUFFERED=1 python3 bench/gpu_exact.py --out $OUT/gpu_exact.json
+    device run: PYTHONUNBUFFERED=1 python3 -m bench.gpu.exact --out $OUT/gpu_exact.json
 
-    python bench/gpu_exact.py --device cpu --engines eager,fast --new-tokens 16   # here
+    python -m bench.gpu.exact --device cpu --engines eager,fast --new-tokens 16   # here
 
 fp32 by default: in bf16 a tree forward and a one-token forward round differently, so a
 near-tie can flip an argmax; that is numerics, not a bug this check looks for. Every method
@@ -32,17 +32,18 @@ import sys
 import tempfile
 import time
 import traceback
-from pathlib import Path
 
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import markdown_table, write_record  # noqa: E402
-from bench.host_time import EagerOps, HostReads, Synchronisations  # noqa: E402
-from engine.decode import generate  # noqa: E402
-from engine.drafters import DRAFTERS  # noqa: E402
-from engine.models import load_pair  # noqa: E402
+from bench.common import markdown_table, write_record
+from bench.gpu.device import allow_many_graphs, cuda_name
+from bench.gpu.report import error_line
+from bench.host_time import EagerOps, HostReads, Synchronisations
+from engine.cost_model import CurvePoint, ForwardCurve
+from engine.decode import generate
+from engine.drafters import DRAFTERS
+from engine.drafters.delayed.selector import Latency
+from engine.models import load_pair
+from engine.train import block_drafter_train, nde
+from engine.train.nde_data import CollectConfig, collect
 
 PROMPTS = [  # from tests/engine/test_golden.py (repetitive text: drafts get accepted)
     "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",
@@ -53,7 +54,9 @@ PROMPTS = [  # from tests/engine/test_golden.py (repetitive text: drafts get acc
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.gpu.exact", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--out", default=None)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="float32")
@@ -75,11 +78,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 def learned_cases(pair, family: str) -> list[tuple[str, str, dict]]:
     """(label, method, params) of the learned components on `pair`, from toy checkpoints
     trained now (the tests' toy scales: tests/engine/test_nde.py, test_block_drafter.py)."""
-    from engine.cost_model import CurvePoint, ForwardCurve
-    from engine.drafters.delayed.selector import Latency
-    from engine.train import block_drafter_train, nde
-    from engine.train.nde_data import CollectConfig, collect
-
     points = tuple(
         CurvePoint(c, n, 0.01 * (1 + c / 1000 + n / 64)) for c in (0, 1000) for n in (1, 64)
     )
@@ -119,9 +117,7 @@ def run(args) -> dict:
     start = time.perf_counter()
     report = {"bench": "gpu_exact", "args": vars(args), "rows": [], "skipped": []}
     if "compiled" in args.engines:
-        for key in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit"):
-            if hasattr(torch._dynamo.config, key):  # one graph per model and size bucket
-                setattr(torch._dynamo.config, key, 1024)
+        allow_many_graphs()
     pairs, prompts, want, learned = {}, {}, {}, {}
     if args.learned:  # the toy checkpoints go to a new home, never the user's
         os.environ["ORCH_HOME"] = tempfile.mkdtemp(prefix="orch_home_")
@@ -130,8 +126,7 @@ def run(args) -> dict:
             f"tiny-{family}", f"tiny-{family}-draft", args.device, args.dtype
         )
         report["device"] = str(pair.target.device)
-        if pair.target.device.type == "cuda":
-            report["device_name"] = torch.cuda.get_device_name(pair.target.device)
+        report |= cuda_name(pair.target.device)
         prompts[family] = [pair.target.tokenizer.encode(p) for p in PROMPTS[: args.prompts]]
         want[family] = [
             generate(pair, x, "autoregressive", args.new_tokens).tokens for x in prompts[family]
@@ -162,12 +157,12 @@ def run(args) -> dict:
                         row.update(host_work(pair, ids, name, args.new_tokens, engine, params))
                 except Exception as e:  # noqa: BLE001 - one failed case must not end the run
                     traceback.print_exc()
-                    row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    row["error"] = error_line(e)
                 row["seconds"] = round(time.perf_counter() - t0, 2)
                 report["rows"].append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 if args.out:
-                    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+                    write_record(args.out, report)
     report["elapsed_s"] = time.perf_counter() - start
     return report
 
