@@ -35,7 +35,7 @@ it runs on `engine: compiled` and `graphs` only, whose forwards are graph replay
 where the saved host reads and launches are what is left to save.
 `engine: fast` keeps the Python builders, which feed only the expandable nodes: on the CPU a
 forward's cost grows with its rows, and on a GPU with eager forwards every fed level costs a
-full draft forward (measured in docs/fast_path.md, "static trees").
+full draft forward (measured on an H100 with the tiny pairs: docs/gpu.md).
 """
 
 from __future__ import annotations
