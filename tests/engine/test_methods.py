@@ -15,23 +15,9 @@ from engine.methods import Method, compatible_verifiers, resolve_method
 from engine.runtime.eager import CachedModel
 from engine.sampling import Warp
 from engine.verify import VERIFIERS
+from tests.method_cases import SMALL
 
 TEMPERATURES = (0.0, 0.8)
-SMALL = {
-    "fixed_tree": {"depth": 2},
-    "iid": {"L": 2},
-    "delayed": {"L1": 1, "L2": 1},
-    "dynatree": {"D0": 2, "N_max": 8, "tau": 0.0},
-    "dyspec": {"budget": 6},
-    "salf": {"N": 6, "B": 3},
-    "beam": {"N": 6, "top_k": 2, "depth": 2},
-    "ddtree": {"B": 6, "L": 3},
-    "specinfer": {"depth": 2},
-    "sequoia": {"budget": 6, "max_depth": 3},
-    "lookup": {"min_ngram": 1},
-    "lookup_tree": {"min_ngram": 1},
-    "lookup_hybrid": {"min_ngram": 1, "N": 6, "lookup_budget": 3},
-}
 
 
 def _step(pair, method: str, verifier: str, temperature: float):

@@ -5,32 +5,10 @@ import pytest
 
 from engine.config import ConfigError
 from engine.decode import generate
-from engine.drafters import DRAFTERS
 from engine.drafters.record import full_tree
 from engine.methods import resolve_method
 from engine.tree_bounds import check_vocab, max_children, max_nodes
-
-SMALL = {
-    "autoregressive": {},
-    "linear": {"k": 3},
-    "fixed_tree": {"depth": 3, "branch": 2, "budget": 10},
-    "iid": {"K": 3, "L": 2},
-    "delayed": {"K": 2, "L1": 1, "L2": 2},
-    "dynatree": {"depth": 2, "branch": 2, "N_max": 9},
-    "dyspec": {"budget": 7},
-    "salf": {"N": 6, "B": 2},
-    "beam": {"N": 5, "top_k": 3, "depth": 3},
-    "ddtree": {"B": 6, "L": 3},
-    "specinfer": {"expansion": [2, 2]},
-    "sequoia": {"budget": 6, "max_depth": 3},
-    "lookup": {"k": 3, "min_ngram": 1},
-    "lookup_tree": {"k": 3, "min_ngram": 1, "branches": 3, "budget": 5},
-    "lookup_hybrid": {"N": 6, "lookup_budget": 3, "min_ngram": 1},
-}
-
-
-def test_every_method_has_bounds():
-    assert set(DRAFTERS) == set(SMALL)
+from tests.method_cases import SMALL
 
 
 def test_full_tree_stops_at_the_cap():
