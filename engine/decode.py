@@ -24,10 +24,10 @@ import torch
 from engine.clock import Clock
 from engine.config import ConfigError, split_engine
 from engine.draft import DecodeState, DraftModel, NoDraft
-from engine.drafters import DRAFTERS, MODEL_FREE
+from engine.drafters import DRAFTERS
 from engine.iteration import iterate
 from engine.iteration.step import read_counts
-from engine.methods import Method, resolve_method
+from engine.methods import Method, check_without_draft, resolve_method
 from engine.metrics import GenerationStats, IterationStats, peak_memory, reset_peak_memory
 from engine.models import Pair
 from engine.runtime import MIN_CAPACITY, cached_model
@@ -70,8 +70,9 @@ def generate(
     draft_top_p: float | None = None,
 ) -> Generation:
     """Decode until `max_new_tokens` or EOS; timing, truncation, caches and stats live here,
-    one iteration is `decode_step`. engine: how the models run (engine/config.py ENGINE_SPECS:
-    an engine path, or ENGINE+lean on our own forward of the models, engine/runtime/lean.py).
+    one iteration is engine/iteration's `iterate`. engine: how the models run
+    (engine/config.py ENGINE_SPECS: an engine path, or ENGINE+lean on our own forward of the
+    models, engine/runtime/lean.py).
     temperature / top_p: the target's sampling, the law of the output; draft_temperature /
     draft_top_p: how the draft draws its trees (None: as the target; DySpec Sec. 5.1 drafts at
     0.6 for targets at 0 and 0.6). A method given resolved must have been resolved with the
@@ -94,11 +95,7 @@ def generate(
     capacity = len(prompt_ids) + max_new_tokens + MIN_CAPACITY
     target = cached_model(pair.target.model, engine, capacity)
     if pair.draft is None:  # a model-free method (prompt lookup): engine/draft/none.py
-        if method.name not in MODEL_FREE:
-            raise ConfigError(
-                f"method {method.name!r} runs a draft model but the pair has none (draft: none); "
-                f"model-free methods: {', '.join(sorted(MODEL_FREE))}"
-            )
+        check_without_draft(method.name)
         draft = NoDraft(device)
     else:
         draft = DraftModel(pair.draft.model, dw, cached_model(pair.draft.model, engine, capacity))

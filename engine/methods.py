@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from engine.config import ConfigError, parse_config
-from engine.drafters import DRAFTERS
+from engine.drafters import DRAFTERS, MODEL_FREE
 from engine.verify import VERIFIERS
 
 
@@ -101,3 +101,13 @@ def method_params(m: Method) -> dict[str, Any]:
     }
     out["verifier"] = m.verifier
     return out
+
+
+def check_without_draft(method: str) -> None:
+    """ConfigError (one line) unless `method` runs without a draft model (a pair with
+    `draft: none`): the model-free methods (their record's `model_free`)."""
+    if method not in MODEL_FREE:
+        raise ConfigError(
+            f"method {method!r} runs a draft model but the pair has none (draft: none); "
+            f"model-free methods: {', '.join(sorted(MODEL_FREE))}"
+        )

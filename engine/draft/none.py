@@ -12,7 +12,7 @@ from engine.draft.builder import Batch, TreeBuilder
 
 
 class _NoLM:
-    """The counters decode_step reads from a draft LM: always zero, no forward timed."""
+    """The counters an iteration reads from a draft LM: always zero, no forward timed."""
 
     spans: tuple = ()
     forward_calls = 0

@@ -53,8 +53,8 @@ def make_step(
 ) -> Step:
     """A Step from an iteration's stamps on target.clock (start, tree built, target forward
     done, verified) and its forward counters at the start (forward_counters); every iteration
-    path (decode_step, engine/iteration/chain.py, engine/iteration/static_tree.py) ends here.
-    generate() gives both models one clock, so every stamp and span indexes the same list."""
+    path (engine/iteration/*.py) ends here. generate() gives both models one clock, so every
+    stamp and span indexes the same list."""
     draft0, target0, calls0, tokens0 = before
     return Step(
         tree=tree,
