@@ -7,8 +7,8 @@ graphs, cuda_graphs.py) and our own forward of Llama / Qwen2 models (`+lean`, le
 from __future__ import annotations
 
 from engine.config import split_engine
+from engine.runtime import lean
 from engine.runtime.eager import CachedModel
-from engine.runtime.lean import lean
 from engine.runtime.static import MIN_CAPACITY, StaticCachedModel
 
 __all__ = ["MIN_CAPACITY", "CachedModel", "StaticCachedModel", "cached_model"]
@@ -29,7 +29,7 @@ def cached_model(model, engine: str = "eager", capacity: int = MIN_CAPACITY) -> 
     if engine == "eager":
         return CachedModel(model)
     if on_lean:
-        model = lean(model)
+        model = lean.lean(model)
     per_model = vars(model).setdefault(_CACHED, {})
     if engine not in per_model:
         per_model[engine] = StaticCachedModel(model, capacity, engine)

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from engine.decode import generate
-from engine.drafters import DRAFTERS, Drafter, dyspec
+from engine.drafters import DRAFTERS, dyspec
 from engine.sampling import Warp
 from tests.engine.drafters.dist import chi_square, exact_law, restricted_pair
 
@@ -86,7 +86,7 @@ def test_a_broken_builder_is_caught(monkeypatch):
     monkeypatch.setitem(
         DRAFTERS,
         "broken_dyspec",
-        Drafter(dyspec.DySpecConfig, broken, dyspec.SAMPLING, "specinfer"),
+        dataclasses.replace(DRAFTERS["dyspec"], name="broken_dyspec", build=broken),
     )
     counts = frequencies(pair, "broken_dyspec", {"budget": 4, "verifier": "specinfer"}, 150)
     pvalue, _ = chi_square(counts, law)
@@ -106,7 +106,9 @@ def test_dyspec_waves_keep_the_target_law(monkeypatch):
         return tree
 
     monkeypatch.setitem(
-        DRAFTERS, "dyspec_waves", Drafter(dyspec.DySpecConfig, waves, dyspec.SAMPLING, "specinfer")
+        DRAFTERS,
+        "dyspec_waves",
+        dataclasses.replace(DRAFTERS["dyspec"], name="dyspec_waves", build=waves),
     )
     counts = frequencies(pair, "dyspec_waves", {"budget": 12, "verifier": "specinfer"}, N)
     pvalue, power = chi_square(counts, law, alt, ALPHA)
