@@ -126,8 +126,8 @@ def test_gpu_tiny_end_to_end(tmp_path, capsys):
 
     for c in profile["curves"]:
         finite_positive(ForwardCurve.from_dict(c).cost(8, 16), "profile cost")
-    # importable as the docstring says: orchestrator/profiles.py save_curves
-    from orchestrator.profiles import load_profiles, save_curves
+    # importable as the docstring says: orchestrator/results/profiles.py save_curves
+    from orchestrator.results.profiles import load_profiles, save_curves
     from orchestrator.store import Store
 
     store = Store(f"sqlite:///{tmp_path / 'orch.db'}", mode="create")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from orch_helpers import fake_config, fake_result, record_sweep
 
 from engine.profile import CurvePoint, ForwardCurve
-from orchestrator.profiles import save_curves
+from orchestrator.results.profiles import save_curves
 from orchestrator.store import Store
 
 CPU, GPU = "Test CPU 9000", "NVIDIA Test GPU"

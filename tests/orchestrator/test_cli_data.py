@@ -1,4 +1,4 @@
-"""orchestrator.cli_data: `models list|fetch`, `datasets list|show` through CliRunner."""
+"""orchestrator.cli.data: `models list|fetch`, `datasets list|show` through CliRunner."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from engine import fetch
-from orchestrator.cli_data import datasets, models
+from orchestrator.cli.data import datasets, models
 
 SHARED = Path("/work/shared/data")
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="needs /work/shared/data")
@@ -85,7 +85,7 @@ def test_models_fetch_progress_and_path(home, monkeypatch):
         log(f"{name}: done")
         return home / "models" / name
 
-    monkeypatch.setattr("orchestrator.cli_data.fetch_model", fake_fetch)
+    monkeypatch.setattr("orchestrator.cli.data.fetch_model", fake_fetch)
     result = CliRunner().invoke(models, ["fetch", "qwen2.5-coder-0.5b"])
     assert result.exit_code == 0
     assert result.stdout == f"{home / 'models' / 'qwen2.5-coder-0.5b'}\n"
@@ -99,7 +99,7 @@ def test_models_fetch_failure_is_one_line_exit_1(home, monkeypatch):
     def failing(name, log, keep_gguf):
         raise fetch.FetchError(f"{name}: sha256 mismatch: got aa, expected bb")
 
-    monkeypatch.setattr("orchestrator.cli_data.fetch_model", failing)
+    monkeypatch.setattr("orchestrator.cli.data.fetch_model", failing)
     result = CliRunner().invoke(models, ["fetch", "qwen2.5-coder-1.5b"])
     assert result.exit_code == 1
     assert result.stderr == "error: qwen2.5-coder-1.5b: sha256 mismatch: got aa, expected bb\n"

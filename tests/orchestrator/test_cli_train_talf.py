@@ -10,7 +10,7 @@ from engine.decode import generate
 from engine.models import load_model, load_pair
 from engine.train import checkpoint
 from orchestrator.cli import main
-from orchestrator.trial import model_info
+from orchestrator.run.trial import model_info
 
 TOY = (
     "train talf --target tiny-llama --draft tiny-llama-draft --steps 3 --roots 3 --prompts 2 "

@@ -18,9 +18,9 @@ from sqlalchemy import event, func, select
 from sqlalchemy.engine import make_url
 
 from db.models import Result, Trial
-from orchestrator import runner
+from orchestrator.run import runner
 from orchestrator.store import Store
-from orchestrator.store_sql import StoreError
+from orchestrator.store.sql import StoreError
 
 CONFIGS = [fake_config(i) for i in range(8)]
 HASHES = {c.config_hash for c in CONFIGS}

@@ -20,7 +20,7 @@ from orch_helpers import PG_PASSWORD, REPO, fake_config
 from sqlalchemy import func, select
 
 from db.models import Result, Sweep, Trial
-from orchestrator.runner import PAUSE_ENV
+from orchestrator.run.runner import PAUSE_ENV
 from orchestrator.store import Store
 
 HERE = Path(__file__).resolve().parent

@@ -1,4 +1,4 @@
-"""The papers' sweep files (examples/*.yaml) and the `scale:` block (orchestrator/scale.py):
+"""The papers' sweep files (examples/*.yaml) and the `scale:` block (orchestrator/spec/scale.py):
 every file loads and expands at its own and at its reduced scale, to the trial counts its
 header states (recomputed here from the grids), with the same method parameter points at both
 scales and no config hash in common; bad scale blocks are one error line, nothing written."""
@@ -15,7 +15,7 @@ from orch_helpers import REPO
 
 from orchestrator.cli import main
 from orchestrator.spec import load_sweep
-from orchestrator.spec_values import SpecError
+from orchestrator.spec.values import SpecError
 from orchestrator.store import Store
 
 EXAMPLES = REPO / "examples"

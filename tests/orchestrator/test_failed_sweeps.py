@@ -49,7 +49,7 @@ def test_store_ends_an_all_failed_sweep_failed(db_url):
 
 
 def test_cli_all_failed_sweep_ends_failed_and_resubmit_names_retry_failed(tmp_path, monkeypatch):
-    from orchestrator.executors import local
+    from orchestrator.run.executors import local
 
     real = local.run_trial
 

@@ -16,15 +16,15 @@ from sqlalchemy import func, select
 from db.models import Result, Sweep, SweepStatus, SweepTrial, Trial, TrialStatus
 from engine.models import auto_dtype, load_model
 from engine.profile import device_info
-from orchestrator import preflight
 from orchestrator.cli import main
-from orchestrator.preflight import placement
 from orchestrator.records import TrialConfig
-from orchestrator.runner import RunOptions
+from orchestrator.run import preflight
+from orchestrator.run.preflight import placement
+from orchestrator.run.runner import RunOptions
 from orchestrator.spec import load_sweep
-from orchestrator.spec_expand import place
+from orchestrator.spec.expand import place
 from orchestrator.store import Store
-from orchestrator.store_sweeps import SweepChanged
+from orchestrator.store.sweeps import SweepChanged
 
 TINY = "pairs: [{target: tiny-llama, draft: tiny-llama-draft}]\n"
 REAL = "pairs: [{target: qwen2.5-coder-1.5b, draft: qwen2.5-coder-0.5b}]\n"

@@ -1,4 +1,4 @@
-"""orchestrator.jobs._submit: a cluster that has no job agent yet is asked again until the
+"""orchestrator.run.jobs._submit: a cluster that has no job agent yet is asked again until the
 deadline; any other refusal, or the deadline passed, is one ConfigError line."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine.config import ConfigError
-from orchestrator import jobs
+from orchestrator.run import jobs
 
 BUSY = RuntimeError("Request failed with status code 500: No available agent to submit job")
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from orch_helpers import REPO, sweep_24
 
-from orchestrator.executors.reaper import session_processes
-from orchestrator.runner import PAUSE_ENV
+from orchestrator.run.executors.reaper import session_processes
+from orchestrator.run.runner import PAUSE_ENV
 
 pytestmark = pytest.mark.slow
 psutil = pytest.importorskip("psutil")

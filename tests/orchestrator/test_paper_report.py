@@ -1,4 +1,4 @@
-"""`orch report` (orchestrator/paper_report.py): one sweep of the tiny pair (autoregressive, two
+"""`orch report` (orchestrator/results/paper/report.py): one sweep of the tiny pair (autoregressive, two
 verifiers at two temperatures > 0, a DynaTree depth x branch x threshold grid, DDTree budgets)
 stored with synthetic results into SQLite and into Postgres gives byte-identical report.md and
 report.html with the sections its grid calls for and valid PNG figures; bad input is one error
@@ -17,11 +17,11 @@ from engine.certify import sampling_certificate
 from engine.methods import resolve_method
 from engine.profile import CurvePoint, ForwardCurve
 from orchestrator.cli import main
-from orchestrator.paper_report import certificate_cell
-from orchestrator.profiles import save_curves
 from orchestrator.records import TrialFailure
-from orchestrator.scale import provenance
+from orchestrator.results.paper.report import certificate_cell
+from orchestrator.results.profiles import save_curves
 from orchestrator.spec import load_sweep
+from orchestrator.spec.scale import provenance
 from orchestrator.store import Store
 
 SWEEP = """\

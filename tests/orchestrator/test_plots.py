@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from orch_helpers import fake_result
 
 from orchestrator.cli import main
-from orchestrator.plots import figures
-from orchestrator.report import BASELINE, load_frame
+from orchestrator.results.frame import BASELINE, load_frame
+from orchestrator.results.plots import figures
 from orchestrator.spec import load_sweep
-from orchestrator.spec_expand import place
+from orchestrator.spec.expand import place
 from orchestrator.store import Store
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -1,4 +1,4 @@
-"""A sweep's `profile:` block (orchestrator/spec.py): one profile trial per pair and engine,
+"""A sweep's `profile:` block (orchestrator/spec/parse.py): one profile trial per pair and engine,
 run on a worker like any trial, its curves stored in `profiles` with the trial's status; resume
 skips it, --rerun replaces its curves; query, compare and export never see it; bad blocks are
 one error line; `--scale` profiles at one repeat."""
@@ -14,11 +14,11 @@ from sqlalchemy import func, select
 from db.models import Profile, Result, Trial
 from engine.profile import DEFAULT_CONTEXTS, DEFAULT_REPEATS, DEFAULT_SIZES, device_info
 from orchestrator.cli import main
-from orchestrator.profiles import load_profiles
 from orchestrator.records import PROFILE
-from orchestrator.runner import RunOptions, submit
+from orchestrator.results.profiles import load_profiles
+from orchestrator.run.runner import RunOptions, submit
 from orchestrator.spec import load_sweep
-from orchestrator.spec_values import SpecError
+from orchestrator.spec.values import SpecError
 from orchestrator.store import Store
 
 SWEEP = """\
@@ -119,8 +119,8 @@ def test_profile_trials_identity_and_draft_free_pair(tmp_path):
     plain_sweep, plain = load_sweep(_file(tmp_path, "", "d"))
     assert PROFILE not in {t.method for t in plain} and "profile" not in plain_sweep.to_dict()
 
-    from orchestrator.spec_expand import place
-    from orchestrator.trial import run_trial
+    from orchestrator.run.trial import run_trial
+    from orchestrator.spec.expand import place
 
     lone = load_sweep(_file(tmp_path, PROFILE_BLOCK, "e"))[1][0]
     lone = place([lone.__class__(**{**lone.to_dict(), "draft": "none"})], "cpu")[0]

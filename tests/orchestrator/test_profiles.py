@@ -25,7 +25,7 @@ from sqlalchemy import func, select
 from db.models import Profile
 from engine.profile import device_info
 from orchestrator.cli import main
-from orchestrator.profiles import device_curves, load_profiles, save_curves
+from orchestrator.results.profiles import device_curves, load_profiles, save_curves
 from orchestrator.store import Store
 
 
@@ -169,7 +169,7 @@ def test_predict_uses_each_roles_dtype_and_skips_unprofiled():
     dtype for both."""
     import pandas as pd
 
-    from orchestrator.profiles import predict_frame
+    from orchestrator.results.profiles import predict_frame
 
     curves = {
         ("t", "float32", "eager"): _linear("t", CPU, 1.0, 0.1),

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 from orch_helpers import PG_PASSWORD, REPO, sweep_24
 
-from orchestrator.executors import Job
 from orchestrator.records import TrialConfig
+from orchestrator.run.executors import Job
 
 ray = pytest.importorskip("ray")
 
@@ -101,7 +101,7 @@ def _signature(result) -> tuple:
 
 @pytest.fixture(scope="module")
 def local_results():
-    from orchestrator.executors.local import LocalExecutor
+    from orchestrator.run.executors.local import LocalExecutor
 
     sink = ListSink()
     LocalExecutor().run(_jobs(), sink)
@@ -109,7 +109,7 @@ def local_results():
 
 
 def test_gpu_pinning_loads_failures_and_equality(ray_session, local_results):
-    from orchestrator.executors.ray_executor import RayExecutor
+    from orchestrator.run.executors.ray_executor import RayExecutor
 
     ex = RayExecutor(max_attempts=3)
     sink = ListSink()
@@ -133,7 +133,7 @@ def test_gpu_pinning_loads_failures_and_equality(ray_session, local_results):
 
 
 def test_killed_actor_trial_is_retried(ray_session, local_results):
-    from orchestrator.executors.ray_executor import RayExecutor
+    from orchestrator.run.executors.ray_executor import RayExecutor
 
     ex = RayExecutor(max_attempts=3)
 
@@ -165,7 +165,7 @@ def test_an_actor_ray_cannot_place_does_not_hold_up_the_sweep(ray_session, monke
     """Three GPU actors on two GPUs (as when a worker node has just died and the cluster still
     counts its GPU): the two placed run every trial (before, the driver waited for all three
     forever; CI 2026-11-28)."""
-    from orchestrator.executors import ray_executor as rx
+    from orchestrator.run.executors import ray_executor as rx
 
     monkeypatch.setattr(rx, "SPREAD_WAIT_S", 2.0)
     ex = rx.RayExecutor(actors=3, accelerator="gpu")
@@ -179,7 +179,7 @@ def test_an_actor_ray_cannot_place_does_not_hold_up_the_sweep(ray_session, monke
 def test_no_actor_placed_is_one_error_line(ray_session, monkeypatch):
     """Actors no node can hold: after the placement timeout, one line that says what each
     actor asks for and what the cluster has, instead of waiting forever."""
-    from orchestrator.executors import ray_executor as rx
+    from orchestrator.run.executors import ray_executor as rx
 
     monkeypatch.setattr(rx, "SPREAD_WAIT_S", 0.5)
     ex = rx.RayExecutor(accelerator="gpu", placement_timeout=2.0)
@@ -242,8 +242,8 @@ def test_a_killed_worker_process_is_the_actor_dying(monkeypatch, error):
     every trial that is left; after max_attempts the trial fails, naming the cause."""
     import ray.exceptions
 
-    from orchestrator.executors import Worker
-    from orchestrator.executors import ray_executor as rx
+    from orchestrator.run.executors import Worker
+    from orchestrator.run.executors import ray_executor as rx
 
     def get(ref):
         raise getattr(ray.exceptions, error)("1 worker(s) were killed (node low on memory)")

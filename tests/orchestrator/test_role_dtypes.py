@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from orchestrator import trial
 from orchestrator.records import TrialConfig
-from orchestrator.spec import parse_sweep
-from orchestrator.spec_expand import expand
-from orchestrator.spec_values import SpecError
+from orchestrator.run import trial
+from orchestrator.spec.parse import parse_sweep
+from orchestrator.spec.expand import expand
+from orchestrator.spec.values import SpecError
 
 BASE = {
     "name": "dt",

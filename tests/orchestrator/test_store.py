@@ -17,11 +17,11 @@ from sqlalchemy import func, select, text, update
 
 from db import create_db_engine, current_revision, head_revision, upgrade
 from db.models import Base, ModelInfo, Result, Sweep, Trial
-from orchestrator.leases import LEASE_S, owner_alive, proc_stat
 from orchestrator.records import TrialFailure
 from orchestrator.store import Store
-from orchestrator.store_sql import StoreError
-from orchestrator.store_sweeps import CancelInfo
+from orchestrator.store.leases import LEASE_S, owner_alive, proc_stat
+from orchestrator.store.sql import StoreError
+from orchestrator.store.sweeps import CancelInfo
 
 
 def _count(store, model, *where):
@@ -340,7 +340,7 @@ def test_orch_db_upgrade_and_current(db_url):
 def test_a_failed_trials_error_line_is_its_exception():
     """`orch status` shows one line per failed trial: the exception's, not the last line of
     what followed it (Ray's OutOfMemoryError ends with pages of memory statistics)."""
-    from orchestrator.store_reads import error_line
+    from orchestrator.store.reads import error_line
 
     oom = (
         'Traceback (most recent call last):\n  File "w.py", line 3, in get\n    raise value\n'

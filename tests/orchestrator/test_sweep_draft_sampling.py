@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.spec import load_sweep
-from orchestrator.spec_values import SpecError
+from orchestrator.spec.values import SpecError
 
 BASE = """\
 name: ds

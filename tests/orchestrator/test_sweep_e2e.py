@@ -20,10 +20,10 @@ from sqlalchemy import func, select
 
 from db.models import Result, Sweep, SweepStatus, SweepTrial, Trial
 from orchestrator.cli import main
-from orchestrator.leases import LEASE_S
 from orchestrator.records import TrialConfig
-from orchestrator.runner import PAUSE_ENV
+from orchestrator.run.runner import PAUSE_ENV
 from orchestrator.store import DB_RETRY_S, Store
+from orchestrator.store.leases import LEASE_S
 
 
 def _cli(*args):
@@ -84,7 +84,7 @@ def test_sweep_24_completes_and_resubmit_runs_nothing(db_url, tmp_path):
 
 def test_lease_and_retry_options(sqlite_url, tmp_path, monkeypatch):
     """--lease-s and --db-retry-s reach the run (their help shows the store's defaults)."""
-    import orchestrator.runner as runner
+    import orchestrator.run.runner as runner
 
     help_text = " ".join(_cli("submit", "--help").output.split())
     assert f"[default: {LEASE_S:g}]" in help_text and f"[default: {DB_RETRY_S:g}]" in help_text
@@ -233,7 +233,7 @@ def _ctrl_c_resume(db_url, pause):
 
 
 def test_cancel_stops_a_running_driver(sqlite_url, tmp_path, monkeypatch):
-    from orchestrator.runner import RunOptions, submit
+    from orchestrator.run.runner import RunOptions, submit
 
     spec = sweep_24(tmp_path / "c.yaml", name="cc24", max_new_tokens=12)
     pause = tmp_path / "paused"

@@ -181,7 +181,7 @@ def test_dynatree_grid_names_select_the_parameters_they_set():
 
 
 def test_a_jobs_api_driver_gets_every_only():
-    from orchestrator.jobs import driver_command
+    from orchestrator.run.jobs import driver_command
 
     cmd = driver_command("s.yaml", {"scale": True, "only": ("method=linear", "k=1,2")})
     assert cmd.endswith("--scale --only method=linear --only k=1,2")

@@ -9,7 +9,7 @@ from orch_helpers import REPO, sweep_24
 
 from orchestrator.records import TrialConfig
 from orchestrator.spec import load_sweep
-from orchestrator.spec_values import SpecError
+from orchestrator.spec.values import SpecError
 
 EXAMPLES = REPO / "examples"
 

@@ -44,7 +44,7 @@ def noisy_library(monkeypatch):
     import logging
     import warnings
 
-    from orchestrator.executors import local
+    from orchestrator.run.executors import local
 
     real = local.run_trial
 
@@ -149,7 +149,7 @@ def test_ray_start_up_lines_go_to_the_run_log(tmp_path):
 
 
 def test_run_log_paths_are_per_run_and_safe(tmp_path, monkeypatch):
-    from orchestrator.runlog import log_path
+    from orchestrator.run.runlog import log_path
 
     monkeypatch.setenv("ORCH_HOME", str(tmp_path))
     p = log_path("../etc/my sweep", now=0)
@@ -162,7 +162,7 @@ def test_run_log_paths_are_per_run_and_safe(tmp_path, monkeypatch):
 
 
 def test_threads_per_worker_split_the_cpus():
-    from orchestrator.executors import worker_threads
+    from orchestrator.run.executors import worker_threads
 
     assert [worker_threads(n, cpus=16) for n in (1, 2, 4, 5, 16, 32)] == [16, 8, 4, 3, 1, 1]
 
@@ -171,8 +171,8 @@ def test_local_executor_sets_torch_threads_per_trial_and_puts_them_back(monkeypa
     import torch
     from orch_helpers import fake_config, fake_result
 
-    from orchestrator import executors
-    from orchestrator.executors import Job, local
+    from orchestrator.run import executors
+    from orchestrator.run.executors import Job, local
 
     seen = {}
 
@@ -227,7 +227,7 @@ def test_submit_help_says_which_executor_to_use_when():
 def test_version_names_the_package_and_the_code_version_trials_record(tmp_path, monkeypatch):
     from importlib.metadata import version
 
-    from orchestrator.trial import code_version
+    from orchestrator.run.trial import code_version
 
     r = CliRunner().invoke(main, ["--version"])
     assert r.exit_code == 0
@@ -260,7 +260,7 @@ def test_shell_completion_script_and_completions():
 
 
 def test_eta_from_finished_trials():
-    from orchestrator.eta import eta_s, format_eta
+    from orchestrator.run.eta import eta_s, format_eta
 
     assert eta_s([], 5) is None and eta_s([(0.0, 10.0)], 0) is None
     assert eta_s([(0.0, 10.0)], 6) == 60.0  # one worker, 10 s a trial
@@ -417,7 +417,7 @@ def test_run_log_falls_back_to_the_temp_folder(tmp_path, monkeypatch):
     import logging
     import tempfile
 
-    from orchestrator.runlog import run_log
+    from orchestrator.run.runlog import run_log
 
     (tmp_path / "home").write_text("a file, not a folder")
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))

@@ -14,8 +14,8 @@ from engine.certify import (
 )
 from engine.verify import VERIFIERS, Accept, Verifier
 from engine.verify import greedy as greedy_verifier
-from orchestrator import trial
 from orchestrator.records import TrialConfig
+from orchestrator.run import trial
 from tests.orchestrator.test_trial_runner import _cfg
 
 

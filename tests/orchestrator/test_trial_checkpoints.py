@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from engine.train import checkpoint
 from orchestrator.cli import main
-from orchestrator.preflight import checkpoint_names
+from orchestrator.run.preflight import checkpoint_names
 
 SWEEP = """\
 name: with-drafter

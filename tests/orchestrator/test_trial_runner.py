@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import trial
 from orchestrator.records import METRICS, TrialConfig
+from orchestrator.run import trial
 
 
 def _cfg(**kw) -> TrialConfig:

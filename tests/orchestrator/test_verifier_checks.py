@@ -1,4 +1,4 @@
-"""`orch certify` and the certificate columns (orchestrator/verifier_checks.py,
+"""`orch certify` and the certificate columns (orchestrator/results/verifier_checks.py,
 certificates.py), on SQLite and Postgres: which check each sampled trial needs, checks run once
 per setting and stored, `lossless` and `ar_equal` in query, compare and the report's cell.
 
@@ -17,10 +17,10 @@ import engine.distribution_check as dc
 from db.models import Result, VerifierCheck
 from engine.config import ConfigError
 from orchestrator.cli import main
-from orchestrator.paper_report import certificate_cell
 from orchestrator.records import TrialConfig
+from orchestrator.results.paper.report import certificate_cell
+from orchestrator.results.verifier_checks import key, load_checks, save_check, trial_setting
 from orchestrator.store import Store
-from orchestrator.verifier_checks import key, load_checks, save_check, trial_setting
 
 SWEEP = """\
 name: certs
@@ -210,7 +210,7 @@ def test_the_report_lists_the_checks_and_the_missing_ones(sqlite_url, tmp_path, 
 
 
 def test_the_word_of_a_trial_without_a_check():
-    from orchestrator.certificates import lossless_word
+    from orchestrator.results.certificates import lossless_word
 
     row = {**config().to_dict(), "param.K": 2, "param.L": 2, "param.verifier": "traversal"}
     del row["params"]

@@ -1,0 +1,1 @@
+"""`orch report`: one sweep as a paper-style report."""
