@@ -4,6 +4,6 @@ parse.py reads the document into a Sweep (types.py), strictly (values.py, caps i
 scale.py applies its `scale:` block; expand.py turns it into one TrialConfig per trial.
 """
 
-from orchestrator.spec.parse import load_sweep
+from orchestrator.spec.load import load_sweep
 
 __all__ = ["load_sweep"]

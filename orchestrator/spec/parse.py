@@ -1,6 +1,6 @@
-"""The sweep file: a strict loader and its expansion into trial configs (DESIGN.md, "Sweep file").
-The parsed types are in spec_types.py, the strict value checks in spec_values.py, the
-expansion into trials and their placement in spec_expand.py.
+"""The sweep file parsed strictly into a Sweep (DESIGN.md, "Sweep file"); load.py reads the
+file, applies its scale and expands it. The parsed types are in types.py, the strict value
+checks in values.py, the expansion into trials and their placement in expand.py.
 
 ```yaml
 name: dynatree-grid                 # required; a sweep is identified by its name
@@ -71,22 +71,18 @@ from __future__ import annotations
 
 import itertools
 import re
-from pathlib import Path
 from typing import Any
 
 from engine.config import ENGINE_SPECS, ConfigError
 from engine.model_names import canonical_name
 from engine.profile import check_grid as check_profile_grid
 from engine.profile import parse_ints
-from orchestrator.records import TrialConfig
-from orchestrator.spec.expand import expand
 from orchestrator.spec.limits import (
     DEFAULT,
     MODEL_MAX,
     NAME_MAX,
     NAMES,
     Limits,
-    check_grid,
     text_problem,
 )
 from orchestrator.spec.types import DatasetSel, MethodSpec, ProfileSpec, Sweep
@@ -102,40 +98,12 @@ from orchestrator.spec.values import (
     temperature,
     top_p,
 )
-from orchestrator.spec.yaml_file import read_yaml
 
 DEFAULT_MAX_NEW_TOKENS = 128
 _EXTRA_PARAMS = ("verifier", "max_new_tokens")  # accepted by every method
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes unsigned 64-bit seeds
 
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
-
-
-# ----------------------------------------------------------------------------- loading
-
-
-def load_sweep(
-    path: str | Path, local_models: bool = True, scaled: bool = False
-) -> tuple[Sweep, list[TrialConfig]]:
-    """Read, parse and validate a sweep file; returns the sweep and its expanded trials.
-    scaled: run its `scale:` block (orchestrator/spec/scale.py), else the file's own sizes.
-
-    Model names are checked against the registries (real models need not be fetched here:
-    workers fetch them on first use). local_models=False (a driver for a remote cluster): a
-    model given as a folder path is checked by the worker that loads it."""
-    path = Path(path)
-    try:
-        data = read_yaml(path)
-    except ConfigError as e:
-        raise SpecError(str(e)) from None
-    from orchestrator.spec.scale import apply_scale
-
-    sweep = parse_sweep(apply_scale(data, str(path), scaled), source=str(path))
-    try:
-        check_grid(sweep, sweep.limits)  # before expanding: a huge grid fails here, at once
-    except ConfigError as e:
-        raise SpecError(f"{path}: {e}") from None
-    return sweep, expand(sweep, source=str(path), local_models=local_models)
 
 
 def parse_sweep(data: Any, source: str = "sweep") -> Sweep:

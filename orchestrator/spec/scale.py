@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.config import ConfigError
-from orchestrator.spec.parse import parse_sweep
+from orchestrator.spec.parse import PROFILE_KEYS, _profile, parse_sweep
 from orchestrator.spec.types import Sweep
 from orchestrator.spec.values import SpecError, integer, mapping, nonempty_list
 from orchestrator.spec.yaml_file import read_yaml
@@ -113,8 +113,6 @@ def _block(value: Any, sweep: Sweep, where: str) -> dict[str, Any]:
 def _check_profile(value: Any, sweep: Sweep, where: str) -> None:
     """The scale block's `profile:`: a mapping of the file's profile keys, each at most the
     file's (a smaller grid, never a larger one)."""
-    from orchestrator.spec.parse import PROFILE_KEYS, _profile
-
     if sweep.profile is None:
         raise ScaleError(f"{where}: the file has no profile: block to scale")
     mapping(value, where, optional=PROFILE_KEYS)

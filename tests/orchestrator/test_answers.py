@@ -8,8 +8,8 @@ import yaml
 
 from engine.datasets import DatasetError, default_category, load_prompts
 from orchestrator.records import TrialConfig
-from orchestrator.spec.parse import parse_sweep
 from orchestrator.spec.expand import expand
+from orchestrator.spec.parse import parse_sweep
 
 TASKS = ["mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag"]
 

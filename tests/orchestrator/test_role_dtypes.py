@@ -8,8 +8,8 @@ import torch
 
 from orchestrator.records import TrialConfig
 from orchestrator.run import trial
-from orchestrator.spec.parse import parse_sweep
 from orchestrator.spec.expand import expand
+from orchestrator.spec.parse import parse_sweep
 from orchestrator.spec.values import SpecError
 
 BASE = {

@@ -12,7 +12,7 @@ import tracemalloc
 
 import pytest
 
-import orchestrator.spec.parse as spec
+import orchestrator.spec.load as spec_load
 from orchestrator.spec import load_sweep
 from orchestrator.spec.limits import DEFAULT, grid_size
 from orchestrator.spec.values import SpecError
@@ -24,7 +24,7 @@ def test_grid_of_ten_million_fails_before_expanding(tmp_path, monkeypatch):
     def no_expansion(*a, **k):
         raise AssertionError("the grid was expanded")
 
-    monkeypatch.setattr(spec, "expand", no_expansion)
+    monkeypatch.setattr(spec_load, "expand", no_expansion)
     p = tmp_path / "huge.yaml"
     axis = list(range(1, 101))
     p.write_text(
