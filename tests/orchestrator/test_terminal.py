@@ -172,7 +172,7 @@ def test_local_executor_sets_torch_threads_per_trial_and_puts_them_back(monkeypa
     from orch_helpers import fake_config, fake_result
 
     from orchestrator.run import executors
-    from orchestrator.run.executors import Job, local
+    from orchestrator.run.executors import Job, base, local
 
     seen = {}
 
@@ -196,7 +196,7 @@ def test_local_executor_sets_torch_threads_per_trial_and_puts_them_back(monkeypa
             return False
 
     monkeypatch.setattr(local, "run_trial", run_trial)
-    monkeypatch.setattr(executors, "available_cpus", lambda: 3)
+    monkeypatch.setattr(base, "available_cpus", lambda: 3)
     ex = executors.make_executor("local")
     assert ex.threads == 3  # one worker: every CPU, as a Ray actor alone on the machine
     jobs = [

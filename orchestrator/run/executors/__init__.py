@@ -1,78 +1,15 @@
-"""Executors run jobs and report each outcome to a sink; they never touch the database.
-
-The driver (orchestrator.run.runner) owns the sink: `start` claims a trial in the database (False:
-skip it, e.g. cancelled meanwhile), `done`/`failed` record it, `retry` puts a trial whose
-worker died back to pending, `stop_requested` is polled between trials (orch cancel).
-"""
+"""Executors: `make_executor(name)` gives the in-process one (local.py) or the Ray one
+(ray_executor.py); both run Jobs and report to a Sink (base.py)."""
 
 from __future__ import annotations
 
-import os
-import traceback
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from engine.config import ConfigError
-from orchestrator.records import TrialConfig, TrialFailure, TrialResult
+from orchestrator.run.executors.base import Job, Sink, Worker, worker_threads
+from orchestrator.run.executors.local import LocalExecutor
 
-MAX_ERROR_CHARS = 4000
-
-
-@dataclass(frozen=True)
-class Worker:
-    name: str  # "local", "actor0", ...
-    host: str
-    gpu_id: str | None
-
-
-@dataclass
-class Job:
-    trial_id: int
-    config: TrialConfig
-    attempts: int = 0  # dispatches so far, this one included once started
-    prompts: list | None = None  # shipped by the driver so workers need no data files
-    worker: Worker | None = field(default=None, compare=False)
-
-
-class Sink(Protocol):
-    def start(self, job: Job, worker: Worker) -> bool: ...
-    def done(self, job: Job, result: TrialResult) -> None: ...
-    def failed(self, job: Job, failure: TrialFailure) -> None: ...
-    def retry(self, job: Job, error: str) -> None: ...
-    def stop_requested(self) -> bool: ...
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask; the machine's count elsewhere)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def worker_threads(workers: int, cpus: int | None = None) -> int:
-    """torch threads of each of `workers` workers sharing `cpus` CPUs (default: this
-    machine's): the Ray actors of one machine split its CPUs, the local executor (one worker)
-    takes them all."""
-    return max(1, (available_cpus() if cpus is None else cpus) // max(1, workers))
-
-
-def trial_threads(config: TrialConfig, threads: int) -> int:
-    """The torch threads one trial runs with: `threads`, but one for the built-in tiny models,
-    whose tensors are too small to split (a quickstart trial on a loaded 2-core machine: 3.4 s
-    with one thread, 29 s with two; torch's default is one per core)."""
-    from engine.model_names import TINY_MODELS
-
-    tiny = config.target in TINY_MODELS and config.draft in (*TINY_MODELS, "none")
-    return 1 if tiny else threads
-
-
-def format_error(e: BaseException) -> str:
-    """User errors as their one line; anything else with its traceback (bounded)."""
-    if isinstance(e, ConfigError):
-        return f"{type(e).__name__}: {e}"
-    text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-    return text if len(text) <= MAX_ERROR_CHARS else "...\n" + text[-MAX_ERROR_CHARS:]
+__all__ = ["Job", "Sink", "Worker", "make_executor", "worker_threads"]
 
 
 def make_executor(
@@ -85,11 +22,9 @@ def make_executor(
     verbose: bool = False,
 ) -> Any:
     if name == "local":
-        from orchestrator.run.executors.local import LocalExecutor
-
         return LocalExecutor(warmup=warmup, threads=worker_threads(1))
     if name == "ray":
-        from orchestrator.run.executors.ray_executor import RayExecutor
+        from orchestrator.run.executors.ray_executor import RayExecutor  # lazy: Ray
 
         return RayExecutor(
             address=address,

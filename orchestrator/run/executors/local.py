@@ -1,7 +1,7 @@
 """In-process executor: trials one after another in the driver process, grouped by pair.
 
 It is one worker with the machine to itself: torch runs each trial with `threads` threads
-(all CPUs by default, one for the built-in tiny models: orchestrator.run.executors.trial_threads),
+(all CPUs by default, one for the built-in tiny models: executors/base.py trial_threads),
 not torch's default, which is slow on a loaded machine; the driver's own count is put back
 afterwards."""
 
@@ -11,7 +11,7 @@ import socket
 import time
 
 from orchestrator.records import TrialFailure
-from orchestrator.run.executors import (
+from orchestrator.run.executors.base import (
     Job,
     Sink,
     Worker,

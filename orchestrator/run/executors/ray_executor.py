@@ -40,7 +40,7 @@ from ray.exceptions import (
 
 from engine.config import ConfigError
 from orchestrator.records import TrialConfig, TrialFailure, TrialResult
-from orchestrator.run.executors import (
+from orchestrator.run.executors.base import (
     Job,
     Sink,
     Worker,
