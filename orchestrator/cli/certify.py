@@ -1,5 +1,5 @@
 """`orch certify`: the distribution checks a sweep's sampled trials rest on, run once per
-verifier and setting and stored (orchestrator/results/verifier_checks.py)."""
+verifier and setting and stored (orchestrator/results/certificates.py)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def certify(sweep, rerun, db_url) -> None:
     show it. Exit code 1 when a check fails."""
     import warnings
 
-    from orchestrator.results.verifier_checks import certify as run
+    from orchestrator.results.certificates import certify as run
     from orchestrator.store import Store
 
     store = Store(db_url, mode="write")

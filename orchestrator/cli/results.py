@@ -333,7 +333,7 @@ def report(sweep, out_dir, predict_with, db_url) -> None:
     require("matplotlib", "orch report")  # before anything is read or written
     from orchestrator.results.frame import resolve_sweep
     from orchestrator.results.output import check_output_dir
-    from orchestrator.results.paper.report import write_report
+    from orchestrator.results.paper import write_report
     from orchestrator.store import Store
 
     store = Store(db_url, mode="read")

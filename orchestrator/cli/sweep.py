@@ -269,7 +269,7 @@ def status(sweep, db_url, fmt) -> None:
     if sweep and fmt == "table":
         import pandas as pd
 
-        from orchestrator.results.paper.header import progress_line
+        from orchestrator.results.frame import progress_line
 
         click.echo("")
         click.echo(progress_line(sweep, (store.counts(sweep) or [{}])[0]))

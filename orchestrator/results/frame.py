@@ -1,33 +1,31 @@
-"""Questions to the database, answered with pandas: the results frame (`load_frame`), its
-filters and keys; `query` and `compare` are in report_query.py, rendering and export in
-report_output.py.
+"""Questions to the database, answered with pandas: the results frame (`load_frame`) and its
+`--where` filters, and `orch status`'s counts; `query` and `compare` are in query.py,
+rendering and export in output.py.
 
 One frame row per finished trial: its resolved config flattened (params as `param.<name>`;
 `export_frame` and `orchestrator.load` name them `params.<name>`, as MLflow does), where it
 ran, and every metric column. `speedup` = the trial's throughput over the mean throughput of
-the autoregressive trials with the same pair, dataset slice, sampling settings,
-max_new_tokens, device and dtype (all repeats); NaN where the sweep has no such baseline.
+the autoregressive trials with the same settings (settings.py: pair, dataset slice, sampling,
+max_new_tokens, device, dtype and engine; all repeats); NaN where the sweep has no such
+baseline.
 Reports read one sweep: the one named, else the most recently updated (`all_sweeps`: every
 trial in the database).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import func, select
 
-from db.models import METRIC_COLUMNS, Result, Sweep, SweepTrial, Trial
+from db.models import METRIC_COLUMNS, Result, Sweep, SweepTrial, Trial, TrialStatus
 from engine.config import ConfigError
 from orchestrator.records import HASH_DEFAULTS
-from orchestrator.store import Store
-from orchestrator.store.sql import StoreError
+from orchestrator.results.settings import BASELINE, settings_keys
+from orchestrator.store import Store, StoreError
 
-BASELINE = "autoregressive"
 # --best-by whitelist: metric -> True when larger is better
 BEST_BY = {
     "throughput": True,
@@ -46,22 +44,6 @@ BEST_BY = {
     "predicted_tpot_s": False,
 }
 PREDICTED = ("predicted_speedup", "predicted_tpot_s")
-SETTINGS = [
-    "target",
-    "draft",
-    "dataset",
-    "prompts",
-    "category",
-    "prompt_tokens",
-    "chat",
-    "temperature",
-    "top_p",
-    "max_new_tokens",
-    "device",
-    "dtype",
-    "engine",  # a method's speedup is against autoregressive decoding on its own engine path
-]
-CONFIG_KEY = SETTINGS + ["draft_dtype", "method", "params"]
 _WHERE = re.compile(r"^\s*([\w.]+)\s*(==|=|!=|>=|<=|>|<)\s*(.*?)\s*$")
 
 
@@ -146,26 +128,23 @@ def load_frame(
         raise QueryError(f"no finished trials{where} in {store.display_url}")
     df = add_speedup(df)
     if details or per_prompt:
-        from orchestrator.results.certificates import add_certificates
-        from orchestrator.results.verifier_checks import load_checks
+        from orchestrator.results.certificates import (  # lazy: torch (engine.certify)
+            add_certificates,
+            load_checks,
+        )
 
         df = add_certificates(df, load_checks(store))
     return df
 
 
 def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
-    key = settings_key(df)
+    key = settings_keys(df)
     is_base = df["method"] == BASELINE
     base = df.loc[is_base, "throughput"].groupby(key[is_base]).mean()
     out = df.copy()
     out["ar_throughput"] = key.map(base).astype(float)
     out["speedup"] = out["throughput"] / out["ar_throughput"]
     return out
-
-
-def settings_key(df: pd.DataFrame) -> pd.Series:
-    """One hashable key per row over SETTINGS (None and NaN alike)."""
-    return df[SETTINGS].apply(lambda r: json.dumps([plain(v) for v in r], default=str), axis=1)
 
 
 def apply_where(df: pd.DataFrame, where: tuple[str, ...] | list[str]) -> pd.DataFrame:
@@ -217,23 +196,9 @@ def frame_column(name: str) -> str:
     return "param." + name.removeprefix("params.") if name.startswith("params.") else name
 
 
-def config_key(df: pd.DataFrame) -> pd.Series:
-    """One hashable key per row over CONFIG_KEY."""
-    return df[CONFIG_KEY].apply(lambda r: json.dumps([plain(v) for v in r], default=str), axis=1)
-
-
 def sampling_label(temperature: float, top_p: float) -> str:
     """ "T=1" or "T=1 top_p=0.9": a setting's sampling as the text tables name it."""
     return f"T={temperature:g}" + (f" top_p={top_p:g}" if top_p != 1.0 else "")
-
-
-def plain(v: Any) -> Any:
-    """A cell as plain Python: numpy scalars -> Python, NaN -> None."""
-    if hasattr(v, "item") and not isinstance(v, (list, dict, str)):
-        v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
 
 
 def status_frame(store: Store, sweep: str | None) -> pd.DataFrame:
@@ -255,3 +220,23 @@ def status_frame(store: Store, sweep: str | None) -> pd.DataFrame:
             "updated",
         ],
     )
+
+
+def progress_line(name: str, counts: dict[str, Any]) -> str:
+    """`34 of 453 trials done, 419 pending ...`: how much of the sweep this report covers (a
+    run with `orch submit --only` leaves the rest pending)."""
+    total, done = counts.get("trials", 0), counts.get(TrialStatus.DONE.value, 0)
+    text = f"{done} of {total} trials done"
+    rest = [
+        f"{counts[s.value]} {s.value}"
+        for s in TrialStatus
+        if s != TrialStatus.DONE and counts.get(s.value)
+    ]
+    if rest:
+        text += ", " + ", ".join(rest)
+    if done < total:
+        text += (
+            f": only the done trials are reported; orch resume {name} runs the others "
+            "(orch submit FILE --only KEY=V a part of them)"
+        )
+    return text + "."

@@ -1,4 +1,4 @@
-"""Results frames written out (orchestrator/results/frame.py): `orch export` (csv, json,
+"""Results frames written out (frame.py): `orch export` (csv, json,
 parquet), the table / json / csv that query, compare and status print, and the checks that an
 output file or folder can be written before anything runs."""
 
@@ -11,7 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.results.frame import QueryError, plain
+from orchestrator.results.frame import QueryError
+from orchestrator.results.values import cell_value
 
 
 def export_frame(df: pd.DataFrame) -> pd.DataFrame:
@@ -96,7 +97,7 @@ def to_records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """JSON-ready rows: NaN -> None, numpy scalars -> Python."""
     out = []
     for rec in df.to_dict(orient="records"):
-        out.append({k: plain(v) for k, v in rec.items()})
+        out.append({k: cell_value(v) for k, v in rec.items()})
     return out
 
 
@@ -117,7 +118,7 @@ def render(df: pd.DataFrame, fmt: str) -> str:
 
 
 def _cell(v: Any) -> str:
-    v = plain(v)
+    v = cell_value(v)
     if v is None:
         return "-"
     if isinstance(v, float):

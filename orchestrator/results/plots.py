@@ -22,8 +22,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from orchestrator.results.frame import BASELINE, CONFIG_KEY, QueryError
+from orchestrator.results.frame import QueryError
 from orchestrator.results.query import compare
+from orchestrator.results.settings import BASELINE, CONFIG_KEY
 
 # Units of the axes figures use (method parameters by their paper names).
 UNITS = {
@@ -150,7 +151,7 @@ def _panels(plt, pairs: list[str], title: str):
 
 def _speedup_vs(plt, g: pd.DataFrame, method: str, axis: str, alike: list[str]):
     """Per config (the mean over repeats), then per axis value: the best and the range."""
-    keys = list(dict.fromkeys(CONFIG_KEY + [axis, "pair"]))  # the axis may be a setting
+    keys = list(dict.fromkeys([*CONFIG_KEY, axis, "pair"]))  # the axis may be a setting
     per_config = g.groupby(keys, dropna=False)["speedup"].mean().reset_index()
     pairs = list(dict.fromkeys(per_config["pair"]))
     title = f"{method}: speedup vs {axis.removeprefix('param.')}"

@@ -8,6 +8,7 @@ transaction (a key holds the latest measurement; its created_at says when).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,9 +19,10 @@ from sqlalchemy import select
 from db.models import Profile
 from engine import cost_model
 from engine.config import ConfigError
-from engine.profile import ForwardCurve
-from orchestrator.store import Store
-from orchestrator.store.trials import put_profiles
+from engine.profile import ForwardCurve, device_info, measure_curve
+from orchestrator.results.query import MEASURED, compare
+from orchestrator.results.settings import settings_keys
+from orchestrator.store import Store, put_profiles
 
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -69,8 +71,6 @@ def read_profile_file(path: str) -> list[tuple[ForwardCurve, dict[str, Any]]]:
     --profile-out, written on a machine with no database: {"device": engine.profile
     device_info, "curves": [ForwardCurve.to_dict(), ...]}, each curve measured on that
     device."""
-    import json
-
     try:
         with open(path) as f:
             data = json.load(f)
@@ -157,8 +157,7 @@ def profile_models(
     log: Callable[[str], None] | None = None,
 ) -> list[tuple[ForwardCurve, dict[str, Any]]]:
     """Measure each (role, model name, dtype): load it on `device`, take its curve."""
-    from engine.models import load_model
-    from engine.profile import device_info, measure_curve
+    from engine.models import load_model  # lazy: torch
 
     out = []
     for role, name, dtype in roles:
@@ -237,9 +236,7 @@ def is_gpu_name(device: str) -> bool:
 
 
 def _settings(df: pd.DataFrame) -> pd.Series:
-    from orchestrator.results.frame import settings_key
-
-    return settings_key(df)
+    return settings_keys(df)
 
 
 def add_predictions(
@@ -255,8 +252,6 @@ def compare_predicted(df: pd.DataFrame, where, device: str) -> pd.DataFrame:
     predicted speedup beside the measured one. Measured speedups are kept (and pick each
     method's best config) when every trial ran on `device` (ran_on), else only the prediction
     is shown and the best config is the one with the highest predicted speedup."""
-    from orchestrator.results.query import MEASURED, compare
-
     if ran_on(df, device).all():
         return compare(df, where)
     best = compare(df, where, rank_by="predicted_speedup")

@@ -1,4 +1,4 @@
-"""`orch query` and `orch compare` over the results frame (orchestrator/results/frame.py): configs
+"""`orch query` and `orch compare` over the results frame (frame.py): configs
 ranked by a metric within each group, and each method's best config per pair and setting
 with the spread of its speedup over prompts and its speedup per task."""
 
@@ -10,19 +10,9 @@ import math
 import pandas as pd
 
 from db.models import METRIC_COLUMNS
-from orchestrator.results.frame import (
-    BASELINE,
-    BEST_BY,
-    CONFIG_KEY,
-    PREDICTED,
-    SETTINGS,
-    QueryError,
-    apply_where,
-    config_key,
-    plain,
-    sampling_label,
-    settings_key,
-)
+from orchestrator.results.frame import BEST_BY, PREDICTED, QueryError, apply_where, sampling_label
+from orchestrator.results.settings import BASELINE, CONFIG_KEY, SETTINGS, settings_keys
+from orchestrator.results.values import cell_value
 
 
 def query(
@@ -46,7 +36,7 @@ def query(
     metrics = [m for m in METRIC_COLUMNS if m in df.columns and m not in CONFIG_KEY]
     metrics += ["speedup", "ar_throughput"] + [c for c in PREDICTED if c in df.columns]
     params = [c for c in df.columns if c.startswith("param.")]
-    g = df.groupby(CONFIG_KEY, dropna=False, sort=False)
+    g = df.groupby(list(CONFIG_KEY), dropna=False, sort=False)
     out = g.agg(
         repeats=(best_by, "size"),
         **{f"{best_by}_std": (best_by, "std")},
@@ -75,7 +65,7 @@ def _certificate_aggs(df: pd.DataFrame) -> dict:
     first repeat's `ar_equal` (orchestrator/results/certificates.py)."""
     if "lossless" not in df.columns:
         return {}
-    from orchestrator.results.certificates import worst
+    from orchestrator.results.certificates import worst  # lazy: torch (engine.certify)
 
     return {"lossless": ("lossless", worst), "ar_equal": ("ar_equal", "first")}
 
@@ -86,10 +76,10 @@ def _group_label(df: pd.DataFrame) -> pd.Series:
 
     def label(r) -> str:
         data = f"{r['dataset']} ({r['prompts']} prompts"
-        data += f", {r['category']})" if plain(r["category"]) is not None else ")"
-        if plain(r["prompt_tokens"]) is not None:
+        data += f", {r['category']})" if cell_value(r["category"]) is not None else ")"
+        if cell_value(r["prompt_tokens"]) is not None:
             data += f" <= {r['prompt_tokens']} prompt tokens"
-        if plain(r["chat"]) is not None:
+        if cell_value(r["chat"]) is not None:
             data += " chat" if r["chat"] else " plain"
         sampling = sampling_label(r["temperature"], r["top_p"])
         return f"{r['pair']} · {data} · {sampling} · {r['device']}/{r['dtype']}"
@@ -121,9 +111,9 @@ def compare(
             "the device has no curves for these trials' models at their engine and dtype "
             "(see --predict-engine and --predict-dtype)"
         )
-    df = df.assign(_config=config_key(df), _skey=settings_key(df))
+    df = df.assign(_config=settings_keys(df, CONFIG_KEY), _skey=settings_keys(df))
     g = (
-        df.groupby(CONFIG_KEY, dropna=False, sort=False)
+        df.groupby(list(CONFIG_KEY), dropna=False, sort=False)
         .agg(
             speedup=("speedup", "mean"),
             speedup_std=("speedup", "std"),
@@ -144,7 +134,7 @@ def compare(
     g["pair"] = g["target"] + "/" + g["draft"]
     best = (
         g.sort_values(rank_by, ascending=False, kind="stable")
-        .groupby(SETTINGS + ["method"], dropna=False, sort=False)
+        .groupby([*SETTINGS, "method"], dropna=False, sort=False)
         .head(1)
     )
     order = {m: i for i, m in enumerate(dict.fromkeys([BASELINE, *df["method"]]))}

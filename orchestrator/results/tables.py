@@ -10,15 +10,10 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.results.frame import (
-    BASELINE,
-    BEST_BY,
-    QueryError,
-    frame_column,
-    plain,
-    sampling_label,
-)
+from orchestrator.results.frame import BEST_BY, QueryError, frame_column, sampling_label
 from orchestrator.results.output import render
+from orchestrator.results.settings import BASELINE
+from orchestrator.results.values import cell_value
 
 # Spec-Bench's names for our metrics (its tables' "mean accepted tokens" is tau, our
 # tokens_per_iteration; our mean_accepted_length is tau minus the bonus token)
@@ -146,7 +141,7 @@ def render_compare(
     cats = [c for c in best.columns if c.startswith("speedup.")]
     for key, block in best.groupby(setting, dropna=False, sort=False):
         pair, dataset, category, t, top_p, mnt, device = key
-        sel = f", {category}" if plain(category) is not None else ""
+        sel = f", {category}" if cell_value(category) is not None else ""
         lines += [
             "",
             f"{pair} · {dataset}{sel} · {sampling_label(t, top_p)} · {mnt} new tokens · {device}",

@@ -6,5 +6,8 @@ per-trial leases are held under.
 """
 
 from orchestrator.store.handle import DB_RETRY_S, Store
+from orchestrator.store.leases import LEASE_S
+from orchestrator.store.sql import OPEN, StoreError
+from orchestrator.store.trials import put_profiles
 
-__all__ = ["DB_RETRY_S", "Store"]
+__all__ = ["DB_RETRY_S", "LEASE_S", "OPEN", "Store", "StoreError", "put_profiles"]

@@ -18,8 +18,9 @@ from engine.methods import resolve_method
 from engine.profile import CurvePoint, ForwardCurve
 from orchestrator.cli import main
 from orchestrator.records import TrialFailure
-from orchestrator.results.paper.report import certificate_cell
+from orchestrator.results.paper.configs import SETTING_COLS, certificate_cell
 from orchestrator.results.profiles import save_curves
+from orchestrator.results.settings import DRAFT_SETTINGS, SETTINGS
 from orchestrator.spec import load_sweep
 from orchestrator.spec.scale import provenance
 from orchestrator.store import Store
@@ -269,3 +270,10 @@ def test_certificate_cell_greedy_and_claims():
         "verifier_declares_lossless": False,
     }
     assert certificate_cell([trial(claim)]) == "NOT lossless: nss on iid trees"
+
+
+def test_the_report_settings_are_the_baselines_and_the_drafts_own():
+    """A report config's settings: the baseline's SETTINGS (target and draft as their pair)
+    and the draft's own sampling and dtype (results/settings.py)."""
+    baseline = [c for c in SETTINGS if c not in ("target", "draft")]
+    assert sorted(SETTING_COLS) == sorted(["pair", *baseline, *DRAFT_SETTINGS])

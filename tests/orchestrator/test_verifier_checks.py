@@ -1,6 +1,6 @@
-"""`orch certify` and the certificate columns (orchestrator/results/verifier_checks.py,
-certificates.py), on SQLite and Postgres: which check each sampled trial needs, checks run once
-per setting and stored, `lossless` and `ar_equal` in query, compare and the report's cell.
+"""`orch certify` and the certificate columns (orchestrator/results/certificates.py), on SQLite
+and Postgres: which check each sampled trial needs, checks run once per setting and stored,
+`lossless` and `ar_equal` in query, compare and the report's cell.
 
 The check itself (engine/distribution_check.py) is tested in tests/engine/
 test_distribution_check.py; here a stand-in records which settings it was asked for."""
@@ -14,12 +14,13 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 import engine.distribution_check as dc
+import orchestrator.results.certificates as certificates
 from db.models import Result, VerifierCheck
 from engine.config import ConfigError
 from orchestrator.cli import main
 from orchestrator.records import TrialConfig
-from orchestrator.results.paper.report import certificate_cell
-from orchestrator.results.verifier_checks import key, load_checks, save_check, trial_setting
+from orchestrator.results.certificates import key, load_checks, save_check, trial_setting
+from orchestrator.results.paper.configs import certificate_cell
 from orchestrator.store import Store
 
 SWEEP = """\
@@ -72,8 +73,8 @@ def fake_check(monkeypatch):
                 "alpha": dc.ALPHA, "power": 1.0, "passed": ok, "informative": True,
                 "seconds": 0.01}  # fmt: skip
 
-    monkeypatch.setattr(dc, "check", check)
-    monkeypatch.setattr(dc, "check_pair", lambda: None)
+    monkeypatch.setattr(certificates, "check", check)
+    monkeypatch.setattr(certificates, "check_pair", lambda: None)
     return asked, failing
 
 

@@ -1,6 +1,6 @@
 """`orch report`'s figures against every other numeric parameter a method varies (SALF's
 threshold th, Sec. 4 and Fig. 3 of its paper; i.i.d. trees' K and L; ...): the parameters the
-other sections (orchestrator/results/paper/figures.py) do not already plot, i.e. not a node budget,
+other sections (figures.py) do not already plot, i.e. not a node budget,
 not a DynaTree tree axis and not the verifier. One figure per method and parameter, one line
 per setting group, each point the best config over the method's other parameters."""
 
@@ -11,9 +11,11 @@ from typing import Any
 
 import pandas as pd
 
+from orchestrator.results.paper.cells import val, vkey
+from orchestrator.results.paper.configs import varied_params
 from orchestrator.results.paper.doc import Block
 from orchestrator.results.paper.figures import BUDGET, DYNATREE_AXES, groups
-from orchestrator.results.paper.report import BASELINE, val, varied_params, vkey
+from orchestrator.results.settings import BASELINE
 
 # plotted elsewhere: DynaTree's tree axes and the depth/branch bounds that follow them
 COVERED = {"verifier", "D_max", "B_max"} | {n for names in DYNATREE_AXES for n in names}

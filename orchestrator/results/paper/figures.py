@@ -1,5 +1,5 @@
-"""The data-driven sections of `orch report` (orchestrator/results/paper/report.py): each one
-appears only when the sweep varies what it is about, and returns its blocks and its PNG figures.
+"""The data-driven sections of `orch report` (write.py figure_sections): each one appears
+only when the sweep varies what it is about, and returns its blocks and its PNG figures.
 
 - per verifier (a setting with more than one verifier): Delayed Tree Expansion's Tables 2-3,
   block efficiency and tokens/s per verifier and sampling setting, each the best config over
@@ -10,7 +10,7 @@ appears only when the sweep varies what it is about, and returns its blocks and 
 - more than one target temperature: tokens per iteration and acceptance against temperature,
   the best config per method at each;
 - a node budget varying within a method: speedup and tokens per iteration against it;
-- every other numeric parameter a method varies (orchestrator/results/paper/axes.py);
+- every other numeric parameter a method varies (axes.py);
 - DDTree: the acceptance-length histogram per config (DDTree Sec. 5.4, Fig. 4).
 Figures are one per setting group (the settings other than the figure's own axes).
 """
@@ -24,19 +24,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from orchestrator.results.paper.cells import num, params_cell, setting_val, val, vkey
+from orchestrator.results.paper.configs import LABELS, SETTING_COLS, varied_by_method, varied_params
 from orchestrator.results.paper.doc import Block, table
-from orchestrator.results.paper.report import (
-    BASELINE,
-    LABELS,
-    SETTING_COLS,
-    num,
-    params_cell,
-    setting_val,
-    val,
-    varied_by_method,
-    varied_params,
-    vkey,
-)
+from orchestrator.results.settings import BASELINE
 
 # each method's node-budget parameter (its paper's name; engine/drafters/*.py configs)
 BUDGET = {
@@ -48,18 +39,6 @@ BUDGET = {
 }
 SAMPLING = ["temperature", "top_p", "draft_temperature", "draft_top_p"]
 DYNATREE_AXES = (("depth", "D0"), ("branch", "B_mid"), ("threshold", "tau"))
-
-
-def figure_sections(cf: pd.DataFrame) -> tuple[list[Block], list[tuple[str, Any]]]:
-    blocks: list[Block] = []
-    figs: list[tuple[str, Any]] = []
-    from orchestrator.results.paper.axes import axes
-
-    for section in (verifiers, dynatree, temperature, budget, axes, histogram):
-        b, f = section(cf)
-        blocks += b
-        figs += f
-    return blocks, figs
 
 
 def groups(cf: pd.DataFrame, inside: list[str]) -> list[tuple[str, pd.DataFrame]]:

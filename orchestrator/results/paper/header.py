@@ -1,21 +1,33 @@
-"""The parts of `orch report` (orchestrator/results/paper/report.py) that read more of the database
-than the results frame: the header (the sweep's stored spec and file provenance, trial counts
-by status, devices), the distribution checks of its sampled trials (`orch certify`), the cost
-model's predictions on profiled GPUs (the `orch compare --predict-on` code path,
-orchestrator/results/profiles.py) and the failed trials."""
+"""The parts of `orch report` that read more of the database than the results frame: the
+header (the sweep's stored spec and file provenance, trial counts by status, devices), the
+distribution checks of its sampled trials (`orch certify`), the cost model's predictions on
+profiled GPUs (the `orch compare --predict-on` code path, results/profiles.py) and the failed
+trials."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 import pandas as pd
 
 from db.models import TrialStatus
-from orchestrator.results.frame import QueryError
+from orchestrator.results.certificates import key, load_checks, row_setting
+from orchestrator.results.frame import QueryError, progress_line
+from orchestrator.results.paper.cells import num, params_cell, val, vkey
+from orchestrator.results.paper.configs import varied_by_method
 from orchestrator.results.paper.doc import Block, table
-from orchestrator.results.paper.report import num, params_cell, plain, val, varied_by_method, vkey
-from orchestrator.results.profiles import TRIALS_OWN, PredictWith
+from orchestrator.results.profiles import (
+    TRIALS_OWN,
+    PredictWith,
+    add_predictions,
+    compare_predicted,
+    device_curves,
+    is_gpu_name,
+    load_profiles,
+)
+from orchestrator.results.values import json_value
 from orchestrator.store import Store
 
 
@@ -51,10 +63,10 @@ def header(store: Store, info: dict[str, Any], df: pd.DataFrame) -> list[Block]:
     ]
     dev = pd.DataFrame(
         {
-            "name": df["device_name"].map(lambda v: plain(v) or "unrecorded"),
+            "name": df["device_name"].map(lambda v: json_value(v) or "unrecorded"),
             "device": df["device"].map(val),
-            "gpu": df["gpu_id"].map(lambda v: "-" if plain(v) is None else str(v)),
-            "host": df["worker_host"].map(lambda v: plain(v) or "-"),
+            "gpu": df["gpu_id"].map(lambda v: "-" if json_value(v) is None else str(v)),
+            "host": df["worker_host"].map(lambda v: json_value(v) or "-"),
         }
     )
     per = dev.groupby(["name", "device", "gpu", "host"]).size().reset_index(name="n")
@@ -67,26 +79,6 @@ def header(store: Store, info: dict[str, Any], df: pd.DataFrame) -> list[Block]:
         ),
     ]
     return out
-
-
-def progress_line(name: str, counts: dict[str, Any]) -> str:
-    """`34 of 453 trials done, 419 pending ...`: how much of the sweep this report covers (a
-    run with `orch submit --only` leaves the rest pending)."""
-    total, done = counts.get("trials", 0), counts.get(TrialStatus.DONE.value, 0)
-    text = f"{done} of {total} trials done"
-    rest = [
-        f"{counts[s.value]} {s.value}"
-        for s in TrialStatus
-        if s != TrialStatus.DONE and counts.get(s.value)
-    ]
-    if rest:
-        text += ", " + ", ".join(rest)
-    if done < total:
-        text += (
-            f": only the done trials are reported; orch resume {name} runs the others "
-            "(orch submit FILE --only KEY=V a part of them)"
-        )
-    return text + "."
 
 
 def scale_line(name: str, source: dict[str, Any]) -> str:
@@ -103,16 +95,16 @@ def scale_line(name: str, source: dict[str, Any]) -> str:
 
 def dataset_text(r: pd.Series) -> str:
     text = f"{r['dataset']}: {r['prompts']} prompts"
-    if plain(r["category"]) is not None:
+    if json_value(r["category"]) is not None:
         text += f", category {r['category']}"
-    if plain(r["prompt_tokens"]) is not None:
+    if json_value(r["prompt_tokens"]) is not None:
         text += f", <= {r['prompt_tokens']} prompt tokens"
     return text
 
 
 def sampling_points(df: pd.DataFrame) -> list[str]:
     cols = ["temperature", "top_p", "draft_temperature", "draft_top_p"]
-    pts = {tuple(plain(v) for v in r) for r in df[cols].itertuples(index=False)}
+    pts = {tuple(json_value(v) for v in r) for r in df[cols].itertuples(index=False)}
     return [
         "(" + ", ".join(val(v) if v is not None else "target's" for v in p) + ")"
         for p in sorted(pts, key=lambda p: tuple(vkey(v) for v in p))
@@ -128,14 +120,6 @@ def predictions(
 ) -> list[Block]:
     """The cost model's predicted speedup on each profiled GPU (`orch compare --predict-on`,
     with `predict_with`'s curves and host time where given)."""
-    from orchestrator.results.profiles import (
-        add_predictions,
-        compare_predicted,
-        device_curves,
-        is_gpu_name,
-        load_profiles,
-    )
-
     gpus = sorted({p["device_name"] for p in load_profiles(store) if is_gpu_name(p["device_name"])})
     out: list[Block] = []
     for gpu in gpus:
@@ -217,11 +201,6 @@ def distribution_checks(store: Store, name: str, df: pd.DataFrame) -> list[Block
     """The stored distribution checks the sweep's sampled trials rest on (engine/
     distribution_check.py, `orch certify`), one row per verifier, tree sampling and setting
     with the number of trials on it; settings with no stored check yet counted apart."""
-    from collections import Counter
-
-    from orchestrator.results.certificates import row_setting
-    from orchestrator.results.verifier_checks import key, load_checks
-
     rows = df.drop(columns=["per_prompt", "per_iteration"], errors="ignore")
     settings = [row_setting(r) for r in rows[rows["temperature"] > 0].to_dict("records")]
     trials = Counter(key(s) for s in settings if s is not None)

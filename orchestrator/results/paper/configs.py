@@ -1,41 +1,26 @@
-"""`orch report SWEEP -o DIR`: one sweep as a paper-style report, built only from the database.
-
-DIR/report.md and DIR/report.html say the same (orchestrator/results/paper/doc.py), figures are PNG
-files under DIR/img/ (orchestrator/results/paper/figures.py). What is in it follows from the data:
-- header: the sweep, its file's leading comment (the paper, section and table it reproduces)
-  and the scale it ran at when stored (sweeps.spec `source`, orchestrator/spec/scale.py
-  provenance), pairs, datasets, sampling settings, trial counts, the devices the trials ran on;
-- each method's best config, then every config (mean over repeats): speedup over the
-  autoregressive trials with the same settings (orchestrator/results/frame.py add_speedup), tokens
-  per iteration (block efficiency), every scalar acceptance definition under its name
-  (engine/metrics.py acceptance_definitions, pooled over the config's prompts and repeats),
-  tokens/s, the losslessness certificate (engine/certify.py trial_certificate) and the device;
-- figures and per-verifier tables where the sweep varies what they are about (see
-  report_figures.py), and the cost model's prediction on every profiled GPU (the
-  `orch compare --predict-on` code path).
-Deterministic: the same database content gives byte-identical Markdown and HTML on SQLite and
-on Postgres (rows sorted on values, fixed number formats, no database URL, ids or clock times).
-"""
+"""`orch report`'s configs: one row per config of the sweep (its repeats pooled) with its
+cells, sorted on values, and the tables of them (each method's fixed parameters, its best
+config per setting, every config)."""
 
 from __future__ import annotations
 
 import json
-import math
 import statistics
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from engine.certify import GREEDY_CHECK, trial_certificate
 from engine.metrics import ACCEPTANCE_DEFINITIONS, acceptance_definitions
-from orchestrator.results.frame import BASELINE, QueryError, load_frame, resolve_sweep
-from orchestrator.results.paper.doc import Block, table, to_html, to_markdown
-from orchestrator.results.profiles import TRIALS_OWN, PredictWith
-from orchestrator.store import Store
+from orchestrator.results.paper.cells import num, params_cell, setting_val, val, vkey
+from orchestrator.results.paper.doc import Block, table
+from orchestrator.results.settings import BASELINE
+from orchestrator.results.values import json_value
 
-# config fields that set where and how a trial measured (column name, short label)
-SETTINGS = (
+# the config fields that set where and how a trial measured (column name, short label), in the
+# report's order: the baseline's SETTINGS (results/settings.py; target and draft as their
+# `pair`) and the draft's own DRAFT_SETTINGS, by which configs of one method differ too
+SETTING_LABELS = (
     ("pair", "pair"),
     ("dataset", "dataset"),
     ("category", "category"),
@@ -52,65 +37,14 @@ SETTINGS = (
     ("draft_dtype", "draft dtype"),
     ("engine", "engine"),
 )
-SETTING_COLS = [c for c, _ in SETTINGS]
-LABELS = dict(SETTINGS)
+SETTING_COLS = [c for c, _ in SETTING_LABELS]
+LABELS = dict(SETTING_LABELS)
 # the scalar acceptance definitions (the histogram and the depth-wise rates are figures)
 ACCEPTANCE = tuple(
     k
     for k in ACCEPTANCE_DEFINITIONS
     if k not in ("ddtree_acceptance_length_histogram", "delayed_acceptance_by_depth")
 )
-
-
-def write_report(
-    store: Store, sweep: str | None, out_dir: str | Path, predict_with: PredictWith = TRIALS_OWN
-) -> list[Path]:
-    """Read sweep `sweep` (None: the most recent), then write report.md, report.html and the
-    figures into `out_dir`; everything is computed before the first file is written.
-    `predict_with`: what the predictions on profiled GPUs take instead of each trial's own
-    engine, dtype and host time (orchestrator/results/profiles.py)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from orchestrator.results.paper.figures import figure_sections
-    from orchestrator.results.paper.header import distribution_checks, failures, header, predictions
-
-    name = resolve_sweep(store, sweep)
-    info = store.sweep(name)
-    df = load_frame(store, name, details=True)
-    df = df.sort_values(["config_hash"], kind="stable").reset_index(drop=True)
-    order = method_order(info["spec"] or {}, df)
-    cf = configs(df, order)
-    blocks = header(store, info, df)
-    blocks += main_tables(cf)
-    more, figs = figure_sections(cf)
-    blocks += more + distribution_checks(store, name, df)
-    blocks += predictions(store, df, cf, order, predict_with) + failures(store, info)
-    out = Path(out_dir)
-    written = []
-    try:
-        (out / "img").mkdir(parents=True, exist_ok=True)
-        for file, fig in figs:
-            fig.savefig(out / "img" / file, dpi=100, metadata={"Software": None})
-            plt.close(fig)
-            written.append(out / "img" / file)
-        title = f"orch report: sweep {name}"
-        for file, text in (
-            ("report.md", to_markdown(blocks)),
-            ("report.html", to_html(blocks, title)),
-        ):
-            (out / file).write_text(text, encoding="utf-8")
-            written.append(out / file)
-    except OSError as e:  # check_output_dir passed; the disk said no (full, gone, ...)
-        raise QueryError(f"cannot write the report to {out_dir}: {e.strerror or e}") from None
-    finally:
-        plt.close("all")
-    return written
-
-
-# ----------------------------------------------------------------------------- configs
 
 
 def method_order(spec: dict[str, Any], df: pd.DataFrame) -> dict[str, int]:
@@ -127,19 +61,21 @@ def configs(df: pd.DataFrame, order: dict[str, int]) -> pd.DataFrame:
     params = sorted(c for c in df.columns if c.startswith("param."))
     by_config: dict[str, list[dict[str, Any]]] = {}
     for t in df.to_dict("records"):  # plain Python: a grid of thousands of configs stays fast
-        key = json.dumps([plain(t[c]) for c in SETTING_COLS] + [t["method"], t["params"]])
+        key = json.dumps([json_value(t[c]) for c in SETTING_COLS] + [t["method"], t["params"]])
         by_config.setdefault(key, []).append(t)
     rows = []
     for trials in by_config.values():
         first = trials[0]
         its = [it for t in trials for it in (t["per_iteration"] or [])]
         acc = acceptance_definitions(its)
-        speedups = [plain(t["speedup"]) for t in trials]
+        speedups = [json_value(t["speedup"]) for t in trials]
         rows.append(
             {
-                **{c: plain(first[c]) for c in SETTING_COLS},
+                **{c: json_value(first[c]) for c in SETTING_COLS},
                 "method": first["method"],
-                "params": {c[6:]: plain(first[c]) for c in params if plain(first[c]) is not None},
+                "params": {
+                    c[6:]: json_value(first[c]) for c in params if json_value(first[c]) is not None
+                },
                 "params_text": first["params"],
                 "n": len(trials),
                 "speedup": _mean(speedups),
@@ -167,51 +103,8 @@ def configs(df: pd.DataFrame, order: dict[str, int]) -> pd.DataFrame:
 
 def _mean(values: list) -> float | None:
     """The mean in list order (None when a value is missing: no baseline)."""
-    values = [plain(v) for v in values]
+    values = [json_value(v) for v in values]
     return None if None in values else sum(values) / len(values)
-
-
-def plain(v: Any) -> Any:
-    """A frame value as plain Python: NaN -> None, numpy scalars -> Python, tuples -> lists."""
-    if hasattr(v, "item") and not isinstance(v, (list, dict, str)):
-        v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return list(v) if isinstance(v, tuple) else v
-
-
-def vkey(v: Any) -> tuple:
-    """A sort key over mixed values: numbers by value, then text, then None."""
-    v = plain(v)
-    if v is None:
-        return (2, 0.0, "")
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return (0, float(v), "")
-    return (1, 0.0, json.dumps(v, sort_keys=True, default=str))
-
-
-def val(v: Any) -> str:
-    """A setting or parameter value as text."""
-    v = plain(v)
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:g}"
-    if isinstance(v, list):
-        return "[" + ",".join(val(x) for x in v) + "]"
-    return str(v)
-
-
-def setting_val(col: str, v: Any) -> str:
-    """A setting as text; an unset draft setting is the target's."""
-    if col in ("draft_temperature", "draft_top_p", "draft_dtype") and plain(v) is None:
-        return "target's"
-    return val(v)
-
-
-def num(v: Any, digits: int = 3) -> str:
-    v = plain(v)
-    return "-" if v is None else f"{v:.{digits}f}"
 
 
 def certificate_cell(trials: list[dict[str, Any]]) -> str:
@@ -256,8 +149,8 @@ def certificate_cell(trials: list[dict[str, Any]]) -> str:
 def devices_cell(trials: list[dict[str, Any]]) -> str:
     names = set()
     for t in trials:
-        gpu = plain(t["gpu_id"])
-        names.add((plain(t["device_name"]) or "unrecorded") + (f" (GPU {gpu})" if gpu else ""))
+        gpu = json_value(t["gpu_id"])
+        names.add((json_value(t["device_name"]) or "unrecorded") + (f" (GPU {gpu})" if gpu else ""))
     return "; ".join(sorted(names))
 
 
@@ -278,11 +171,7 @@ def varied_by_method(cf: pd.DataFrame) -> dict[str, list[str]]:
     return {m: varied_params(cf, m) for m in dict.fromkeys(cf["method"])}
 
 
-def params_cell(params: dict[str, Any], names: list[str]) -> str:
-    return ", ".join(f"{k}={val(params.get(k))}" for k in names) or "-"
-
-
-# ----------------------------------------------------------------------------- sections
+# ----------------------------------------------------------------------------- tables
 
 
 def main_tables(cf: pd.DataFrame) -> list[Block]:
