@@ -3,6 +3,8 @@ verifier and setting and stored (orchestrator/results/certificates.py)."""
 
 from __future__ import annotations
 
+import warnings
+
 import click
 
 from orchestrator.cli.options import db_option, sweep_name
@@ -36,10 +38,8 @@ def certify(sweep, rerun, db_url) -> None:
     verifier's output law through generate() on a toy pair (engine/distribution_check.py),
     stored once for every sweep. `orch query --where lossless=tested` and `orch compare` then
     show it. Exit code 1 when a check fails."""
-    import warnings
-
-    from orchestrator.results.certificates import certify as run
-    from orchestrator.store import Store
+    from orchestrator.results.certificates import certify as run  # lazy: torch (engine.certify)
+    from orchestrator.store import Store  # lazy: SQLAlchemy
 
     store = Store(db_url, mode="write")
     try:

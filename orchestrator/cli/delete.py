@@ -20,8 +20,8 @@ def delete(sweep, where, yes, db_url) -> None:
     belongs to its config, so a sweep sharing the config loses it too (the prompt says how
     many are shared). `orch submit FILE --rerun` measures every done trial again instead,
     keeping each old result until its new one replaces it."""
-    from orchestrator.results.frame import apply_where, load_frame
-    from orchestrator.store import Store
+    from orchestrator.results import apply_where, load_frame  # lazy: pandas
+    from orchestrator.store import Store  # lazy: SQLAlchemy
 
     store = Store(db_url, mode="write")
     try:

@@ -7,6 +7,8 @@ import math
 
 import click
 
+from engine.config import ConfigError
+
 
 class Finite(click.FloatRange):
     """A float range that also refuses nan and inf (FloatRange lets nan through)."""
@@ -46,13 +48,11 @@ def db_option(f):
 
 def url_from_options(db_url: str | None, db_file: str | None) -> str | None:
     if db_url and db_file:
-        from engine.config import ConfigError
-
         raise ConfigError("give --db or --db-file, not both")
     if db_file is None:
         return db_url
-    from db.session import DatabaseError, read_url_file
-    from orchestrator.store.sql import StoreError
+    from db.session import DatabaseError, read_url_file  # lazy: SQLAlchemy
+    from orchestrator.store import StoreError  # lazy: SQLAlchemy
 
     try:
         return read_url_file(db_file, "--db-file")

@@ -5,7 +5,13 @@ from __future__ import annotations
 import click
 
 from engine.config import ENGINE_SPECS
-from engine.profile import DEFAULT_CONTEXTS, DEFAULT_REPEATS, DEFAULT_SIZES, parse_ints
+from engine.profile import (
+    DEFAULT_CONTEXTS,
+    DEFAULT_REPEATS,
+    DEFAULT_SIZES,
+    check_grid,
+    parse_ints,
+)
 from orchestrator.cli.options import db_option
 
 
@@ -47,7 +53,7 @@ def profile(
     """Measure seconds per forward of N new tokens after C cached tokens for the target and
     the draft on this device, and store both curves (replacing an earlier profile of the same
     device, model, dtype and engine)."""
-    from engine.models import (
+    from engine.models import (  # lazy: torch
         check_device,
         check_engine,
         check_positions,
@@ -55,9 +61,8 @@ def profile(
         pick_dtype,
         resolve,
     )
-    from engine.profile import check_grid
-    from orchestrator.results.profiles import profile_models, save_curves
-    from orchestrator.store import Store
+    from orchestrator.results import profile_models, save_curves  # lazy: pandas
+    from orchestrator.store import Store  # lazy: SQLAlchemy
 
     n, c = parse_ints(sizes, "--sizes"), parse_ints(contexts, "--contexts")
     check_grid(n, c, repeats)
@@ -86,8 +91,8 @@ def profile_import(path, db_url) -> None:
     machine with no database (its --profile-out; bench/records/gpu_h100_profile.json is an
     H100's). A key's earlier curve (device, model, dtype, engine) is replaced; then `orch
     compare --predict-on DEVICE` predicts the stored trials on that device."""
-    from orchestrator.results.profiles import read_profile_file, save_curves
-    from orchestrator.store import Store
+    from orchestrator.results import read_profile_file, save_curves  # lazy: pandas
+    from orchestrator.store import Store  # lazy: SQLAlchemy
 
     measured = read_profile_file(path)  # every fault before the database is opened
     store = Store(db_url, mode="create")

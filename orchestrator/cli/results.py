@@ -1,5 +1,5 @@
-"""`orch query | compare | export | plot | report`: thin commands over orchestrator.results.frame,
-plots and paper_report.
+"""`orch query | compare | export | plot | report`: thin commands over orchestrator.results
+(the results frame, query, tables, output, plots, profiles) and its paper report.
 
 Each reads one sweep: `--sweep NAME`, else the most recently updated one (`--all-sweeps`:
 every trial in the database), and says which on its first line (stderr where stdout is data:
@@ -8,6 +8,7 @@ json, csv, export, plot paths)."""
 from __future__ import annotations
 
 import functools
+import re
 import sys
 
 import click
@@ -21,13 +22,14 @@ from orchestrator.cli.options import (
     sweep_options,
     where_option,
 )
+from orchestrator.extras import require
 
 
 def _frame(db_url, sweep, all_sweeps, details=False, per_prompt=False):
     """The frame of the chosen sweep and the line that says which (the caller prints it:
     _say_source)."""
-    from orchestrator.results.frame import describe_source, load_frame, resolve_sweep
-    from orchestrator.store import Store
+    from orchestrator.results import describe_source, load_frame, resolve_sweep  # lazy: pandas
+    from orchestrator.store import Store  # lazy: SQLAlchemy
 
     store = Store(db_url, mode="read")
     try:
@@ -72,8 +74,8 @@ def _curves(db_url, device: str | None) -> dict | None:
     device: one error line naming the profiled ones); None without --predict-on."""
     if device is None:
         return None
-    from orchestrator.results.profiles import device_curves
-    from orchestrator.store import Store
+    from orchestrator.results import device_curves  # lazy: pandas
+    from orchestrator.store import Store  # lazy: SQLAlchemy
 
     store = Store(db_url, mode="read")
     try:
@@ -109,7 +111,7 @@ def predict_options(when: str):
         )
         @functools.wraps(f)
         def wrapper(*args, predict_engine, predict_dtype, predict_host_ms, **kwargs):
-            from orchestrator.results.profiles import PredictWith
+            from orchestrator.results import PredictWith  # lazy: pandas
 
             host_s = None if predict_host_ms is None else predict_host_ms / 1000
             predict_with = PredictWith(predict_engine, predict_dtype, host_s)
@@ -162,10 +164,17 @@ def query(
     """Configs ranked by a metric (mean over repeats) within each group of one pair, dataset
     slice, sampling setting and device (`rank` restarts at 1 in each); `*` marks the
     autoregressive baseline. Example: orch query --best-by speedup --where 'depth>=4'"""
-    from orchestrator.results.frame import BEST_BY, PREDICTED, QueryError
-    from orchestrator.results.output import render
-    from orchestrator.results.query import query as run
-    from orchestrator.results.tables import query_columns, render_query, varied_params
+    from orchestrator.results import (  # lazy: pandas
+        BEST_BY,
+        PREDICTED,
+        QueryError,
+        add_predictions,
+        query_columns,
+        render,
+        render_query,
+        varied_params,
+    )
+    from orchestrator.results import query as run  # lazy: pandas
 
     if best_by not in BEST_BY:  # before touching the database
         raise QueryError(
@@ -179,8 +188,6 @@ def query(
     df, source = _frame(db_url, sweep, all_sweeps, details=curves is not None, per_prompt=certs)
     _say_source(source, fmt, ready=False)
     if curves is not None:
-        from orchestrator.results.profiles import add_predictions
-
         df = add_predictions(df, curves, predict_on, predict_with)
     ranked = run(
         df,
@@ -205,9 +212,7 @@ def query(
 def _mentions_certificate(where: tuple[str, ...], columns: str | None) -> bool:
     """Whether --where or --columns name a certificate column
     (orchestrator/results/certificates.py), which needs the trials' per-prompt data."""
-    import re
-
-    from orchestrator.results.certificates import COLUMNS
+    from orchestrator.results.certificates import COLUMNS  # lazy: torch (engine.certify)
 
     names = re.findall(r"[\w.]+", " ".join([*where, columns or ""]))
     return any(n in COLUMNS for n in names)
@@ -232,10 +237,15 @@ def compare(where, sweep, all_sweeps, predict_on, predict_with, db_url, fmt) -> 
     cost model predicts on that device beside it (alone unless every trial ran on that
     device)."""
     _check_predict_flags(predict_on, predict_with)
-    from orchestrator.results.frame import apply_where
-    from orchestrator.results.output import render
-    from orchestrator.results.query import compare as run
-    from orchestrator.results.tables import render_compare, varied_params
+    from orchestrator.results import (  # lazy: pandas
+        add_predictions,
+        apply_where,
+        compare_predicted,
+        render,
+        render_compare,
+        varied_params,
+    )
+    from orchestrator.results import compare as run  # lazy: pandas
 
     curves = _curves(db_url, predict_on)
     df, source = _frame(db_url, sweep, all_sweeps, details=curves is not None, per_prompt=True)
@@ -243,8 +253,6 @@ def compare(where, sweep, all_sweeps, predict_on, predict_with, db_url, fmt) -> 
     if curves is None:
         best = run(df, where)
     else:
-        from orchestrator.results.profiles import add_predictions, compare_predicted
-
         df = add_predictions(df, curves, predict_on, predict_with)
         best = compare_predicted(df, where, predict_on)
     _say_source(source, fmt, ready=True)
@@ -270,12 +278,14 @@ def compare(where, sweep, all_sweeps, predict_on, predict_with, db_url, fmt) -> 
 def export(fmt, output, details, where, sweep, all_sweeps, db_url) -> None:
     """One row per finished trial: resolved config (method parameters as params.<name>),
     placement, every metric; README "Export columns" lists them."""
-    from orchestrator.results.frame import apply_where
-    from orchestrator.results.output import check_output_file, export_frame, write_export
+    from orchestrator.results import (  # lazy: pandas
+        apply_where,
+        check_output_file,
+        export_frame,
+        write_export,
+    )
 
     if fmt == "parquet":
-        from orchestrator.extras import require
-
         require("pyarrow", "orch export --format parquet")
     if output:
         check_output_file(output)  # before the database is read
@@ -295,12 +305,8 @@ def export(fmt, output, details, where, sweep, all_sweeps, db_url) -> None:
 def plot(out_dir, where, sweep, all_sweeps, db_url) -> None:
     """PNG figures: speedup against each grid axis, acceptance against depth, best speedup
     per method and pair."""
-    from orchestrator.extras import require
-
     require("matplotlib", "orch plot")  # before anything is read or written
-    from orchestrator.results.frame import apply_where
-    from orchestrator.results.output import check_output_dir
-    from orchestrator.results.plots import make_plots
+    from orchestrator.results import apply_where, check_output_dir, make_plots  # lazy: pandas
 
     check_output_dir(out_dir)  # before the database is read
     df, source = _frame(db_url, sweep, all_sweeps)
@@ -328,13 +334,10 @@ def report(sweep, out_dir, predict_with, db_url) -> None:
     config's speedup, tokens per iteration, the papers' acceptance definitions, certificate and
     device, the tables and figures the sweep's grid calls for, and the cost model's predicted
     speedups on every profiled GPU (docs/report.md)."""
-    from orchestrator.extras import require
-
     require("matplotlib", "orch report")  # before anything is read or written
-    from orchestrator.results.frame import resolve_sweep
-    from orchestrator.results.output import check_output_dir
-    from orchestrator.results.paper import write_report
-    from orchestrator.store import Store
+    from orchestrator.results import check_output_dir, resolve_sweep  # lazy: pandas
+    from orchestrator.results.paper import write_report  # lazy: matplotlib, torch
+    from orchestrator.store import Store  # lazy: SQLAlchemy
 
     store = Store(db_url, mode="read")
     try:

@@ -8,6 +8,9 @@ import sys
 import click
 
 from orchestrator.cli.options import Finite, db_option, format_option, sweep_name
+from orchestrator.extras import require
+from orchestrator.only import parse_only
+from orchestrator.run import eta_s, format_eta
 
 
 def _run_options(f):
@@ -97,8 +100,7 @@ def _options(
     verbose,
     only,
 ):
-    from orchestrator.only import parse_only
-    from orchestrator.run.runner import RunOptions
+    from orchestrator.run.runner import RunOptions  # lazy: SQLAlchemy (the store)
 
     timing = {"lease_s": lease_s, "db_retry_s": db_retry_s}
     return RunOptions(
@@ -115,7 +117,7 @@ def _options(
 
 
 def _finish(run) -> None:
-    from orchestrator.run.runner import Interrupted
+    from orchestrator.run.runner import Interrupted  # lazy: SQLAlchemy (the store)
 
     log = lambda line: click.echo(line, err=True)  # noqa: E731
     try:
@@ -170,13 +172,10 @@ def submit(sweep_file, db_url, replace, rerun, scale, **kw) -> None:
     - `local`: one trial at a time in this process, with every CPU core (one thread for the
       built-in tiny models). For a quick check, one GPU, debugging, or where Ray is not
       installed; no Ray start-up."""
-    from orchestrator.run.jobs import is_jobs_address
+    from orchestrator.run.jobs import is_jobs_address, submit_job  # lazy: SQLAlchemy (spec)
 
     if is_jobs_address(kw["address"]):
-        from orchestrator.extras import require
-
         require("ray", "--address http://... (the Ray Jobs API)")
-        from orchestrator.run.jobs import submit_job
 
         opts = {k: v for k, v in kw.items() if k not in ("address", "progress")}
         opts.update(replace=replace, rerun=rerun, scale=scale)
@@ -185,8 +184,8 @@ def submit(sweep_file, db_url, replace, rerun, scale, **kw) -> None:
                 sweep_file, kw["address"], db_url, opts, log=lambda line: click.echo(line, err=True)
             )
         )
-    from orchestrator.run.runner import submit as run
-    from orchestrator.spec.scale import announce
+    from orchestrator.run.runner import submit as run  # lazy: SQLAlchemy (the store)
+    from orchestrator.spec import announce  # lazy: SQLAlchemy (db.models)
 
     _finish(
         lambda log: run(
@@ -209,7 +208,7 @@ def resume(sweep, db_url, **kw) -> None:
     """Run the unfinished trials of SWEEP (default: the most recent sweep), beside any
     driver still running it; trials of a killed driver are taken over once its lease runs
     out (at once on the same host)."""
-    from orchestrator.run.runner import resume as run
+    from orchestrator.run.runner import resume as run  # lazy: SQLAlchemy (the store)
 
     _finish(lambda log: run(sweep, db_url, _options(**kw), log=log))
 
@@ -221,7 +220,7 @@ def cancel(sweep, db_url) -> None:
     """Cancel SWEEP: its pending trials are cancelled (those another sweep still needs stay
     pending); its drivers stop after their trials in flight. `orch resume SWEEP` runs them
     later. A finished sweep is left as it is (exit 0)."""
-    from orchestrator.store import Store
+    from orchestrator.store import Store  # lazy: SQLAlchemy
 
     store = Store(db_url, mode="write")
     try:
@@ -243,11 +242,11 @@ def status(sweep, db_url, fmt) -> None:
     """Progress per sweep, with the time a running sweep has left (eta: its latest trials'
     rate, workers included); with SWEEP also its running and failed trials and its profile
     trials (a sweep's `profile:` block) with the device each one measured."""
-    from db.models import SweepStatus, TrialStatus
-    from orchestrator.results.frame import status_frame
-    from orchestrator.results.output import render
-    from orchestrator.run.eta import eta_s, format_eta
-    from orchestrator.store import Store
+    import pandas as pd  # lazy: pandas
+
+    from db.models import SweepStatus, TrialStatus  # lazy: SQLAlchemy
+    from orchestrator.results import progress_line, render, status_frame  # lazy: pandas
+    from orchestrator.store import Store  # lazy: SQLAlchemy
 
     store = Store(db_url, mode="read")
     frame = status_frame(store, sweep)
@@ -267,10 +266,6 @@ def status(sweep, db_url, fmt) -> None:
         frame["eta_s"] = [None if e is None else round(e, 1) for e in etas]
     click.echo(render(frame, fmt))
     if sweep and fmt == "table":
-        import pandas as pd
-
-        from orchestrator.results.frame import progress_line
-
         click.echo("")
         click.echo(progress_line(sweep, (store.counts(sweep) or [{}])[0]))
         if cuts.get(sweep):
@@ -298,8 +293,8 @@ def db() -> None:
 @click.option("--revision", default="head", show_default=True)
 def db_upgrade(db_url, revision) -> None:
     """Create or upgrade the schema."""
-    from db import DatabaseError, create_db_engine, redact, resolve_url, upgrade
-    from orchestrator.store.sql import StoreError
+    from db import DatabaseError, create_db_engine, redact, resolve_url, upgrade  # lazy: SQLAlchemy
+    from orchestrator.store import StoreError  # lazy: SQLAlchemy
 
     try:
         url = resolve_url(db_url)
@@ -314,8 +309,13 @@ def db_upgrade(db_url, revision) -> None:
 @db_option
 def db_current(db_url) -> None:
     """Print the schema revision of the database and the one this code needs."""
-    from db import DatabaseError, create_db_engine, current_revision, head_revision
-    from orchestrator.store.sql import StoreError
+    from db import (  # lazy: SQLAlchemy
+        DatabaseError,
+        create_db_engine,
+        current_revision,
+        head_revision,
+    )
+    from orchestrator.store import StoreError  # lazy: SQLAlchemy
 
     try:
         rev = current_revision(create_db_engine(db_url, must_exist=True))

@@ -8,6 +8,10 @@ import json
 
 import click
 
+from orchestrator.cli.train_block import block_drafter
+from orchestrator.cli.train_nde import train_nde
+from orchestrator.cli.train_talf import train_talf
+
 
 @click.group("train")
 def train() -> None:
@@ -18,7 +22,7 @@ def train() -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 def train_list(fmt: str) -> None:
     """The checkpoints under ORCH_HOME/checkpoints: name, kind, step, finished, sha256."""
-    from engine.train.checkpoint import list_all
+    from engine.train.checkpoint import list_all  # lazy: torch
 
     rows = [
         {"name": c.name, "kind": c.kind, "step": c.step, "done": c.done, "sha256": c.sha256}
@@ -34,10 +38,6 @@ def train_list(fmt: str) -> None:
         state = "finished" if r["done"] else f"unfinished at step {r['step']}"
         click.echo(f"{r['name']}  {r['kind']}  {state}  sha256 {r['sha256'][:12]}")
 
-
-from orchestrator.cli.train_block import block_drafter  # noqa: E402
-from orchestrator.cli.train_nde import train_nde  # noqa: E402
-from orchestrator.cli.train_talf import train_talf  # noqa: E402
 
 train.add_command(block_drafter)
 train.add_command(train_nde)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import click
 
+from engine.model_names import canonical_name
+
 
 @click.command("block-drafter")
 @click.option("--name", default=None, help="checkpoint name (default: block-drafter-TARGET)")
@@ -29,12 +31,11 @@ import click
 def block_drafter(name, target, draft, resume, **flags) -> None:
     """Train DDTree's block-diffusion drafter on the target's hidden states (CPU is fine at the
     default toy scale); prints the checkpoint folder and sha256."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: tqdm (a quarter of `orch --help`'s start-up)
 
-    from engine.model_names import canonical_name
-    from engine.models import resolve
-    from engine.train.block_drafter_train import TrainConfig, train
-    from engine.train.checkpoint import folder, load
+    from engine.models import resolve  # lazy: torch
+    from engine.train.block_drafter_train import TrainConfig, summary, train  # lazy: torch
+    from engine.train.checkpoint import folder, load  # lazy: torch
 
     target = canonical_name(target)
     name = name or f"block-drafter-{target.replace('/', '_')}"[:100]
@@ -55,8 +56,6 @@ def block_drafter(name, target, draft, resume, **flags) -> None:
     ckpt = train(name, cfg, resume, progress)
     for bar in bars.values():
         bar.close()
-    from engine.train.block_drafter_train import summary
-
     click.echo(summary(load(name)[1]), err=True)
     click.echo(f"checkpoint {ckpt.name}: {ckpt.path}")
     click.echo(f"sha256 {ckpt.sha256}")

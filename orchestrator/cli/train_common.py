@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from engine.config import ConfigError
+from engine.datasets import DatasetError, load_prompts
 
 
 def prompt_options(prompts_default: int, prompts_help: str):
@@ -49,7 +50,7 @@ def resumable(name: str, kind: str, resume: bool) -> tuple[Any, dict[str, Any]] 
     """The unfinished checkpoint `name` of `kind` and its state (engine/train/checkpoint.py), or
     None. ConfigError when --resume has nothing to continue, or when without it `name` is
     unfinished (a fresh run would overwrite it)."""
-    from engine.train import checkpoint
+    from engine.train import checkpoint  # lazy: torch
 
     saved = checkpoint.resumable(name, kind)
     if resume and saved is None:
@@ -65,8 +66,6 @@ def resumable(name: str, kind: str, resume: bool) -> tuple[Any, dict[str, Any]] 
 def training_prompts(dataset: str, prompts: int, prompt_offset: int) -> list[str]:
     """The `prompts` prompts of `dataset` after the first `prompt_offset`; ConfigError for an
     unknown or unreadable dataset."""
-    from engine.datasets import DatasetError, load_prompts
-
     try:
         return load_prompts(dataset, prompt_offset + prompts)[prompt_offset:]
     except DatasetError as e:

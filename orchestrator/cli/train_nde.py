@@ -4,12 +4,17 @@ engine/select/nde_data.py, engine/train/nde.py)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from engine.config import ConfigError
+from engine.datasets import encode_prompt
+from engine.profile import ForwardCurve, check_grid, measure_curve
 from orchestrator.cli.options import Finite
+from orchestrator.cli.profile import parse_ints
 from orchestrator.cli.train_common import (
     echo_checkpoint,
     prompt_options,
@@ -115,13 +120,12 @@ def train_nde(
     seed,
 ) -> None:
     """Train the delayed-tree paper's NDE delay-and-branch selector (Sec. 6) on TARGET/DRAFT."""
-    import torch
-    from tqdm import tqdm
+    import torch  # lazy: torch
+    from tqdm import tqdm  # lazy: tqdm (a quarter of `orch --help`'s start-up)
 
-    from engine.models import resolve
-    from engine.train import checkpoint
-    from engine.train.nde import KIND, TrainConfig, train
-    from orchestrator.cli.profile import parse_ints
+    from engine.models import resolve  # lazy: torch
+    from engine.train import checkpoint  # lazy: torch
+    from engine.train.nde import KIND, TrainConfig, train  # lazy: torch
 
     name = name or f"nde-{target}-{draft}".replace("/", "_")
     checkpoint.folder(name)  # a bad name fails here
@@ -144,7 +148,7 @@ def train_nde(
     if path.exists():
         data = torch.load(path, weights_only=False)
     else:
-        from engine.select.nde_data import CollectConfig
+        from engine.select.nde_data import CollectConfig  # lazy: torch
 
         collect_cfg = _checked(
             CollectConfig(
@@ -194,8 +198,8 @@ def train_nde(
             bar.update(saved[0].step)
         ckpt = train(name, data, cfg, meta, resume, stop_after, bar.update)
     if ckpt.done:
-        from engine.select.nde import Latency, build_net
-        from engine.train.nde import evaluate
+        from engine.select.nde import Latency, build_net  # lazy: torch
+        from engine.train.nde import evaluate  # lazy: torch
 
         _, saved = checkpoint.load(ckpt.name, KIND)
         e = evaluate(build_net(saved), data, Latency.from_dict(saved["latency"]))
@@ -218,9 +222,7 @@ def _parse(cls, **kwargs):
 def _checked(cfg):
     """The collection config as given on the command line (verifier None: delayed's default at
     the temperature), checked, with its verifier resolved."""
-    from dataclasses import replace
-
-    from engine.methods import resolve_method
+    from engine.methods import resolve_method  # lazy: torch
 
     if (
         min(cfg.k_max, cfg.samples, cfg.stride, cfg.max_new_tokens) < 1
@@ -236,10 +238,7 @@ def _checked(cfg):
 
 def _read_curves(path: str):
     """The Latency of a JSON file's {"curves": {"target": ..., "draft": ...}}."""
-    import json
-
-    from engine.profile import ForwardCurve
-    from engine.select.nde import Latency
+    from engine.select.nde import Latency  # lazy: torch
 
     try:
         curves = json.loads(Path(path).read_text())["curves"]
@@ -253,11 +252,9 @@ def _read_curves(path: str):
 def _collect(target, draft, prompts, prompt_tokens, cfg, sizes, contexts, tqdm, latency) -> dict:
     """Load the pair, measure the latency curves (the paper's warm-up microbenchmark) unless
     given, collect."""
-    from engine.datasets import encode_prompt
-    from engine.models import load_pair
-    from engine.profile import check_grid, measure_curve
-    from engine.select.nde import Latency
-    from engine.select.nde_data import collect
+    from engine.models import load_pair  # lazy: torch
+    from engine.select.nde import Latency  # lazy: torch
+    from engine.select.nde_data import collect  # lazy: torch
 
     check_grid(sizes, contexts, 1)
     pair = load_pair(target, draft)

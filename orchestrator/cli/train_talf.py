@@ -85,12 +85,12 @@ FIELDS = {
 @click.pass_context
 def train_talf(ctx, name, stop_after, resume, device, **flags) -> None:
     """Train a draft with TALF or standard distillation (--loss) into checkpoint NAME."""
-    import torch
-    from tqdm import tqdm
+    import torch  # lazy: torch
+    from tqdm import tqdm  # lazy: tqdm (a quarter of `orch --help`'s start-up)
 
-    from engine.models import check_device, model_config, pick_dtype, resolve
-    from engine.train import checkpoint
-    from engine.train.talf_train import KIND, TrainConfig, config_from, train
+    from engine.models import check_device, model_config, pick_dtype, resolve  # lazy: torch
+    from engine.train import checkpoint  # lazy: torch
+    from engine.train.talf_train import KIND, TrainConfig, config_from, train  # lazy: torch
 
     name = name or f"{flags['loss']}-{flags['draft']}".replace("/", "_").replace(":", "_")
     checkpoint.folder(name)  # a bad name fails here

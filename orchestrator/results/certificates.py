@@ -35,9 +35,8 @@ from __future__ import annotations
 import platform
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlalchemy import delete, select
 
 from db.models import VerifierCheck
@@ -50,6 +49,9 @@ from orchestrator.results.settings import BASELINE, settings_keys
 from orchestrator.results.values import cell_value
 from orchestrator.run import code_version
 from orchestrator.store import Store
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Key = tuple[str, str, float, float, float, float]
 # best to worst: a config shows its worst trial's word

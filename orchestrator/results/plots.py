@@ -50,10 +50,10 @@ MAX_TICKS = 12  # an integer axis with more values gets integer ticks matplotlib
 
 
 def make_plots(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
-    import matplotlib
+    import matplotlib  # lazy: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib
 
     out = Path(out_dir)
     figs = figures(df)  # "nothing to plot" before the folder is made
@@ -71,10 +71,10 @@ def make_plots(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
 
 def figures(df: pd.DataFrame) -> list[tuple[str, object]]:
     """(file name, matplotlib figure) for every question the frame can answer."""
-    import matplotlib
+    import matplotlib  # lazy: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib
 
     figs: list[tuple[str, object]] = []
     has_base = df["speedup"].notna()
@@ -213,7 +213,7 @@ def _bars(plt, best: pd.DataFrame):
 
 def _ticks(ax, values) -> None:
     """Integer axes get integer ticks: the values themselves when few, else whole numbers."""
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # lazy: matplotlib
 
     v = pd.to_numeric(pd.Series(list(values))).astype(float)
     if not (v == v.round()).all():

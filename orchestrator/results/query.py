@@ -10,6 +10,7 @@ import math
 import pandas as pd
 
 from db.models import METRIC_COLUMNS
+from engine.datasets import task_of
 from orchestrator.results.frame import BEST_BY, PREDICTED, QueryError, apply_where, sampling_label
 from orchestrator.results.settings import BASELINE, CONFIG_KEY, SETTINGS, settings_keys
 from orchestrator.results.values import cell_value
@@ -182,8 +183,6 @@ MEASURED = ["speedup", "speedup_std", "speedup_min", "speedup_max", "throughput"
 
 @functools.lru_cache(maxsize=None)
 def _tasks(dataset: str) -> dict[str, str]:
-    from engine.datasets import task_of
-
     return task_of(dataset)
 
 

@@ -11,6 +11,6 @@ the driver and the Ray Jobs client, which need it, are imported from their modul
 
 from orchestrator.run.eta import eta_s, format_eta
 from orchestrator.run.preflight import check_checkpoints
-from orchestrator.run.trial import code_version
+from orchestrator.run.version import code_version
 
 __all__ = ["check_checkpoints", "code_version", "eta_s", "format_eta"]

@@ -22,7 +22,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
 from engine.config import ConfigError
+from orchestrator.only import check_only, parse_only
 from orchestrator.spec import load_sweep
 
 POLL_S = 2.0
@@ -30,9 +34,6 @@ AGENT_WAIT_S = 120.0  # how long a cluster may say it has no job agent yet
 
 
 def _has_password(url: str) -> bool:
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
     try:
         return make_url(url).password is not None
     except ArgumentError:
@@ -83,8 +84,6 @@ def submit_job(
     """Submit the sweep's driver as a Ray job at `address`; returns the exit code."""
     sweep, trials = load_sweep(path, local_models=False, scaled=bool(options.get("scale")))
     if options.get("only"):
-        from orchestrator.only import check_only, parse_only
-
         check_only(parse_only(options["only"]), trials, sweep.name)
     url = db_url or os.environ.get("ORCH_DB_URL")
     if url and _has_password(url):
@@ -93,7 +92,7 @@ def submit_job(
             "is readable from its job list): set ORCH_DB_URL on the head, password in its "
             "~/.pgpass, and submit without --db"
         )
-    from ray.job_submission import JobStatus, JobSubmissionClient
+    from ray.job_submission import JobStatus, JobSubmissionClient  # lazy: Ray
 
     try:
         client = JobSubmissionClient(address)

@@ -10,10 +10,12 @@ import re
 import socket
 import sys
 from collections.abc import Iterable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from engine.config import ConfigError
+from orchestrator.extras import require
 
 ADDRESS_TIMEOUT_S = 5.0
 _ADDRESS = re.compile(r"(?:ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
@@ -26,7 +28,7 @@ class PreflightError(ConfigError):
 def check_run(opts: Any, devices: Iterable[str]) -> None:
     """`opts`: orchestrator.run.runner.RunOptions; `devices`: the trials' `device` values."""
     if opts.executor == "local":
-        from engine.models import check_device
+        from engine.models import check_device  # lazy: torch
 
         ray_only = {"--address": opts.address, "--actors": opts.actors}
         ray_only["--accelerator"] = None if opts.accelerator == "auto" else opts.accelerator
@@ -47,8 +49,6 @@ def check_run(opts: Any, devices: Iterable[str]) -> None:
         return
     if opts.executor != "ray":
         raise PreflightError(f"unknown executor {opts.executor!r} (known: local, ray)")
-    from orchestrator.extras import require
-
     require("ray", "the ray executor", "or --executor local")  # imports it: a broken install too
     if opts.address:
         check_address(opts.address)
@@ -69,7 +69,7 @@ def check_run(opts: Any, devices: Iterable[str]) -> None:
 def place_trials(trials: list, opts: Any) -> list:
     """The trials (TrialConfig) with device and dtype `auto` resolved for how they will run
     (orchestrator.spec.expand.place); the placement is asked for only when a trial needs it."""
-    from orchestrator.spec.expand import place
+    from orchestrator.spec import place  # lazy: SQLAlchemy (db.models, the caps)
 
     auto = any(t.device == "auto" for t in trials)
     return place(trials, placement(opts) if auto else "cpu")
@@ -83,7 +83,7 @@ def placement(opts: Any) -> str:
     `--accelerator gpu` or (auto) when the cluster has GPUs, as the Ray executor plans its
     actors; else cpu."""
     if opts.executor == "local":
-        import torch
+        import torch  # lazy: torch
 
         return "cuda" if torch.cuda.is_available() else "cpu"
     if opts.accelerator != "auto":
@@ -159,7 +159,7 @@ def _local_gpus() -> int:
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         return int(ray.cluster_resources().get("GPU", 0))
-    import torch
+    import torch  # lazy: torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
@@ -178,9 +178,7 @@ def check_checkpoints(trials: Iterable[Any]) -> None:
     """Every checkpoint the trials' method parameters name (TrialConfig.params, or a resolved
     engine Method's cfg) exists here and is finished; a missing one is one line before any
     model loads (they live under this ORCH_HOME)."""
-    from dataclasses import asdict
-
-    from engine.train.checkpoint import find
+    from engine.train.checkpoint import find  # lazy: torch
 
     params = [t.params if hasattr(t, "params") else asdict(t.cfg) for t in trials]
     for name in sorted({n for p in params for n in checkpoint_names(p)}):

@@ -25,6 +25,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from engine.fetch import orch_home
+
 LIBRARY_LOGGERS = (
     "py.warnings",
     "ray",
@@ -40,8 +42,6 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 def log_path(sweep: str, now: float | None = None) -> Path:
     """Where the run log of a run of `sweep` starting at `now` goes (ORCH_HOME/logs)."""
-    from engine.fetch import orch_home
-
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(time.time() if now is None else now))
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", sweep).strip("._")[:80] or "sweep"
     return orch_home() / "logs" / f"{safe}-{stamp}-{os.getpid()}.log"
@@ -56,9 +56,9 @@ def _configure_libraries(executor: str) -> None:
     Ray (on import) and transformers (on its first logger)."""
     if executor == "ray":
         with contextlib.suppress(ImportError):
-            import ray  # noqa: F401
+            import ray  # noqa: F401  # lazy: Ray
     with contextlib.suppress(ImportError):
-        from transformers.utils import logging as hf_logging
+        from transformers.utils import logging as hf_logging  # lazy: transformers
 
         hf_logging.get_logger("transformers")
 

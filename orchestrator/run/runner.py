@@ -26,14 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from tqdm import tqdm
+
 from db.models import SweepStatus, TrialStatus
 from engine.config import ConfigError
+from engine.datasets import dataset_info, load_prompts
 from orchestrator.only import Only, check_only, matches
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.run.executors import Job, Worker, make_executor
 from orchestrator.run.preflight import check_checkpoints, check_run, place_trials
 from orchestrator.run.runlog import run_log
-from orchestrator.run.trial import code_version
+from orchestrator.run.version import code_version
 from orchestrator.spec import load_sweep
 from orchestrator.spec.scale import provenance
 from orchestrator.store import DB_RETRY_S, Store
@@ -88,8 +91,6 @@ class DriverSink:
     """Writes each outcome as it arrives, keeps the progress bar and the cancel check."""
 
     def __init__(self, store: Store, sweep_id: int, name: str, progress: bool | None) -> None:
-        from tqdm import tqdm
-
         self.store, self.sweep_id = store, sweep_id
         self.in_flight: set[int] = set()
         self.ran = self.done_n = self.failed_n = self.retried = 0
@@ -371,8 +372,6 @@ def _hold(path: Path) -> None:
 
 def _attach_prompts(jobs: list[Job], cache: dict[tuple, list]) -> None:
     """Load each dataset slice once in the driver and ship the prompts with the jobs."""
-    from engine.datasets import load_prompts
-
     for job in jobs:
         c = job.config
         if c.is_profile:  # no dataset
@@ -384,8 +383,6 @@ def _attach_prompts(jobs: list[Job], cache: dict[tuple, list]) -> None:
 
 
 def dataset_row(name: str) -> dict[str, Any]:
-    from engine.datasets import dataset_info
-
     info = dataset_info(name)
     sha = None
     if info["path"]:

@@ -24,13 +24,16 @@ from __future__ import annotations
 import functools
 import os
 import socket
-import subprocess
 import time
 from collections import Counter, OrderedDict
-from pathlib import Path
 from typing import Any
 
+from engine.datasets import encode_prompt, load_prompts
+from engine.metrics import pooled_metrics
+from engine.profile import device_info, measure_curve
 from orchestrator.records import TrialConfig, TrialResult
+from orchestrator.run.preflight import checkpoint_names
+from orchestrator.run.version import code_version
 
 PAIR_CACHE_SIZE = 1
 LOADS: Counter = Counter()  # pair key -> loads in this process
@@ -46,7 +49,7 @@ def get_pair(key: tuple) -> tuple[Any, float]:
         _PAIRS.move_to_end(key)
         return _PAIRS[key], 0.0
     code_version()  # read before this process imports the engine (see code_version)
-    from engine.models import load_pair
+    from engine.models import load_pair  # lazy: torch
 
     _quiet_transformers()
     while len(_PAIRS) >= PAIR_CACHE_SIZE:
@@ -63,7 +66,7 @@ def get_pair(key: tuple) -> tuple[Any, float]:
 def _quiet_transformers() -> None:
     """No per-weight loading bars in sweep output (the sweep has its own progress bar)."""
     try:
-        from transformers.utils import logging as hf_logging
+        from transformers.utils import logging as hf_logging  # lazy: transformers
 
         hf_logging.disable_progress_bar()
     except ImportError:
@@ -77,7 +80,7 @@ def clear_cache() -> None:
 
 
 def _free_device_memory() -> None:
-    import torch
+    import torch  # lazy: torch
 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -86,8 +89,6 @@ def _free_device_memory() -> None:
 def load_trial_prompts(config: TrialConfig) -> list:
     key = (config.dataset, config.prompts, config.category)
     if key not in _PROMPTS:
-        from engine.datasets import load_prompts
-
         _PROMPTS[key] = load_prompts(config.dataset, n=config.prompts, category=config.category)
     return _PROMPTS[key]
 
@@ -100,11 +101,9 @@ def run_trial(
     code_version()  # read before this process imports the engine (see code_version)
     if config.is_profile:
         return run_profile(config, pair)
-    from engine.certify import certificate
-    from engine.datasets import encode_prompt
-    from engine.decode import generate
-    from engine.methods import resolve_method
-    from engine.metrics import pooled_metrics
+    from engine.certify import certificate  # lazy: torch
+    from engine.decode import generate  # lazy: torch
+    from engine.methods import resolve_method  # lazy: torch
 
     started = time.time()
     method = resolve_method(
@@ -195,8 +194,6 @@ def run_profile(config: TrialConfig, pair: Any = None) -> TrialResult:
     over the grid in config.params (sizes, contexts, repeats). The curves are stored under the
     trial's model names with the device_info of the device that measured them; the driver
     writes them with the trial's status (orchestrator.store.Store.record_result)."""
-    from engine.profile import device_info, measure_curve
-
     started = time.time()
     load_s = 0.0
     if pair is None:
@@ -231,8 +228,7 @@ def used_checkpoints(params: dict[str, Any]) -> list[dict[str, Any]]:
     """What the trial records of each checkpoint its method parameters name
     (orchestrator.run.preflight.checkpoint_names): engine.train.checkpoint.describe, read before
     the trial runs (so the record is of the weights the engine then loads by name)."""
-    from engine.train.checkpoint import describe
-    from orchestrator.run.preflight import checkpoint_names
+    from engine.train.checkpoint import describe  # lazy: torch
 
     return [describe(name) for name in checkpoint_names(params)]
 
@@ -240,8 +236,6 @@ def used_checkpoints(params: dict[str, Any]) -> list[dict[str, Any]]:
 @functools.lru_cache(maxsize=8)
 def device_name(device: str) -> str:
     """The model name of the GPU or CPU behind `device` (what the trial measured on)."""
-    from engine.profile import device_info
-
     return device_info(device)["device_name"]
 
 
@@ -264,51 +258,6 @@ def model_info(m: Any) -> dict[str, Any]:
     if getattr(m, "checkpoint", None) is not None:  # a trained draft (`ckpt:NAME`): the
         info["checkpoint"] = m.checkpoint  # checkpoint's name, kind, sha256, training config
     return info
-
-
-# tracked files a run may write that are not code: a SQLite database kept in the repository
-# (docs/repro/orch.db) changes with every trial run into it, and must not mark the code +dirty
-NOT_CODE = (":(exclude)*.db", ":(exclude)*.sqlite", ":(exclude)*.sqlite3")
-
-
-@functools.lru_cache(maxsize=1)
-def code_version() -> str:
-    """The git commit of this checkout (+dirty), else the installed package version: read
-    once per process, before it imports the engine (get_pair, run_trial), so that a worker
-    records the code it runs even when the checkout moves on while it works (a long-lived Ray
-    actor; in session 8 trials recorded the HEAD at their first result, 30 minutes after the
-    actor had imported an older engine)."""
-    return git_version(Path(__file__).resolve().parents[2]) or installed_version()
-
-
-def git_version(root: Path) -> str | None:
-    """HEAD of the checkout at `root`, +dirty when a tracked file other than a database
-    (NOT_CODE) has uncommitted changes; None outside a git checkout."""
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-        if not sha:
-            return None
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout
-        return sha + ("+dirty" if dirty.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def installed_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return "treespec-orch " + version("treespec-orch")
-    except Exception:  # noqa: BLE001 - not installed either
-        return "unknown"
 
 
 def _round(x: Any) -> Any:

@@ -8,7 +8,8 @@ import dataclasses
 import itertools
 from typing import Any
 
-from engine.config import ConfigError
+from engine.config import ConfigError, config_fields
+from engine.datasets import DatasetError, load_prompts
 from orchestrator.records import PROFILE, TrialConfig
 from orchestrator.spec.limits import DEFAULT, Limits, check_tree
 from orchestrator.spec.types import MethodSpec, Sweep
@@ -23,9 +24,8 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
     max_new_tokens, engine, repeat.
     Configs that resolve identically are kept once.
     """
-    from engine.datasets import DatasetError, load_prompts
-    from engine.drafters import MODEL_FREE
-    from engine.models import NO_DRAFT, check_engine, check_positions, resolve
+    from engine.drafters import MODEL_FREE  # lazy: torch
+    from engine.models import NO_DRAFT, check_engine, check_positions, resolve  # lazy: torch
 
     for i, (target, draft) in enumerate(sweep.pairs):
         needs = [m.name for m in sweep.methods if m.name not in MODEL_FREE]
@@ -137,7 +137,7 @@ def place(trials: list[TrialConfig], device: str) -> list[TrialConfig]:
     their rows and results, but a resubmission gets a new identity (new hash) for them and
     runs them again. Configs that were explicit (e.g. device cpu, dtype float32) keep their
     hashes. Configs that resolve alike are kept once, in order."""
-    from engine.models import NO_DRAFT, auto_dtype
+    from engine.models import NO_DRAFT, auto_dtype  # lazy: torch
 
     out: dict[str, TrialConfig] = {}
     for t in trials:
@@ -156,8 +156,8 @@ def place(trials: list[TrialConfig], device: str) -> list[TrialConfig]:
 def _check_vocabularies(sweep: Sweep, points: dict, source: str) -> None:
     """No node may need more distinct children than a pair's vocabulary (from the models'
     configs, before loading) has tokens."""
-    from engine.models import NO_DRAFT, vocab_size
-    from engine.tree_bounds import check_vocab
+    from engine.models import NO_DRAFT, vocab_size  # lazy: torch
+    from engine.tree_bounds import check_vocab  # lazy: torch
 
     for target, draft in sweep.pairs:
         names = (target,) if draft == NO_DRAFT else (target, draft)
@@ -183,9 +183,8 @@ def _method_points(
 ) -> list[tuple[dict[str, Any], tuple[int, ...], Any]]:
     """Every grid point of one method as (resolved params, max_new_tokens values, method), its
     verifier paired with the trees of a draft at `draft_temperature` (None: `temperature`)."""
-    from engine.config import config_fields
-    from engine.drafters import DRAFTERS
-    from engine.methods import method_params, resolve_method
+    from engine.drafters import DRAFTERS  # lazy: torch
+    from engine.methods import method_params, resolve_method  # lazy: torch
 
     if m.name not in DRAFTERS:
         raise SpecError(f"{where}.name: unknown method {m.name!r} (known: {', '.join(DRAFTERS)})")

@@ -78,7 +78,7 @@ def check_grid(sweep: Any, limits: Limits) -> None:
 
 def check_tree(method: Any, limits: Limits, in_sweep: bool = True) -> None:
     """ConfigError when `method` (an engine.methods.Method) builds trees above the node cap."""
-    from engine.tree_bounds import max_nodes
+    from engine.tree_bounds import max_nodes  # lazy: torch
 
     n, cap = max_nodes(method), limits.max_tree_nodes
     if n > cap:
@@ -110,8 +110,8 @@ def check_generate(
 ) -> None:
     """Everything `orch generate` can check before loading: the device, the caps, prompt ids
     and tree widths against the pair's vocabulary (read from the models' configs)."""
-    from engine.models import NO_DRAFT, check_device, vocab_size
-    from engine.tree_bounds import check_vocab
+    from engine.models import NO_DRAFT, check_device, vocab_size  # lazy: torch
+    from engine.tree_bounds import check_vocab  # lazy: torch
 
     check_device(device)
     if max_new_tokens > limits.max_new_tokens:

@@ -74,6 +74,7 @@ import re
 from typing import Any
 
 from engine.config import ENGINE_SPECS, ConfigError
+from engine.datasets import default_category  # spec_bench: "all" (its 6 tasks)
 from engine.model_names import canonical_name
 from engine.profile import check_grid as check_profile_grid
 from engine.profile import parse_ints
@@ -280,8 +281,6 @@ def _name(value: str, where: str, max_len: int = MODEL_MAX) -> str:
 
 
 def _dataset(value: Any, where: str, max_prompts: int) -> DatasetSel:
-    from engine.datasets import default_category  # spec_bench: "all" (its 6 tasks)
-
     m = mapping(
         value, where, required=("name",), optional=("prompts", "prompt_tokens", "category", "chat")
     )

@@ -5,6 +5,8 @@ chunking of long id lists."""
 from __future__ import annotations
 
 from sqlalchemy import Float, cast, extract, func, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from db.models import SweepStatus, SweepTrial, TrialStatus
@@ -33,12 +35,10 @@ def insert(s: Session, model):
     """INSERT for the session's dialect (with ON CONFLICT clauses)."""
     dialect = s.get_bind().dialect.name
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    elif dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    else:
-        raise StoreError(f"unsupported database dialect {dialect!r}")
-    return dialect_insert(model)
+        return postgresql_insert(model)
+    if dialect == "sqlite":
+        return sqlite_insert(model)
+    raise StoreError(f"unsupported database dialect {dialect!r}")
 
 
 def members(sweep_id: int):

@@ -7,7 +7,7 @@ def test_a_database_file_in_the_checkout_does_not_make_the_code_dirty(tmp_path):
     still record the clean commit; a changed source file marks it +dirty."""
     import subprocess
 
-    from orchestrator.run.trial import git_version
+    from orchestrator.run.version import git_version
 
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)

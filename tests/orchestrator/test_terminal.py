@@ -227,7 +227,7 @@ def test_submit_help_says_which_executor_to_use_when():
 def test_version_names_the_package_and_the_code_version_trials_record(tmp_path, monkeypatch):
     from importlib.metadata import version
 
-    from orchestrator.run.trial import code_version
+    from orchestrator.run.version import code_version
 
     r = CliRunner().invoke(main, ["--version"])
     assert r.exit_code == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.records import METRICS, TrialConfig
-from orchestrator.run import trial
+from orchestrator.run import trial, version
 
 
 def _cfg(**kw) -> TrialConfig:
@@ -87,7 +87,7 @@ def test_the_code_version_is_read_before_the_engine_runs(monkeypatch):
     import engine.decode
 
     head = ["imported"]
-    monkeypatch.setattr(trial, "git_version", lambda root: head[0])
+    monkeypatch.setattr(version, "git_version", lambda root: head[0])
     generate = engine.decode.generate
 
     def decode_after_a_commit(*a, **kw):
@@ -95,8 +95,8 @@ def test_the_code_version_is_read_before_the_engine_runs(monkeypatch):
         return generate(*a, **kw)
 
     monkeypatch.setattr(engine.decode, "generate", decode_after_a_commit)
-    trial.code_version.cache_clear()
+    version.code_version.cache_clear()
     try:
         assert trial.run_trial(_cfg()).code_version == "imported"
     finally:
-        trial.code_version.cache_clear()
+        version.code_version.cache_clear()

@@ -44,7 +44,7 @@ def axes(cf: pd.DataFrame) -> tuple[list[Block], list[tuple[str, Any]]]:
     found = parameter_axes(cf)
     if not found:
         return [], []
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib (pyplot, once Agg is chosen)
 
     out: list[Block] = [
         ("h2", "Against each parameter"),

@@ -82,7 +82,7 @@ def verifiers(cf: pd.DataFrame) -> tuple[list[Block], list]:
     methods = verifier_methods(cf)
     if not methods:
         return [], []
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib (pyplot, once Agg is chosen)
 
     drafted = cf[cf["method"].isin(methods)]
     drafted = drafted.assign(_row=drafted["method"] + " · " + drafted.apply(_verifier, axis=1))
@@ -174,7 +174,7 @@ def _axis(rows: pd.Series, names: tuple[str, str]) -> str | None:
 
 
 def dynatree(cf: pd.DataFrame) -> tuple[list[Block], list]:
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib (pyplot, once Agg is chosen)
 
     d = cf[cf["method"] == "dynatree"]
     if d.empty:
@@ -235,7 +235,7 @@ def dynatree(cf: pd.DataFrame) -> tuple[list[Block], list]:
 
 
 def temperature(cf: pd.DataFrame) -> tuple[list[Block], list]:
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib (pyplot, once Agg is chosen)
 
     drafted = cf[(cf["method"] != BASELINE) & (cf["top_p"].map(lambda v: v in (None, 1.0)))]
     if drafted["temperature"].nunique() < 2:
@@ -301,7 +301,7 @@ def budget_of(method: str, params: dict[str, Any]) -> float | None:
 
 
 def budget(cf: pd.DataFrame) -> tuple[list[Block], list]:
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib (pyplot, once Agg is chosen)
 
     c = cf.assign(_budget=cf.apply(lambda r: budget_of(r["method"], r["params"]), axis=1))
     c = c[c["_budget"].notna() & (c["method"] != BASELINE)]
@@ -371,7 +371,7 @@ def budget(cf: pd.DataFrame) -> tuple[list[Block], list]:
 
 
 def histogram(cf: pd.DataFrame) -> tuple[list[Block], list]:
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib (pyplot, once Agg is chosen)
 
     d = cf[(cf["method"] == "ddtree") & cf["hist"].map(lambda h: bool(h) and sum(h) > 0)]
     if d.empty:

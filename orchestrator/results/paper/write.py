@@ -27,7 +27,7 @@ def write_report(
     `predict_with`: what the predictions on profiled GPUs take instead of each trial's own
     engine, dtype and host time (orchestrator/results/profiles.py)."""
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # lazy: matplotlib's pyplot, once its backend is Agg
+    import matplotlib.pyplot as plt  # lazy: matplotlib (pyplot, once Agg is chosen)
 
     name = resolve_sweep(store, sweep)
     info = store.sweep(name)

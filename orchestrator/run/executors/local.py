@@ -30,7 +30,7 @@ class LocalExecutor:
         self.threads = worker_threads(1) if threads is None else threads
 
     def run(self, jobs: list[Job], sink: Sink) -> None:
-        import torch
+        import torch  # lazy: torch
 
         before = torch.get_num_threads()
         try:
@@ -39,7 +39,7 @@ class LocalExecutor:
             torch.set_num_threads(before)
 
     def _run(self, jobs: list[Job], sink: Sink) -> None:
-        import torch
+        import torch  # lazy: torch
 
         gpu = "0" if torch.cuda.is_available() else None
         worker = Worker(name="local", host=socket.gethostname(), gpu_id=gpu)

@@ -23,12 +23,15 @@ import dataclasses
 import logging
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import ray
 from ray.exceptions import (
     NodeDiedError,
@@ -40,6 +43,7 @@ from ray.exceptions import (
 
 from engine.config import ConfigError
 from orchestrator.records import TrialConfig, TrialFailure, TrialResult
+from orchestrator.run import trial
 from orchestrator.run.executors.base import (
     Job,
     Sink,
@@ -58,10 +62,14 @@ PLACEMENT_TIMEOUT_S = 1800.0  # no actor placed for this long: give up (`orch re
 
 @ray.remote(max_restarts=0, max_task_retries=0)
 class TrialActor:
-    """Holds one loaded model pair at a time (orchestrator.run.trial's cache) and runs trials."""
+    """Holds one loaded model pair at a time (orchestrator.run.trial's cache) and runs trials.
+
+    Ray ships this class by value: a module-level object its methods name travels as a copy
+    of the driver's, so they read the worker's own trial cache through the module
+    (`trial.LOADS`, `trial.run_trial`), which travels by reference."""
 
     def __init__(self, warmup: int, threads: int | None) -> None:
-        import torch
+        import torch  # lazy: torch
 
         self.threads = threads or torch.get_num_threads()
         torch.set_num_threads(self.threads)
@@ -83,14 +91,12 @@ class TrialActor:
         }
 
     def run(self, config: TrialConfig, prompts: list | None) -> TrialResult | TrialFailure:
-        import torch
-
-        from orchestrator.run.trial import run_trial
+        import torch  # lazy: torch
 
         torch.set_num_threads(trial_threads(config, self.threads))
         started = time.time()
         try:
-            result = run_trial(config, prompts=prompts, warmup=self.warmup)
+            result = trial.run_trial(config, prompts=prompts, warmup=self.warmup)
             return dataclasses.replace(result, node=self.node)
         except Exception as e:  # noqa: BLE001 - e.g. out of memory: the trial failed
             _free_cuda()
@@ -105,19 +111,12 @@ class TrialActor:
             )
 
     def loads(self) -> dict[str, int]:
-        from orchestrator.run.trial import LOADS
-
-        return {"/".join(k[:2]): n for k, n in LOADS.items()}
+        return {"/".join(k[:2]): n for k, n in trial.LOADS.items()}
 
 
 def _start_reaper() -> None:
     """A process of its own that ends this local Ray's processes if the driver dies without
     shutting them down (SIGKILL): orchestrator/run/executors/reaper.py."""
-    import subprocess
-    import sys
-
-    import psutil
-
     session = ray._private.worker._global_node.get_session_dir_path()
     me = psutil.Process()
     subprocess.Popen(
@@ -138,7 +137,7 @@ def _start_reaper() -> None:
 
 
 def _free_cuda() -> None:
-    import torch
+    import torch  # lazy: torch
 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
