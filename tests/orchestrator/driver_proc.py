@@ -17,11 +17,10 @@ import sys
 import time
 from collections.abc import Callable
 
-from orch_helpers import fake_config, fake_result
-
 from orchestrator.run import runner
 from orchestrator.run.executors import Job, Sink, Worker
 from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import fake_config, fake_result
 
 
 class FakeExecutor:

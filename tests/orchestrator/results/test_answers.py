@@ -99,7 +99,7 @@ NEW = [
 def _result(cfg, tp, acc, seconds):
     import dataclasses
 
-    from orch_helpers import fake_result
+    from tests.orchestrator.orch_helpers import fake_result
 
     res = fake_result(cfg, throughput=tp, acceptance_rate=acc, tokens_per_iteration=1 + 2 * acc)
     secs = seconds or [s for *_, s in AR_PROMPTS]
@@ -111,7 +111,7 @@ def _result(cfg, tp, acc, seconds):
 
 
 def _submit(store, name, rows):
-    from orch_helpers import fake_config, record_sweep
+    from tests.orchestrator.orch_helpers import fake_config, record_sweep
 
     trials = []
     for pair, method, params, tp, acc, secs in rows:

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from orch_helpers import REPO
 
 from orchestrator.cli import main
 from orchestrator.spec import load_sweep
 from orchestrator.spec.values import SpecError
 from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import REPO
 
 EXAMPLES = REPO / "examples"
 # (full, scaled) trial counts, computed from each file's grid as its header spells them out

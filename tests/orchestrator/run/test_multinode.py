@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 import pytest
-from orch_helpers import REPO, sweep_24
 
 from orchestrator.run.executors.reaper import session_processes
 from orchestrator.run.runner import PAUSE_ENV
+from tests.orchestrator.orch_helpers import REPO, sweep_24
 
 pytestmark = pytest.mark.slow
 psutil = pytest.importorskip("psutil")
@@ -312,7 +312,7 @@ def test_submit_through_the_ray_jobs_api(cluster, tmp_path, monkeypatch):
 def test_jobs_api_refuses_to_send_a_password(tmp_path):
     """A URL with a password would be readable in the cluster's job list: refused, one line,
     before anything is sent (no cluster needed)."""
-    from orch_helpers import PG_PASSWORD, orch
+    from tests.orchestrator.orch_helpers import PG_PASSWORD, orch
 
     spec = on_cpu(sweep_24(tmp_path / "p.yaml", name="pw"))
     r = orch(

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from orch_helpers import REPO, sweep_24
 
 from orchestrator.records import TrialConfig
 from orchestrator.spec import load_sweep
 from orchestrator.spec.values import SpecError
+from tests.orchestrator.orch_helpers import REPO, sweep_24
 
 EXAMPLES = REPO / "examples"
 

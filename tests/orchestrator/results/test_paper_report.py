@@ -1,4 +1,4 @@
-"""`orch report` (orchestrator/results/paper/report.py): one sweep of the tiny pair (autoregressive, two
+"""`orch report` (orchestrator/results/paper/): one sweep of the tiny pair (autoregressive, two
 verifiers at two temperatures > 0, a DynaTree depth x branch x threshold grid, DDTree budgets)
 stored with synthetic results into SQLite and into Postgres gives byte-identical report.md and
 report.html with the sections its grid calls for and valid PNG figures; bad input is one error
@@ -11,7 +11,6 @@ import random
 
 import pytest
 from click.testing import CliRunner
-from orch_helpers import fake_result
 
 from engine.certify import sampling_certificate
 from engine.methods import resolve_method
@@ -24,6 +23,7 @@ from orchestrator.results.settings import DRAFT_SETTINGS, SETTINGS
 from orchestrator.spec import load_sweep
 from orchestrator.spec.scale import provenance
 from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import fake_result
 
 SWEEP = """\
 # A test sweep for orch report (DynaTree Sec. 4.6, Fig. 4; Delayed Tree Expansion Table 2).

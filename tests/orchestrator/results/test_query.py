@@ -8,10 +8,10 @@ import json
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from orch_helpers import fake_config, fake_result, record_sweep
 
 from orchestrator.cli import main
 from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import fake_config, fake_result, record_sweep
 
 LL, NX = ("tiny-llama", "tiny-llama-draft"), ("tiny-neox", "tiny-neox-draft")
 # (pair, method, params, max_new_tokens, [throughput per repeat], acceptance)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-from orch_helpers import PG_PASSWORD, fake_config, orch
 from sqlalchemy import func, select
 
 from db.models import Base
 from orchestrator.cli import main
 from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import PG_PASSWORD, fake_config, orch
 
 GOOD = """\
 name: e

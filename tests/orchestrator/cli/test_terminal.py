@@ -11,30 +11,12 @@ from click.testing import CliRunner
 
 from orchestrator.cli import main
 from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import REPO, tiny_sweep
 
 # ---- a quiet terminal: library warnings and logs go to the run log -------------------------
 
-TINY = """\
-name: {name}
-pairs:
-  - {{target: tiny-llama, draft: tiny-llama-draft}}
-dataset: {{name: spec_bench, prompts: 1, prompt_tokens: 16}}
-max_new_tokens: 4
-repeats: 1
-warmup: 0
-methods:
-  - name: autoregressive
-  - name: linear
-    grid: {{k: [2]}}
-"""
 LIB_WARNING = "deprecated-knob is deprecated and will be removed"
 LIB_LOG = "transformers says: generation flags are not valid"
-
-
-def _tiny(tmp_path, name="quiet"):
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(TINY.format(name=name))
-    return path
 
 
 @pytest.fixture
@@ -79,7 +61,7 @@ def test_library_warnings_go_to_the_run_log_not_the_terminal(
     handlers_before = list(hf_logger.handlers)  # what this process had (pytest adds its own)
     propagate_before = hf_logger.propagate  # other tests in this worker may have changed it
     r = CliRunner().invoke(
-        main, ["submit", str(_tiny(tmp_path)), "--db", db, "--executor", "local", "--progress"]
+        main, ["submit", str(tiny_sweep(tmp_path)), "--db", db, "--executor", "local", "--progress"]
     )
     assert r.exit_code == 0, r.output
     fd = capfd.readouterr()
@@ -107,7 +89,7 @@ def test_verbose_shows_library_warnings_on_the_terminal_too(tmp_path, monkeypatc
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     db = f"sqlite:///{tmp_path / 'o.db'}"
     r = CliRunner().invoke(
-        main, ["submit", str(_tiny(tmp_path)), "--db", db, "--executor", "local", "-v"]
+        main, ["submit", str(tiny_sweep(tmp_path)), "--db", db, "--executor", "local", "-v"]
     )
     assert r.exit_code == 0, r.output
     assert LIB_WARNING in r.stderr
@@ -117,11 +99,11 @@ def test_verbose_shows_library_warnings_on_the_terminal_too(tmp_path, monkeypatc
 def test_a_real_local_sweep_prints_only_our_lines(tmp_path):
     """transformers warns from inside the trials (e.g. a FutureWarning of `past_key_values`):
     in a fresh process nothing but orch's own lines reaches the terminal."""
-    from orch_helpers import orch
+    from tests.orchestrator.orch_helpers import orch
 
     db = f"sqlite:///{tmp_path / 'o.db'}"
     p = orch(
-        "submit", str(_tiny(tmp_path)), "--db", db, "--executor", "local",
+        "submit", str(tiny_sweep(tmp_path)), "--db", db, "--executor", "local",
         env={"ORCH_HOME": str(tmp_path / "home")},
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
@@ -134,11 +116,11 @@ def test_a_real_local_sweep_prints_only_our_lines(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs Ray")
 def test_ray_start_up_lines_go_to_the_run_log(tmp_path):
-    from orch_helpers import orch
+    from tests.orchestrator.orch_helpers import orch
 
     db = f"sqlite:///{tmp_path / 'o.db'}"
     p = orch(
-        "submit", str(_tiny(tmp_path, "rayquiet")), "--db", db, "--actors", "1",
+        "submit", str(tiny_sweep(tmp_path, "rayquiet")), "--db", db, "--actors", "1",
         env={"ORCH_HOME": str(tmp_path / "home")},
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
@@ -169,10 +151,10 @@ def test_threads_per_worker_split_the_cpus():
 
 def test_local_executor_sets_torch_threads_per_trial_and_puts_them_back(monkeypatch):
     import torch
-    from orch_helpers import fake_config, fake_result
 
     from orchestrator.run import executors
     from orchestrator.run.executors import Job, base, local
+    from tests.orchestrator.orch_helpers import fake_config, fake_result
 
     seen = {}
 
@@ -238,7 +220,7 @@ def test_version_names_the_package_and_the_code_version_trials_record(tmp_path, 
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     db = f"sqlite:///{tmp_path / 'o.db'}"
     r = CliRunner().invoke(
-        main, ["submit", str(_tiny(tmp_path)), "--db", db, "--executor", "local"]
+        main, ["submit", str(tiny_sweep(tmp_path)), "--db", db, "--executor", "local"]
     )
     assert r.exit_code == 0, r.output
     import json
@@ -248,7 +230,7 @@ def test_version_names_the_package_and_the_code_version_trials_record(tmp_path, 
 
 
 def test_shell_completion_script_and_completions():
-    from orch_helpers import orch
+    from tests.orchestrator.orch_helpers import orch
 
     p = orch(env={"_ORCH_COMPLETE": "bash_source"})
     assert p.returncode == 0, p.stderr
@@ -277,7 +259,7 @@ def test_status_shows_the_eta_of_a_running_sweep(sqlite_url, fmt):
     import json
     import time
 
-    from orch_helpers import fake_config, fake_result
+    from tests.orchestrator.orch_helpers import fake_config, fake_result
 
     store = Store(sqlite_url)
     cfgs = [fake_config(i) for i in range(10)]
@@ -307,9 +289,8 @@ def test_status_eta_counts_only_the_cut_of_a_run_with_only(db_url):
     import json
     import time
 
-    from orch_helpers import fake_config, fake_result
-
     from orchestrator.only import parse_only
+    from tests.orchestrator.orch_helpers import fake_config, fake_result
 
     store = Store(db_url)
     cfgs = [fake_config(i) for i in range(1, 11)]  # linear k=1..10
@@ -353,7 +334,7 @@ def test_submit_without_ray_writes_nothing_and_says_how_to_install(tmp_path, mon
     db = tmp_path / "o.db"
     for extra in ([], ["--address", "http://127.0.0.1:1"]):
         r = CliRunner().invoke(
-            main, ["submit", str(_tiny(tmp_path)), "--db", f"sqlite:///{db}", *extra]
+            main, ["submit", str(tiny_sweep(tmp_path)), "--db", f"sqlite:///{db}", *extra]
         )
         assert r.exit_code == 2, r.output
         (line,) = r.stderr.splitlines()
@@ -371,7 +352,7 @@ def test_a_broken_ray_install_is_one_line_too(tmp_path, monkeypatch):
     (fake / "__init__.py").write_text("import grpc_is_not_installed_here\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     db = tmp_path / "o.db"
-    r = CliRunner().invoke(main, ["submit", str(_tiny(tmp_path)), "--db", f"sqlite:///{db}"])
+    r = CliRunner().invoke(main, ["submit", str(tiny_sweep(tmp_path)), "--db", f"sqlite:///{db}"])
     assert r.exit_code == 2
     assert "ray does not import: no module 'grpc_is_not_installed_here'" in r.stderr
     assert "pip install 'treespec-orch[ray]'" in r.stderr and not db.exists()
@@ -399,11 +380,10 @@ def test_plot_and_parquet_without_their_packages(tmp_path, monkeypatch):
 
 def test_where_examples_are_quoted_for_the_shell():
     import re
-    from pathlib import Path
 
     texts = [CliRunner().invoke(main, [c, "--help"]).output for c in ("query", "export", "plot")]
     texts.append(CliRunner().invoke(main, ["--help"]).output)
-    texts.append(Path(__file__).resolve().parents[2].joinpath("README.md").read_text())
+    texts.append(REPO.joinpath("README.md").read_text())
     for text in texts:
         text = " ".join(text.split())
         # a comparison with < > or ! outside quotes is a redirection or history expansion

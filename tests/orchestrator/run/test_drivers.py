@@ -13,17 +13,15 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from driver_proc import executions
-from orch_helpers import PG_PASSWORD, REPO, fake_config
 from sqlalchemy import func, select
 
 from db.models import Result, Sweep, Trial
 from orchestrator.run.runner import PAUSE_ENV
 from orchestrator.store import Store
+from tests.orchestrator.driver_proc import executions
+from tests.orchestrator.orch_helpers import HELPERS, PG_PASSWORD, REPO, fake_config
 
-HERE = Path(__file__).resolve().parent
 SWEEPS = {"a": (0, 16), "b": (8, 24), "c": (16, 32), "all": (0, 32)}  # config index ranges
 CONFIGS = 32
 HASHES = [fake_config(i).config_hash for i in range(CONFIGS)]
@@ -31,11 +29,11 @@ HASHES = [fake_config(i).config_hash for i in range(CONFIGS)]
 
 def _start(url, name, log, delay=0.05, lease_s=60.0, pause=None):
     first, last = SWEEPS[name]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HELPERS)])}
     if pause is not None:
         env[PAUSE_ENV] = pause
     return subprocess.Popen(
-        [sys.executable, str(HERE / "driver_proc.py"), url, name, str(first), str(last)]
+        [sys.executable, str(HELPERS / "driver_proc.py"), url, name, str(first), str(last)]
         + [str(delay), str(log), str(lease_s)],
         env=env,
         cwd=REPO,

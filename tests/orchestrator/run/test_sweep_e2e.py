@@ -15,7 +15,6 @@ import threading
 import time
 
 from click.testing import CliRunner
-from orch_helpers import PG_PASSWORD, REPO, sweep_24
 from sqlalchemy import func, select
 
 from db.models import Result, Sweep, SweepStatus, SweepTrial, Trial
@@ -24,6 +23,7 @@ from orchestrator.records import TrialConfig
 from orchestrator.run.runner import PAUSE_ENV
 from orchestrator.store import DB_RETRY_S, Store
 from orchestrator.store.leases import LEASE_S
+from tests.orchestrator.orch_helpers import PG_PASSWORD, REPO, sweep_24
 
 
 def _cli(*args):

@@ -11,9 +11,6 @@ import itertools
 import threading
 
 import pytest
-from driver_proc import FakeExecutor, executions, use_fake_executor
-from orch_helpers import PG_PASSWORD, fake_config
-from pg_proxy import PgProxy
 from sqlalchemy import event, func, select
 from sqlalchemy.engine import make_url
 
@@ -21,6 +18,9 @@ from db.models import Result, Trial
 from orchestrator.run import runner
 from orchestrator.store import Store
 from orchestrator.store.sql import StoreError
+from tests.orchestrator.driver_proc import FakeExecutor, executions, use_fake_executor
+from tests.orchestrator.orch_helpers import PG_PASSWORD, fake_config
+from tests.orchestrator.pg_proxy import PgProxy
 
 CONFIGS = [fake_config(i) for i in range(8)]
 HASHES = {c.config_hash for c in CONFIGS}

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from orch_helpers import PG_PASSWORD, REPO, sweep_24
 
 from orchestrator.records import TrialConfig
 from orchestrator.run.executors import Job
+from tests.orchestrator.orch_helpers import PG_PASSWORD, REPO, sweep_24
 
 ray = pytest.importorskip("ray")
 

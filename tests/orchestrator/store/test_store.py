@@ -12,7 +12,6 @@ import sys
 import time
 
 import pytest
-from orch_helpers import fake_config, fake_result
 from sqlalchemy import func, select, text, update
 
 from db import create_db_engine, current_revision, head_revision, upgrade
@@ -22,6 +21,7 @@ from orchestrator.store import Store
 from orchestrator.store.leases import LEASE_S, owner_alive, proc_stat
 from orchestrator.store.sql import StoreError
 from orchestrator.store.sweeps import CancelInfo
+from tests.orchestrator.orch_helpers import fake_config, fake_result
 
 
 def _count(store, model, *where):
@@ -320,9 +320,9 @@ def test_unreachable_and_bad_urls_are_one_line_without_password(tmp_path):
 
 def test_orch_db_upgrade_and_current(db_url):
     from click.testing import CliRunner
-    from orch_helpers import PG_PASSWORD
 
     from orchestrator.cli import main
+    from tests.orchestrator.orch_helpers import PG_PASSWORD
 
     r = CliRunner().invoke(main, ["db", "current", "--db", db_url])
     if db_url.startswith("sqlite"):  # a read-only command does not create the file

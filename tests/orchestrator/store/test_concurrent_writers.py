@@ -6,17 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from orch_helpers import PG_PASSWORD, REPO
 from sqlalchemy import func, select
-from writer_proc import OWN, SHARED
 
 from db.models import Result, Sweep, SweepTrial, Trial
 from orchestrator.store import Store
-
-HERE = Path(__file__).resolve().parent
+from tests.orchestrator.orch_helpers import HELPERS, PG_PASSWORD, REPO
+from tests.orchestrator.writer_proc import OWN, SHARED
 
 
 @pytest.mark.parametrize("backend, writers", [("sqlite", 16), ("postgres", 32)])
@@ -26,10 +23,10 @@ def test_concurrent_writers(backend, writers, tmp_path, request):
         if backend == "sqlite"
         else request.getfixturevalue("pg_url")
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HELPERS)])}
     procs = [
         subprocess.Popen(
-            [sys.executable, str(HERE / "writer_proc.py"), url, str(i)],
+            [sys.executable, str(HELPERS / "writer_proc.py"), url, str(i)],
             env=env,
             cwd=REPO,
             stdout=subprocess.PIPE,

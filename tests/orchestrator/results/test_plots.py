@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from orch_helpers import fake_result
 
 from orchestrator.cli import main
 from orchestrator.results.frame import BASELINE, load_frame
@@ -16,8 +15,9 @@ from orchestrator.results.plots import figures
 from orchestrator.spec import load_sweep
 from orchestrator.spec.expand import place
 from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import REPO, fake_result
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = REPO / "examples"
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -7,9 +7,17 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from profile_helpers import CPU, GPU, LIN3_ITS, LIN_ITS, _expected_speedup, _measured, _trial
 
 from orchestrator.cli import main
+from tests.orchestrator.profile_helpers import (
+    CPU,
+    GPU,
+    LIN3_ITS,
+    LIN_ITS,
+    _expected_speedup,
+    _measured,
+    _trial,
+)
 
 # by hand, as _expected_speedup: autoregressive 1.3 + 4 x 1.2 against linear k=3's one
 # iteration, draft forwards of 3 + 1, 1 and 1 tokens, a 4-node target forward and 0.1 s host

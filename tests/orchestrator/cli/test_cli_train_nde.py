@@ -9,14 +9,7 @@ from click.testing import CliRunner
 from engine.select import nde
 from engine.train import checkpoint
 from orchestrator.cli import main
-
-TOY = [
-    "train", "nde", "--target", "tiny-llama", "--draft", "tiny-llama-draft",
-    "--prompts", "2", "--prompt-tokens", "12", "--max-new-tokens", "8", "--stride", "4",
-    "--samples", "1", "--k-max", "2", "--l1-max", "2", "--l2-max", "2",
-    "--temperature", "1.0", "--profile-sizes", "1,4", "--profile-contexts", "16",
-    "--batch-size", "4", "--save-every", "2",
-]  # fmt: skip
+from tests.orchestrator.orch_helpers import NDE_TOY
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +19,7 @@ def home(tmp_path, monkeypatch):
 
 
 def run(*args: str):
-    return CliRunner().invoke(main, [*TOY, *args])
+    return CliRunner().invoke(main, [*NDE_TOY, *args])
 
 
 def weights(name: str) -> dict:

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from orchestrator.cli import main
 from orchestrator.store import Store
-from tests.orchestrator.test_terminal import _tiny
+from tests.orchestrator.orch_helpers import tiny_sweep
 
 # ---- a sweep whose trials all failed ends failed -----------------------------------------
 
@@ -15,10 +15,9 @@ from tests.orchestrator.test_terminal import _tiny
 def test_store_ends_an_all_failed_sweep_failed(db_url):
     import time
 
-    from orch_helpers import fake_config, fake_result
-
     from db.models import SweepStatus
     from orchestrator.records import TrialFailure
+    from tests.orchestrator.orch_helpers import fake_config, fake_result
 
     store = Store(db_url)
     try:
@@ -59,7 +58,7 @@ def test_cli_all_failed_sweep_ends_failed_and_resubmit_names_retry_failed(tmp_pa
     monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(local, "run_trial", broken)
     db = f"sqlite:///{tmp_path / 'o.db'}"
-    args = ["submit", str(_tiny(tmp_path, "broken")), "--db", db, "--executor", "local"]
+    args = ["submit", str(tiny_sweep(tmp_path, "broken")), "--db", db, "--executor", "local"]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 1 and "status failed" in r.stdout, r.output
     r = CliRunner().invoke(main, args)

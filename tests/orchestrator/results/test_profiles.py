@@ -4,12 +4,18 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from orch_helpers import fake_config, fake_result, record_sweep
-from profile_helpers import (
+from sqlalchemy import func, select
+
+from db.models import Profile
+from engine.profile import device_info
+from orchestrator.cli import main
+from orchestrator.results.profiles import device_curves, load_profiles, save_curves
+from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import REPO, fake_config, fake_result, record_sweep
+from tests.orchestrator.profile_helpers import (
     AR_ITS,
     CPU,
     GPU,
@@ -20,13 +26,6 @@ from profile_helpers import (
     _linear,
     _measured,
 )
-from sqlalchemy import func, select
-
-from db.models import Profile
-from engine.profile import device_info
-from orchestrator.cli import main
-from orchestrator.results.profiles import device_curves, load_profiles, save_curves
-from orchestrator.store import Store
 
 
 def test_profiles_round_trip_and_replace(db_url):
@@ -199,7 +198,7 @@ def test_predict_uses_each_roles_dtype_and_skips_unprofiled():
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_PROFILE = str(
-    Path(__file__).resolve().parents[2] / "bench/records/gpu_h100_profile.json"
+    REPO / "bench/records/gpu_h100_profile.json"
 )  # bench/gpu.py on an H100, 2026-11-26
 
 
@@ -264,7 +263,7 @@ def test_profile_import_bad_file_is_one_line_before_the_database(tmp_path, conte
 
 
 H100_GRAPHS_PROFILE = str(
-    Path(__file__).resolve().parents[2] / "bench/records/gpu_h100_graphs_profile.json"
+    REPO / "bench/records/gpu_h100_graphs_profile.json"
 )  # bench/gpu.py --pair-engine graphs on an H100, 2026-11-27
 
 

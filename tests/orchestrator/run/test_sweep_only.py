@@ -8,12 +8,12 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from orch_helpers import fake_config, sweep_24
 
 from engine.config import ConfigError
 from orchestrator.cli import main
 from orchestrator.only import check_only, matches, parse_only, value_matches
 from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import fake_config, sweep_24
 
 
 def _cli(*args):

@@ -1,4 +1,4 @@
-"""orchestrator/run/trial.py code version: the commit every trial records, +dirty with uncommitted
+"""orchestrator/run/version.py code_version: the commit every trial records, +dirty with uncommitted
 code."""
 
 

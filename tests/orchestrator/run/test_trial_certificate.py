@@ -16,7 +16,7 @@ from engine.verify import VERIFIERS, Accept, Verifier
 from engine.verify import greedy as greedy_verifier
 from orchestrator.records import TrialConfig
 from orchestrator.run import trial
-from tests.orchestrator.test_trial_runner import _cfg
+from tests.orchestrator.orch_helpers import tiny_trial
 
 
 def _tokens(result) -> list[list[int]]:
@@ -24,7 +24,7 @@ def _tokens(result) -> list[list[int]]:
 
 
 def test_greedy_trial_is_certified_lossless():
-    r = trial.run_trial(_cfg(max_new_tokens=16))
+    r = trial.run_trial(tiny_trial(max_new_tokens=16))
     for p in r.per_prompt:
         c = p["certificate"]
         assert c["check"] == GREEDY_CHECK and c["lossless"] is True
@@ -37,7 +37,7 @@ def test_a_broken_verifier_is_reported_not_lossless(monkeypatch):
     """The greedy verifier swapped for one that accepts the whole first branch of the tree
     whatever the target says: the certificate's first mismatch is exactly where the output
     leaves the target's own greedy decoding (autoregressive trial, same prompts)."""
-    ar = trial.run_trial(_cfg(method="autoregressive", params={"verifier": "greedy"}))
+    ar = trial.run_trial(tiny_trial(method="autoregressive", params={"verifier": "greedy"}))
 
     def accept_first_branch(tree, p, gen=None):
         parents, node, path = tree.parents.tolist(), 0, []
@@ -48,7 +48,7 @@ def test_a_broken_verifier_is_reported_not_lossless(monkeypatch):
 
     broken = Verifier(accept_first_branch, greedy_verifier.MODES, temperature_zero_only=True)
     monkeypatch.setitem(VERIFIERS, "greedy", broken)
-    r = trial.run_trial(_cfg())
+    r = trial.run_trial(tiny_trial())
     diverged = 0
     for got, want, p in zip(_tokens(r), _tokens(ar), r.per_prompt):
         c = p["certificate"]
@@ -81,7 +81,7 @@ def test_greedy_certificate_by_hand(llama_pair):
 
 def test_sampling_trial_stores_a_claim_not_a_proof():
     r = trial.run_trial(
-        _cfg(method="iid", params={"K": 2, "L": 2, "verifier": "specinfer"}, temperature=0.8)
+        tiny_trial(method="iid", params={"K": 2, "L": 2, "verifier": "specinfer"}, temperature=0.8)
     )
     c = trial_certificate(r.per_prompt)
     assert c["check"] == SAMPLING_CLAIM and c["lossless"] is None
@@ -90,8 +90,8 @@ def test_sampling_trial_stores_a_claim_not_a_proof():
 
 
 def test_certify_false_skips_it_and_keeps_hashes():
-    cfg = _cfg()
-    off = _cfg(certify=False)
+    cfg = tiny_trial()
+    off = tiny_trial(certify=False)
     assert off.config_hash != cfg.config_hash
     r = trial.run_trial(off)
     assert all("certificate" not in p for p in r.per_prompt)
@@ -108,16 +108,18 @@ def test_certify_false_skips_it_and_keeps_hashes():
 def test_draft_temperature_in_a_trial():
     """A greedy trial with the draft at 0.6 emits the greedy tokens, is certified, and is a
     trial of its own; a draft setting equal to the target's is the default (one hash)."""
-    plain = trial.run_trial(_cfg(method="dyspec", params={"budget": 6, "verifier": "greedy"}))
-    cfg = _cfg(method="dyspec", params={"budget": 6, "verifier": "greedy"}, draft_temperature=0.6)
+    plain = trial.run_trial(tiny_trial(method="dyspec", params={"budget": 6, "verifier": "greedy"}))
+    cfg = tiny_trial(
+        method="dyspec", params={"budget": 6, "verifier": "greedy"}, draft_temperature=0.6
+    )
     assert cfg.draft_temperature == 0.6 and "draft_T=0.6" in cfg.label()
     drafted = trial.run_trial(cfg)
     assert _tokens(drafted) == _tokens(plain)
     assert trial_certificate(drafted.per_prompt)["lossless"] is True
-    assert cfg.config_hash != _cfg(method="dyspec", params=cfg.params).config_hash
-    same = _cfg(temperature=0.6, draft_temperature=0.6, draft_top_p=1)
+    assert cfg.config_hash != tiny_trial(method="dyspec", params=cfg.params).config_hash
+    same = tiny_trial(temperature=0.6, draft_temperature=0.6, draft_top_p=1)
     assert same.draft_temperature is None and same.draft_top_p is None
-    assert same.config_hash == _cfg(temperature=0.6).config_hash
+    assert same.config_hash == tiny_trial(temperature=0.6).config_hash
 
 
 def test_greedy_is_never_distribution_tested():

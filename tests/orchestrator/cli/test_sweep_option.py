@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from orch_helpers import fake_config, orch
 
 from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import fake_config, orch
 
 
 @pytest.fixture()

@@ -4,22 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.records import METRICS, TrialConfig
+from orchestrator.records import METRICS
 from orchestrator.run import trial, version
-
-
-def _cfg(**kw) -> TrialConfig:
-    base = dict(
-        target="tiny-llama",
-        draft="tiny-llama-draft",
-        dataset="spec_bench",
-        prompts=2,
-        prompt_tokens=16,
-        method="linear",
-        params={"k": 3, "verifier": "greedy"},
-        max_new_tokens=12,
-    )
-    return TrialConfig(**{**base, **kw})
+from tests.orchestrator.orch_helpers import tiny_trial
 
 
 def test_run_trial_matches_engine_and_aggregates_by_tokens():
@@ -27,7 +14,7 @@ def test_run_trial_matches_engine_and_aggregates_by_tokens():
     from engine.decode import generate
     from engine.methods import resolve_method
 
-    cfg = _cfg()
+    cfg = tiny_trial()
     r = trial.run_trial(cfg)
     assert r.config_hash == cfg.config_hash
     assert set(r.metrics) == set(METRICS)
@@ -56,11 +43,11 @@ def test_run_trial_matches_engine_and_aggregates_by_tokens():
 
 def test_pair_cache_loads_once_and_warmup_does_not_change_tokens():
     trial.clear_cache()
-    key = _cfg().pair_key
+    key = tiny_trial().pair_key
     before = trial.LOADS[key]
-    a = trial.run_trial(_cfg(method="autoregressive", params={"verifier": "greedy"}))
+    a = trial.run_trial(tiny_trial(method="autoregressive", params={"verifier": "greedy"}))
     b = trial.run_trial(
-        _cfg(
+        tiny_trial(
             method="fixed_tree", params={"depth": 2, "branch": 2, "budget": 8, "verifier": "greedy"}
         ),
         warmup=2,
@@ -69,7 +56,9 @@ def test_pair_cache_loads_once_and_warmup_does_not_change_tokens():
     assert a.load_s > 0 and b.load_s == 0
     assert [p["tokens"] for p in a.per_prompt] == [p["tokens"] for p in b.per_prompt]  # lossless
     trial.clear_cache()
-    c = trial.run_trial(_cfg(method="autoregressive", params={"verifier": "greedy"}), warmup=1)
+    c = trial.run_trial(
+        tiny_trial(method="autoregressive", params={"verifier": "greedy"}), warmup=1
+    )
     assert c.warmup_s > 0 and trial.LOADS[key] == before + 2
     assert [p["tokens"] for p in a.per_prompt] == [p["tokens"] for p in c.per_prompt]
 
@@ -78,7 +67,7 @@ def test_bad_config_raises_config_error():
     from engine.config import ConfigError
 
     with pytest.raises(ConfigError):
-        trial.run_trial(_cfg(params={"k": 0}))
+        trial.run_trial(tiny_trial(params={"k": 0}))
 
 
 def test_the_code_version_is_read_before_the_engine_runs(monkeypatch):
@@ -97,6 +86,6 @@ def test_the_code_version_is_read_before_the_engine_runs(monkeypatch):
     monkeypatch.setattr(engine.decode, "generate", decode_after_a_commit)
     version.code_version.cache_clear()
     try:
-        assert trial.run_trial(_cfg()).code_version == "imported"
+        assert trial.run_trial(tiny_trial()).code_version == "imported"
     finally:
         version.code_version.cache_clear()

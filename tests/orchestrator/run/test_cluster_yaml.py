@@ -7,7 +7,8 @@ import copy
 
 import pytest
 import yaml
-from orch_helpers import REPO
+
+from tests.orchestrator.orch_helpers import REPO
 
 RAW = yaml.safe_load((REPO / "cluster.yaml").read_text())
 

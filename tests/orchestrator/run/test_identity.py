@@ -10,7 +10,6 @@ import json
 import pytest
 import torch
 from click.testing import CliRunner
-from orch_helpers import fake_config, fake_result
 from sqlalchemy import func, select
 
 from db.models import Result, Sweep, SweepStatus, SweepTrial, Trial, TrialStatus
@@ -25,6 +24,7 @@ from orchestrator.spec import load_sweep
 from orchestrator.spec.expand import place
 from orchestrator.store import Store
 from orchestrator.store.sweeps import SweepChanged
+from tests.orchestrator.orch_helpers import fake_config, fake_result
 
 TINY = "pairs: [{target: tiny-llama, draft: tiny-llama-draft}]\n"
 REAL = "pairs: [{target: qwen2.5-coder-1.5b, draft: qwen2.5-coder-0.5b}]\n"
