@@ -2,10 +2,10 @@
 
 `Store` is one driver's handle on the database: its connection, its driver id and lease, and
 the methods every command calls. Each method runs one plain function over a Session in one
-`Store.transact` call; the functions live by concern: store_sweeps.py (submit, cancel,
-delete results), store_trials.py (a driver's run: claims under leases, heartbeats, recording
-outcomes), store_reads.py (queries), store_settle.py (when a sweep is finished) and
-store_sql.py (what they share: StoreError, the clock, inserts).
+`Store.transact` call; the functions live by concern: sweeps.py (submit, cancel, delete
+results), trials.py (a driver's run: claims under leases, heartbeats, recording outcomes),
+reads.py (queries), settle.py (when a sweep is finished) and sql.py (what they share:
+StoreError, the clock, inserts).
 
 Every database access goes through `Store.transact`: one short transaction, rolled back on
 any error, a database error turned into one line naming the operation (StoreError). A lost
@@ -54,7 +54,7 @@ T = TypeVar("T")
 
 class Store:
     """One driver's database handle; each method below is one transaction (`transact`) over
-    a function of store_sweeps, store_trials or store_reads, given this driver's id and
+    a function of sweeps.py, trials.py or reads.py, given this driver's id and
     lease where it needs them."""
 
     def __init__(

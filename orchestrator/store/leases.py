@@ -1,4 +1,4 @@
-"""Driver identity and liveness for per-trial leases (orchestrator/store/trials.py).
+"""Driver identity and liveness for per-trial leases (trials.py).
 
 A driver's id is `host:pid:start:nonce`: `start` is when its process started (clock ticks
 after boot, from /proc; 0 where there is none), so a pid reused by a later process is told

@@ -1,4 +1,4 @@
-"""Read queries of the store (orchestrator/store/handle.py): a sweep, its --only cut, the trial
+"""Read queries of the store (handle.py): a sweep, its --only cut, the trial
 counts `orch status` shows, trial lists and finish times. Each function runs inside the one
 transaction of a `Store.transact` call; `url` (redacted) names the database in errors."""
 

@@ -1,4 +1,4 @@
-"""When a sweep is finished (orchestrator/store/handle.py).
+"""When a sweep is finished (handle.py).
 
 A sweep is finished once every trial of it is done or failed, whoever ran them: recording an
 outcome settles every sweep that contains the trial.

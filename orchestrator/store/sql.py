@@ -1,4 +1,4 @@
-"""The SQL pieces every store module shares (orchestrator/store/handle.py and its store_*.py): the
+"""The SQL pieces every store module shares (handle.py and the other store modules): the
 error type, the trial status groups, the database's clock and dialect-specific insert, and the
 chunking of long id lists."""
 

@@ -1,4 +1,4 @@
-"""Sweep writes of a driver (orchestrator/store/handle.py): submit (create, replace, rerun), cancel,
+"""Sweep writes of a driver (handle.py): submit (create, replace, rerun), cancel,
 delete results, and the datasets a sweep reads. Each function runs inside the one transaction
 of a `Store.transact` call.
 

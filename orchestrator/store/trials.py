@@ -1,4 +1,4 @@
-"""A driver's run of a sweep (orchestrator/store/handle.py): begin, claim trials under leases, renew
+"""A driver's run of a sweep (handle.py): begin, claim trials under leases, renew
 them, record each outcome, finish. Each function runs inside the one transaction of a
 `Store.transact` call; `owner` is the driver's id and `lease_s` its lease.
 
