@@ -1,8 +1,9 @@
 """Does every greedy trial of a sweep emit exactly the autoregressive trial's tokens?
 
 For each done trial at temperature 0, find the done autoregressive trial of the same sweep
-with the same pair, dataset slice, prompt size, new tokens, device and dtype, and compare the
-output tokens prompt by prompt (results.per_prompt[*].tokens). DESIGN.md's contract: greedy
+with the same settings (KEY: the baseline's SETTINGS, orchestrator/results/settings.py, but on
+any engine path and top-p, and per draft dtype and repeat), and compare the output tokens
+prompt by prompt (results.per_prompt[*].tokens). DESIGN.md's contract: greedy
 speculative decoding reproduces the target's own greedy output token for token. This is the
 cross-trial check beside each trial's own certificate (engine/certify/teacher_forced.py, a teacher-forced
 target forward); in float32 on one device both should hold. Reads the database only.
@@ -15,12 +16,21 @@ from __future__ import annotations
 import argparse
 
 from orchestrator.records import TrialConfig
+from orchestrator.results import SETTINGS, settings_key
 from orchestrator.store import Store
 
+# The settings a greedy trial shares with its autoregressive trial: the baseline's SETTINGS, at
+# temperature 0 on both sides (so top-p changes no token) and on any engine path (greedy output
+# must not depend on it), per draft dtype and repeat.
+KEY = (
+    *(c for c in SETTINGS if c not in ("temperature", "top_p", "engine")),
+    "draft_dtype",
+    "repeat",
+)
 
-def _key(c: TrialConfig) -> tuple:
-    return (c.target, c.draft, c.dataset, c.prompts, c.category, c.prompt_tokens, c.chat,
-            c.max_new_tokens, c.device, c.dtype, c.draft_dtype, c.repeat)  # fmt: skip
+
+def _key(c: TrialConfig) -> str:
+    return settings_key(c.to_dict(), KEY)
 
 
 def compare(store: Store, sweep: str) -> list[dict]:

@@ -3,7 +3,7 @@ against trial time, for a 100-trial sweep on 2 CPU actors (tiny models).
 
     python bench/orch_overhead.py [--trials 100] [--actors 2] [--db URL] [--tokens 16]
 
-Measured (all from one run through orchestrator.runner.submit, Ray executor):
+Measured (all from one run through orchestrator.run.runner.submit, Ray executor):
 - trial_s: time inside run_trial on the actor (model load included in each actor's first).
 - driver_s per trial: the driver's database work for it (claim pending->running + result
   write), and its share of the sweep's wall time.
@@ -53,7 +53,7 @@ def main() -> None:
 
     import ray
 
-    from orchestrator import runner
+    from orchestrator.run import runner
 
     records: dict[int, dict] = {}
     driver_s: dict[int, float] = defaultdict(float)

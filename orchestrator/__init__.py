@@ -29,11 +29,10 @@ def load(
     method parameters as `params.<name>`, placement, every metric, `speedup` over the
     autoregressive trials with the same settings; `details`: per-prompt and per-iteration
     lists too. `db_url` as `--db` takes it (None: $ORCH_DB_URL, else sqlite:///orch.db).
-    Raises orchestrator.store_sql.StoreError (unknown sweep, unreachable database) or
-    orchestrator.report.QueryError (no finished trials)."""
-    from orchestrator.report import load_frame
-    from orchestrator.report_output import export_frame
-    from orchestrator.store import Store
+    Raises orchestrator.store.StoreError (unknown sweep, unreachable database) or
+    orchestrator.results.QueryError (no finished trials)."""
+    from orchestrator.results import export_frame, load_frame  # lazy: pandas
+    from orchestrator.store import Store  # lazy: SQLAlchemy
 
     store = Store(db_url, mode="read")
     try:

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from engine.config import ConfigError
-from orchestrator.records import TrialConfig
+
+if TYPE_CHECKING:
+    from orchestrator.records import TrialConfig
 
 # the trial's own settings --only may name, beside the method's parameters
 SETTINGS = ("method", "target", "draft", "dataset", "temperature", "top_p", "max_new_tokens")
@@ -68,7 +70,7 @@ def trial_value(config: TrialConfig, key: str) -> Any:
         return getattr(config, key)
     value = config.params.get(key, _MISSING)
     if value is None:
-        from engine.drafters import DRAFTERS
+        from engine.drafters import DRAFTERS  # lazy: torch
 
         drafter = DRAFTERS.get(config.method)
         target = getattr(drafter.config, "SWEEP_ALIASES", {}).get(key) if drafter else None

@@ -18,7 +18,7 @@ from engine.metrics import METRICS as ENGINE_METRICS
 
 # Bump only when the meaning of a config field changes: it is part of every hash.
 # `device` and `dtype` are hashed as resolved for where the trial runs
-# (orchestrator.spec_expand.place): trials stored with `auto` before that resolution existed keep
+# (orchestrator.spec.expand.place): trials stored with `auto` before that resolution existed keep
 # their rows, but the same sweep file submitted again gets new hashes for them (and runs them
 # again); explicit configs keep theirs. The device's model name is recorded per trial, outside
 # the hash (trials.device_name).
@@ -34,7 +34,7 @@ HASH_DEFAULTS = {
 }
 
 
-# The method name of a profile trial (a sweep's `profile:` block, orchestrator/spec.py): it
+# The method name of a profile trial (a sweep's `profile:` block, orchestrator/spec/parse.py): it
 # measures the forward-cost curves (engine/curves.py) of its pair on the worker that runs it;
 # `params` holds its grid {sizes, contexts, repeats}; it has no dataset (prompts 0, length 0)
 # and leaves no `results` row, only its curves in `profiles` (Store.record_result).

@@ -16,7 +16,7 @@ from bench.gpu.predict import parse_method
 from engine.cost_model import ForwardCurve
 from engine.decode import generate
 from engine.models import Pair
-from orchestrator.profiles import load_profiles, save_curves
+from orchestrator.results.profiles import load_profiles, save_curves
 from orchestrator.store import Store
 from tests.bench.gpu_helpers import finite_positive
 

@@ -3,9 +3,6 @@ autoregressive trial, and a changed token is found (tiny pairs, local executor, 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from click.testing import CliRunner
 from sqlalchemy import select, update
 
@@ -13,9 +10,7 @@ from bench.greedy_vs_ar import compare
 from db.models import Result
 from orchestrator.cli import main
 from orchestrator.store import Store
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "orchestrator"))
-from orch_helpers import sweep_24  # noqa: E402
+from tests.orchestrator.orch_helpers import sweep_24
 
 
 def test_greedy_trials_equal_autoregressive_and_a_changed_token_is_caught(tmp_path):

@@ -8,13 +8,15 @@ from click.testing import CliRunner
 
 from bench import nde_eval
 from orchestrator.cli import main
-from tests.orchestrator.test_cli_train_nde import TOY
+from tests.orchestrator.orch_helpers import NDE_TOY
 
 
 @pytest.fixture()
 def trained(tmp_path, monkeypatch):
     monkeypatch.setenv("ORCH_HOME", str(tmp_path))
-    r = CliRunner().invoke(main, [*TOY, "--name", "toy", "--steps", "4", "--prompt-offset", "2"])
+    r = CliRunner().invoke(
+        main, [*NDE_TOY, "--name", "toy", "--steps", "4", "--prompt-offset", "2"]
+    )
     assert r.exit_code == 0, r.output
     return tmp_path
 

@@ -2,7 +2,7 @@
 
 `python driver_proc.py URL SWEEP FIRST LAST DELAY LOG [LEASE_S]` submits sweep SWEEP with the
 configs fake_config(FIRST) ... fake_config(LAST - 1) (so that sweeps overlap by range) and
-runs it through orchestrator.runner.run_sweep, the code `orch submit` runs, with FakeExecutor:
+runs it through orchestrator.run.runner.run_sweep, the code `orch submit` runs, with FakeExecutor:
 each trial sleeps DELAY seconds, appends "config_hash pid" to LOG (one line, O_APPEND, so the
 test can count how often each config ran) and returns a fixed result whose throughput is the
 pid. Prints the run summary as one JSON object.
@@ -17,11 +17,10 @@ import sys
 import time
 from collections.abc import Callable
 
-from orch_helpers import fake_config, fake_result
-
-from orchestrator import runner
-from orchestrator.executors import Job, Sink, Worker
+from orchestrator.run import runner
+from orchestrator.run.executors import Job, Sink, Worker
 from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import fake_config, fake_result
 
 
 class FakeExecutor:
@@ -53,7 +52,7 @@ class FakeExecutor:
 
 
 def use_fake_executor(executor: FakeExecutor, set_attr: Callable = setattr) -> None:
-    """Make orchestrator.runner run sweeps on `executor` (pass pytest's monkeypatch.setattr
+    """Make orchestrator.run.runner run sweeps on `executor` (pass pytest's monkeypatch.setattr
     to undo it after a test)."""
     set_attr(runner, "make_executor", lambda *args, **kw: executor)
     set_attr(runner, "_attach_prompts", lambda jobs, cache: None)

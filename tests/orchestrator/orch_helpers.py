@@ -1,4 +1,5 @@
-"""Helpers shared by the orchestrator tests (imported as a plain module)."""
+"""Helpers shared by the orchestrator tests (tests.orchestrator.orch_helpers; the driver and
+writer processes, started as scripts from HELPERS, import it the same way)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+HELPERS = Path(__file__).resolve().parent  # driver_proc.py, writer_proc.py: run as scripts
 PG_PASSWORD = "Pw-never-shown-7Q"
 PG_ADMIN = os.environ.get("ORCH_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -128,3 +130,54 @@ def record_sweep(store, name: str, trials: list) -> int:
         store.record_result(ids[cfg.config_hash], res)
     store.finish_run(sid)
     return sid
+
+
+# one pair, autoregressive and one linear config: a sweep that runs in seconds
+TINY_SWEEP = """\
+name: {name}
+pairs:
+  - {{target: tiny-llama, draft: tiny-llama-draft}}
+dataset: {{name: spec_bench, prompts: 1, prompt_tokens: 16}}
+max_new_tokens: 4
+repeats: 1
+warmup: 0
+methods:
+  - name: autoregressive
+  - name: linear
+    grid: {{k: [2]}}
+"""
+
+
+def tiny_sweep(tmp_path: Path, name: str = "quiet") -> Path:
+    """TINY_SWEEP named `name`, written to tmp_path/NAME.yaml."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(TINY_SWEEP.format(name=name))
+    return path
+
+
+def tiny_trial(**kw):
+    """A TrialConfig on the tiny pair that run_trial runs in seconds (linear k=3, 2 prompts of
+    16 tokens, 12 new tokens); `kw` replaces fields."""
+    from orchestrator.records import TrialConfig
+
+    base = dict(
+        target="tiny-llama",
+        draft="tiny-llama-draft",
+        dataset="spec_bench",
+        prompts=2,
+        prompt_tokens=16,
+        method="linear",
+        params={"k": 3, "verifier": "greedy"},
+        max_new_tokens=12,
+    )
+    return TrialConfig(**{**base, **kw})
+
+
+# `orch train nde` at toy scale on the tiny pair (add --name, --steps)
+NDE_TOY = [
+    "train", "nde", "--target", "tiny-llama", "--draft", "tiny-llama-draft",
+    "--prompts", "2", "--prompt-tokens", "12", "--max-new-tokens", "8", "--stride", "4",
+    "--samples", "1", "--k-max", "2", "--l1-max", "2", "--l2-max", "2",
+    "--temperature", "1.0", "--profile-sizes", "1,4", "--profile-contexts", "16",
+    "--batch-size", "4", "--save-every", "2",
+]  # fmt: skip

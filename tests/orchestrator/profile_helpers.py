@@ -3,11 +3,10 @@ test_predict_cli.py."""
 
 from __future__ import annotations
 
-from orch_helpers import fake_config, fake_result, record_sweep
-
 from engine.cost_model import CurvePoint, ForwardCurve
-from orchestrator.profiles import save_curves
+from orchestrator.results.profiles import save_curves
 from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import fake_config, fake_result, record_sweep
 
 CPU, GPU = "Test CPU 9000", "NVIDIA Test GPU"
 INFO = {"driver": "", "torch": "2.x", "transformers": "5.x", "triton": "", "cores": 2, "host": "h"}

@@ -8,11 +8,11 @@ results for finished shared trials (they must be ignored). Prints how many share
 
 import sys
 
-from orch_helpers import fake_config, fake_result
 from sqlalchemy import select
 
 from db.models import SweepTrial, Trial
 from orchestrator.store import Store
+from tests.orchestrator.orch_helpers import fake_config, fake_result
 
 SHARED = 40
 OWN = 10

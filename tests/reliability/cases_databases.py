@@ -32,7 +32,7 @@ def _every_trial_fails(ctx: Ctx) -> None:
     def oom(*a, **k):
         raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
-    ctx.monkeypatch.setattr("orchestrator.executors.local.run_trial", oom)
+    ctx.monkeypatch.setattr("orchestrator.run.executors.local.run_trial", oom)
 
 
 def _db_url_file(content: str) -> Callable[[Ctx], None]:

@@ -1,4 +1,4 @@
-"""Caps (orchestrator/limits.py, a sweep's `limits:` block): a huge grid is measured, not
+"""Caps (orchestrator/spec/limits.py, a sweep's `limits:` block): a huge grid is measured, not
 expanded; every cap is refused by default and allowed when the sweep raises it; a read-only
 database can still be read."""
 
@@ -12,10 +12,10 @@ import tracemalloc
 
 import pytest
 
-import orchestrator.spec as spec
-from orchestrator.limits import DEFAULT, grid_size
+import orchestrator.spec.load as spec_load
 from orchestrator.spec import load_sweep
-from orchestrator.spec_values import SpecError
+from orchestrator.spec.limits import DEFAULT, grid_size
+from orchestrator.spec.values import SpecError
 from tests.orchestrator.orch_helpers import REPO, sweep_24
 from tests.reliability.harness import drop_file_capabilities, populate, sweep
 
@@ -24,7 +24,7 @@ def test_grid_of_ten_million_fails_before_expanding(tmp_path, monkeypatch):
     def no_expansion(*a, **k):
         raise AssertionError("the grid was expanded")
 
-    monkeypatch.setattr(spec, "expand", no_expansion)
+    monkeypatch.setattr(spec_load, "expand", no_expansion)
     p = tmp_path / "huge.yaml"
     axis = list(range(1, 101))
     p.write_text(

@@ -1,5 +1,5 @@
 """No Ray process outlives a driver killed with SIGKILL: the local Ray it started (GCS, raylet,
-dashboard and runtime-env agents, workers) is ended by orchestrator/executors/reaper.py."""
+dashboard and runtime-env agents, workers) is ended by orchestrator/run/executors/reaper.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from orchestrator.runner import PAUSE_ENV
+from orchestrator.run.runner import PAUSE_ENV
 from tests.orchestrator.orch_helpers import REPO, sweep_24
 
 psutil = pytest.importorskip("psutil")

@@ -1,4 +1,4 @@
-"""orchestrator.preflight: how a sweep will run is checked before anything is written."""
+"""orchestrator.run.preflight: how a sweep will run is checked before anything is written."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 import pytest
 import torch
 
-from orchestrator.preflight import PreflightError, check_address, check_run
-from orchestrator.runner import RunOptions
+from orchestrator.run.preflight import PreflightError, check_address, check_run
+from orchestrator.run.runner import RunOptions
 
 
 @pytest.fixture

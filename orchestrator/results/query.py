@@ -1,0 +1,248 @@
+"""`orch query` and `orch compare` over the results frame (frame.py): configs
+ranked by a metric within each group, and each method's best config per pair and setting
+with the spread of its speedup over prompts and its speedup per task."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import pandas as pd
+
+from db.models import METRIC_COLUMNS
+from engine.datasets import task_of
+from orchestrator.results.frame import BEST_BY, PREDICTED, QueryError, apply_where, sampling_label
+from orchestrator.results.settings import BASELINE, CONFIG_KEY, SETTINGS, settings_keys
+from orchestrator.results.values import cell_value
+
+
+def query(
+    df: pd.DataFrame,
+    best_by: str,
+    where: tuple[str, ...] = (),
+    top: int | None = 20,
+    by_group: bool = True,
+) -> pd.DataFrame:
+    """Configs (grouped over repeats) ranked by the mean of `best_by`: within each GROUP
+    (pair, dataset slice, sampling, device; `rank` restarts at 1), or across all rows when
+    `by_group` is False. `top` rows per group; `baseline` marks autoregressive rows. Every
+    metric column is there as a mean."""
+    if best_by not in BEST_BY:
+        raise QueryError(
+            f"metric {best_by!r} is not allowed for --best-by (allowed: {', '.join(BEST_BY)})"
+        )
+    df = apply_where(df, where)
+    if df.empty:
+        raise QueryError("no finished trials match the --where filters")
+    metrics = [m for m in METRIC_COLUMNS if m in df.columns and m not in CONFIG_KEY]
+    metrics += ["speedup", "ar_throughput"] + [c for c in PREDICTED if c in df.columns]
+    params = [c for c in df.columns if c.startswith("param.")]
+    g = df.groupby(list(CONFIG_KEY), dropna=False, sort=False)
+    out = g.agg(
+        repeats=(best_by, "size"),
+        **{f"{best_by}_std": (best_by, "std")},
+        **{m: (m, "mean") for m in metrics},
+        **{c: (c, "first") for c in params},
+        **_certificate_aggs(df),
+    ).reset_index()
+    out.insert(0, "pair", out["target"] + "/" + out["draft"])
+    out["baseline"] = out["method"] == BASELINE
+    out["group"] = _group_label(out) if by_group else "all"
+    out = out.sort_values(
+        best_by, ascending=not BEST_BY[best_by], na_position="last", kind="stable"
+    )
+    if by_group:  # groups in the order they first appear in the database
+        first = _group_label(df.assign(pair=df["target"] + "/" + df["draft"]))
+        order = {k: i for i, k in enumerate(dict.fromkeys(first))}
+        out = out.sort_values("group", key=lambda c: c.map(order), kind="stable")
+    out.insert(0, "rank", out.groupby("group", sort=False).cumcount() + 1)
+    if top:
+        out = out[out["rank"] <= top]
+    return out.reset_index(drop=True)
+
+
+def _certificate_aggs(df: pd.DataFrame) -> dict:
+    """A config's certificate columns over its repeats: the worst `lossless` word, the
+    first repeat's `ar_equal` (orchestrator/results/certificates.py)."""
+    if "lossless" not in df.columns:
+        return {}
+    from orchestrator.results.certificates import worst  # lazy: torch (engine.certify)
+
+    return {"lossless": ("lossless", worst), "ar_equal": ("ar_equal", "first")}
+
+
+def _group_label(df: pd.DataFrame) -> pd.Series:
+    """One line naming a row's group for `query`: every SETTINGS field but max_new_tokens
+    (pair, dataset slice, sampling, device and dtype)."""
+
+    def label(r) -> str:
+        data = f"{r['dataset']} ({r['prompts']} prompts"
+        data += f", {r['category']})" if cell_value(r["category"]) is not None else ")"
+        if cell_value(r["prompt_tokens"]) is not None:
+            data += f" <= {r['prompt_tokens']} prompt tokens"
+        if cell_value(r["chat"]) is not None:
+            data += " chat" if r["chat"] else " plain"
+        sampling = sampling_label(r["temperature"], r["top_p"])
+        return f"{r['pair']} · {data} · {sampling} · {r['device']}/{r['dtype']}"
+
+    return df.apply(label, axis=1)
+
+
+def compare(
+    df: pd.DataFrame, where: tuple[str, ...] = (), rank_by: str = "speedup"
+) -> pd.DataFrame:
+    """Each method's best config (by mean `rank_by`: the measured speedup, or
+    "predicted_speedup") per pair and setting: its params, speedup,
+    the spread of that speedup over prompts x repeats (per-prompt speedups against the
+    baseline's mean on the same prompt; over repeats alone when the frame has no per-prompt
+    data), tau and acceptance, and `speedup.<task>` per Spec-Bench task or category (pooled
+    tokens / time over that task's prompts, over the baseline's) where the dataset has
+    several. With a `predicted_speedup` column (orchestrator/results/profiles.py predict_frame), its
+    mean per config comes beside the measured one."""
+    predicted = "predicted_speedup" in df.columns
+    df = apply_where(df, where)
+    df = df[df[rank_by].notna()]  # a prediction needs no measured baseline
+    if df.empty and rank_by == "speedup":
+        raise QueryError(
+            "no trial has an autoregressive baseline with the same pair, dataset, "
+            "sampling and max_new_tokens; add `- name: autoregressive` to the sweep"
+        )
+    if df.empty:
+        raise QueryError(
+            "the device has no curves for these trials' models at their engine and dtype "
+            "(see --predict-engine and --predict-dtype)"
+        )
+    df = df.assign(_config=settings_keys(df, CONFIG_KEY), _skey=settings_keys(df))
+    g = (
+        df.groupby(list(CONFIG_KEY), dropna=False, sort=False)
+        .agg(
+            speedup=("speedup", "mean"),
+            speedup_std=("speedup", "std"),
+            speedup_min=("speedup", "min"),
+            speedup_max=("speedup", "max"),
+            samples=("speedup", "size"),
+            throughput=("throughput", "mean"),
+            ar_throughput=("ar_throughput", "mean"),
+            tokens_per_iteration=("tokens_per_iteration", "mean"),
+            acceptance_rate=("acceptance_rate", "mean"),
+            repeats=("speedup", "size"),
+            _config=("_config", "first"),
+            **({"predicted_speedup": ("predicted_speedup", "mean")} if predicted else {}),
+            **_certificate_aggs(df),
+        )
+        .reset_index()
+    )
+    g["pair"] = g["target"] + "/" + g["draft"]
+    best = (
+        g.sort_values(rank_by, ascending=False, kind="stable")
+        .groupby([*SETTINGS, "method"], dropna=False, sort=False)
+        .head(1)
+    )
+    order = {m: i for i, m in enumerate(dict.fromkeys([BASELINE, *df["method"]]))}
+    best = best.assign(_o=best["method"].map(order)).sort_values(["_o", "pair"], kind="stable")
+    best = best.reset_index(drop=True)
+    categories: list[str] = []
+    if "per_prompt" in df.columns:
+        pf = prompt_frame(df)
+        if not pf.empty:
+            best, categories = _prompt_spread(best, pf)
+    best["spread_over"] = "prompts x repeats" if "per_prompt" in df.columns else "repeats"
+    cols = [
+        "method",
+        "pair",
+        "dataset",
+        "category",
+        "temperature",
+        "top_p",
+        "max_new_tokens",
+        "device",
+        "engine",
+        "speedup",
+        "speedup_std",
+        "speedup_min",
+        "speedup_max",
+        "samples",
+        "spread_over",
+        "throughput",
+        "ar_throughput",
+        "tokens_per_iteration",
+        "acceptance_rate",
+        "params",
+        "repeats",
+        *(["predicted_speedup"] if predicted else []),
+        *[c for c in ("lossless", "ar_equal") if c in best.columns],
+        *[f"speedup.{c}" for c in categories],
+    ]
+    return best[cols]
+
+
+# measured (device-specific) columns of `compare`: profiles.compare_predicted blanks them when
+# the trials ran on another kind of device than the predicted one
+MEASURED = ["speedup", "speedup_std", "speedup_min", "speedup_max", "throughput", "ar_throughput"]
+
+
+@functools.lru_cache(maxsize=None)
+def _tasks(dataset: str) -> dict[str, str]:
+    return task_of(dataset)
+
+
+def prompt_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (trial, prompt) from `per_prompt`: _config, _skey, method, id, task (the
+    Spec-Bench task of its category; the category elsewhere), new_tokens, total_s. Prompts
+    recorded without timings are left out."""
+    rows = []
+    cols = [df[c] for c in ("_config", "_skey", "method", "dataset", "per_prompt")]
+    for config, skey, method, dataset, per_prompt in zip(*cols):
+        tasks = _tasks(dataset)
+        for p in per_prompt or []:
+            if not isinstance(p, dict) or not p.get("total_s") or "new_tokens" not in p:
+                continue
+            cat = p.get("category")
+            rows.append(
+                {
+                    "_config": config,
+                    "_skey": skey,
+                    "method": method,
+                    "id": str(p.get("id")),
+                    "task": tasks.get(cat, cat) if cat is not None else None,
+                    "new_tokens": p["new_tokens"],
+                    "total_s": p["total_s"],
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["_config", "_skey", "method", "id", "task", "new_tokens", "total_s"]
+    )
+
+
+def _prompt_spread(best: pd.DataFrame, pf: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """`best` with the per-prompt speedup spread and per-task speedups of each winner."""
+    pf = pf.assign(tp=pf["new_tokens"] / pf["total_s"])
+    base = pf[pf["method"] == BASELINE]
+    ar = base.groupby(["_skey", "id"])["tp"].mean().rename("ar_tp")
+    pf = pf.join(ar, on=["_skey", "id"])
+    pf["speedup"] = pf["tp"] / pf["ar_tp"]
+    mine = pf[pf["_config"].isin(best["_config"]) & pf["speedup"].notna()]
+    spread = mine.groupby("_config")["speedup"].agg(["std", "min", "max", "size"])
+    best = best.copy()
+    for col, agg in (("speedup_std", "std"), ("speedup_min", "min"), ("speedup_max", "max")):
+        best[col] = best["_config"].map(spread[agg]).fillna(best[col])
+    best["samples"] = best["_config"].map(spread["size"]).fillna(best["samples"]).astype(int)
+    tasks = list(dict.fromkeys(t for t in pf["task"] if t is not None))
+    if len(tasks) < 2:
+        return best, []
+
+    def pooled(frame: pd.DataFrame, key: str) -> pd.Series:
+        s = frame.groupby([key, "task"])[["new_tokens", "total_s"]].sum()
+        return s["new_tokens"] / s["total_s"]
+
+    method_tp, ar_tp = pooled(mine, "_config"), pooled(base, "_skey")
+    for t in tasks:
+        best[f"speedup.{t}"] = [
+            method_tp.get((c, t), math.nan) / ar_tp.get((k, t), math.nan)
+            for c, k in zip(best["_config"], best["_config"].map(_config_skey(pf)))
+        ]
+    return best, tasks
+
+
+def _config_skey(pf: pd.DataFrame) -> dict[str, str]:
+    return dict(zip(pf["_config"], pf["_skey"]))

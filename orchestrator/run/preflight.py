@@ -1,0 +1,185 @@
+"""How a sweep will run, checked before anything is written to the database: the executor is
+installed, a Ray address answers, GPUs asked for exist, the trials' device exists (local
+executor). A failure here is one line and leaves the database as it was."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import socket
+import sys
+from collections.abc import Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from engine.config import ConfigError
+from orchestrator.extras import require
+
+ADDRESS_TIMEOUT_S = 5.0
+_ADDRESS = re.compile(r"(?:ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
+
+
+class PreflightError(ConfigError):
+    """The sweep cannot run as asked (no Ray, no GPU, no such device, cluster unreachable)."""
+
+
+def check_run(opts: Any, devices: Iterable[str]) -> None:
+    """`opts`: orchestrator.run.runner.RunOptions; `devices`: the trials' `device` values."""
+    if opts.executor == "local":
+        from engine.models import check_device  # lazy: torch
+
+        ray_only = {"--address": opts.address, "--actors": opts.actors}
+        ray_only["--accelerator"] = None if opts.accelerator == "auto" else opts.accelerator
+        given = [name for name, value in ray_only.items() if value is not None]
+        if given:
+            one = len(given) == 1
+            raise PreflightError(
+                f"{', '.join(given)} set{'s' if one else ''} up the Ray executor; --executor "
+                "local runs the trials one at a time in this process (leave "
+                f"{'it' if one else 'them'} out, or use --executor ray)"
+            )
+
+        for d in sorted(set(devices)):
+            try:
+                check_device(d)
+            except ConfigError as e:
+                raise PreflightError(f"{e} (the local executor runs trials here)") from None
+        return
+    if opts.executor != "ray":
+        raise PreflightError(f"unknown executor {opts.executor!r} (known: local, ray)")
+    require("ray", "the ray executor", "or --executor local")  # imports it: a broken install too
+    if opts.address:
+        check_address(opts.address)
+    elif opts.accelerator == "gpu":
+        gpus = _local_gpus()
+        if not gpus:
+            raise PreflightError(
+                "--accelerator gpu: this machine has no GPU and no --address names a cluster; "
+                "use --accelerator cpu, or --address of a cluster with GPU nodes"
+            )
+        if opts.actors and opts.actors > gpus:
+            raise PreflightError(
+                f"--actors {opts.actors} with --accelerator gpu: this machine has {gpus} GPUs "
+                f"and a local Ray cannot add more"
+            )
+
+
+def place_trials(trials: list, opts: Any) -> list:
+    """The trials (TrialConfig) with device and dtype `auto` resolved for how they will run
+    (orchestrator.spec.expand.place); the placement is asked for only when a trial needs it."""
+    from orchestrator.spec import place  # lazy: SQLAlchemy (db.models, the caps)
+
+    auto = any(t.device == "auto" for t in trials)
+    return place(trials, placement(opts) if auto else "cpu")
+
+
+def placement(opts: Any) -> str:
+    """The device trials with `device: auto` run on under `opts` (RunOptions), decided where
+    the sweep is expanded, which need not be where it runs (a Ray head without GPUs
+    dispatching to GPU workers): the local executor runs them on this machine (cuda when it
+    has a GPU, as engine.models.pick_device does); Ray runs them on GPU actors, so cuda, with
+    `--accelerator gpu` or (auto) when the cluster has GPUs, as the Ray executor plans its
+    actors; else cpu."""
+    if opts.executor == "local":
+        import torch  # lazy: torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if opts.accelerator != "auto":
+        return "cuda" if opts.accelerator == "gpu" else "cpu"
+    gpus = _cluster_gpus(opts.address) if opts.address else _local_gpus()
+    return "cuda" if gpus > 0 else "cpu"
+
+
+def _cluster_gpus(address: str) -> int:
+    """GPUs of the Ray cluster at `address` now (what the executor's plan sees when it
+    connects); the connection is closed again unless this process had one already."""
+    ray = importlib.import_module("ray")
+    if ray.is_initialized():
+        return int(ray.cluster_resources().get("GPU", 0))
+    hidden = {k: os.environ.pop(k) for k in ("ORCH_DB_URL",) if k in os.environ}
+    try:
+        ray.init(address=address, log_to_driver=False)
+        return int(ray.cluster_resources().get("GPU", 0))
+    except Exception as e:  # noqa: BLE001 - ray raises many kinds for a cluster it cannot join
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        raise PreflightError(f"cannot join the Ray cluster at {address}: {first}") from None
+    finally:
+        os.environ.update(hidden)
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+def check_address(address: str) -> None:
+    """A Ray address `ray.init` would accept, whose host answers on its port within
+    ADDRESS_TIMEOUT_S (so a wrong address fails here, not after a long wait in Ray)."""
+    shown = address
+    if address == "auto":
+        address = os.environ.get("RAY_ADDRESS") or _current_cluster()
+        if not address:
+            raise PreflightError(
+                "--address auto: no Ray cluster runs on this machine (start one with "
+                "`ray start --head`, or give --address HOST:PORT)"
+            )
+    if address == "local":
+        return
+    m = _ADDRESS.fullmatch(address)
+    if m is None or not 0 < int(m.group(2)) < 65536:
+        raise PreflightError(
+            f"--address {shown!r} is not auto, local, HOST:PORT or ray://HOST:PORT"
+        )
+    host, port = m.group(1).strip("[]"), int(m.group(2))
+    try:
+        with socket.create_connection((host, port), timeout=ADDRESS_TIMEOUT_S):
+            pass
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        if isinstance(e, socket.timeout):
+            why = f"no answer within {ADDRESS_TIMEOUT_S:.0f}s"
+        raise PreflightError(
+            f"cannot reach the Ray cluster at {address}: {why} (is `ray start --head` "
+            f"running there, and is the port open?)"
+        ) from None
+
+
+def _current_cluster() -> str | None:
+    """The address `ray start --head` on this machine left in Ray's temp folder."""
+    base = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+    path = Path(base) / "ray" / "ray_current_cluster"
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _local_gpus() -> int:
+    """GPUs of the Ray this process already runs (tests start one with num_gpus), else of
+    this machine."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        return int(ray.cluster_resources().get("GPU", 0))
+    import torch  # lazy: torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def checkpoint_names(params: dict[str, Any]) -> list[str]:
+    """The checkpoints a method's parameters name: the values of `checkpoint` and of every
+    parameter ending in `_checkpoint` (engine/checkpoint.py), in parameter order."""
+    return [
+        str(v)
+        for k, v in sorted(params.items())
+        if (k == "checkpoint" or k.endswith("_checkpoint")) and v not in (None, "", "none")
+    ]
+
+
+def check_checkpoints(trials: Iterable[Any]) -> None:
+    """Every checkpoint the trials' method parameters name (TrialConfig.params, or a resolved
+    engine Method's cfg) exists here and is finished; a missing one is one line before any
+    model loads (they live under this ORCH_HOME)."""
+    from engine.checkpoint import find  # lazy: torch
+
+    params = [t.params if hasattr(t, "params") else asdict(t.cfg) for t in trials]
+    for name in sorted({n for p in params for n in checkpoint_names(p)}):
+        find(name)  # ConfigError: missing, unfinished

@@ -1,0 +1,268 @@
+"""Run one trial: no Ray, no database. The local executor and every Ray actor call `run_trial`.
+
+A trial generates for each of its prompts with one method and stores the metrics of
+`engine.metrics.METRICS` pooled over its generations (`pooled_metrics`: token-weighted where
+that is the definition), per-prompt summaries with the generated tokens (and the papers'
+acceptance measures under `acceptance`), and per-iteration lists. Unless the config says
+`certify: false`, each prompt's output then gets its losslessness certificate
+(engine/certify/teacher_forced.py: at temperature 0 one teacher-forced target forward re-checks it
+against the
+target's greedy decoding), stored as the prompt's `certificate`, outside the timed generation;
+`engine.certify.teacher_forced.trial_certificate(per_prompt)` pools them.
+
+A profile trial (records.PROFILE, a sweep's `profile:` block) runs `run_profile` instead: the
+forward-cost curves of its pair's models on this worker's device, returned in the result's
+`profiles` for the driver to store.
+
+Model pairs are cached per process, keyed by (target, draft, device, dtype), at most
+`PAIR_CACHE_SIZE` at a time (a GPU holds one pair comfortably; executors group trials by
+pair). `LOADS` counts loads per key so tests can check that an actor loaded each pair once.
+Warmup generations run the first time a pair is used in a process (not stored).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import time
+from collections import Counter, OrderedDict
+from typing import Any
+
+from engine.datasets import encode_prompt, load_prompts
+from engine.metrics import pooled_metrics
+from orchestrator.records import TrialConfig, TrialResult
+from orchestrator.run.preflight import checkpoint_names
+from orchestrator.run.version import code_version
+
+PAIR_CACHE_SIZE = 1
+LOADS: Counter = Counter()  # pair key -> loads in this process
+_PAIRS: "OrderedDict[tuple, Any]" = OrderedDict()
+_WARM: set[tuple] = set()
+_PROMPTS: dict[tuple, list] = {}
+
+
+def get_pair(key: tuple) -> tuple[Any, float]:
+    """The loaded pair for (target, draft, device, dtype[, draft_dtype]) and the seconds
+    spent loading it."""
+    if key in _PAIRS:
+        _PAIRS.move_to_end(key)
+        return _PAIRS[key], 0.0
+    code_version()  # read before this process imports the engine (see code_version)
+    from engine.models import load_pair  # lazy: torch
+
+    _quiet_transformers()
+    while len(_PAIRS) >= PAIR_CACHE_SIZE:
+        _PAIRS.popitem(last=False)
+        _free_device_memory()
+    start = time.perf_counter()
+    target, draft, device, dtype, draft_dtype = (*key, None)[:5]
+    pair = load_pair(target, draft, device=device, dtype=dtype, draft_dtype=draft_dtype)
+    LOADS[key] += 1
+    _PAIRS[key] = pair
+    return pair, time.perf_counter() - start
+
+
+def _quiet_transformers() -> None:
+    """No per-weight loading bars in sweep output (the sweep has its own progress bar)."""
+    try:
+        from transformers.utils import logging as hf_logging  # lazy: transformers
+
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+def clear_cache() -> None:
+    _PAIRS.clear()
+    _WARM.clear()
+    _free_device_memory()
+
+
+def _free_device_memory() -> None:
+    import torch  # lazy: torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def load_trial_prompts(config: TrialConfig) -> list:
+    key = (config.dataset, config.prompts, config.category)
+    if key not in _PROMPTS:
+        _PROMPTS[key] = load_prompts(config.dataset, n=config.prompts, category=config.category)
+    return _PROMPTS[key]
+
+
+def run_trial(
+    config: TrialConfig, pair: Any = None, prompts: list | None = None, warmup: int = 0
+) -> TrialResult:
+    """Run every prompt of `config` (a profile trial: run_profile); raises on any error (the
+    executor records it)."""
+    code_version()  # read before this process imports the engine (see code_version)
+    if config.is_profile:
+        return run_profile(config, pair)
+    from engine.certify.teacher_forced import certificate
+    from engine.decode import generate  # lazy: torch
+    from engine.methods import resolve_method  # lazy: torch
+
+    started = time.time()
+    method = resolve_method(
+        config.method, dict(config.params), config.temperature, config.draft_temperature
+    )
+    checkpoints = used_checkpoints(config.params)
+    drafting = {"draft_temperature": config.draft_temperature, "draft_top_p": config.draft_top_p}
+    load_s = 0.0
+    if pair is None:
+        pair, load_s = get_pair(config.pair_key)
+    prompts = prompts if prompts is not None else load_trial_prompts(config)
+    tok = pair.target.tokenizer
+    ids = [
+        encode_prompt(tok, p, prompt_tokens=config.prompt_tokens, chat=config.chat) for p in prompts
+    ]
+    warmup_s = 0.0
+    if warmup and config.pair_key not in _WARM:
+        t0 = time.perf_counter()
+        for i in range(warmup):
+            generate(
+                pair,
+                ids[i % len(ids)],
+                method,
+                min(config.max_new_tokens, 32),
+                temperature=config.temperature,
+                top_p=config.top_p,
+                seed=config.seed,
+                engine=config.engine,
+                **drafting,
+            )
+        warmup_s = time.perf_counter() - t0
+    _WARM.add(config.pair_key)
+    per_prompt, per_iteration, stats = [], [], []
+    for i, (p, prompt_ids) in enumerate(zip(prompts, ids)):
+        g = generate(
+            pair,
+            prompt_ids,
+            method,
+            config.max_new_tokens,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            seed=(config.seed * 1_000_003 + i) % 2**64,  # any 64-bit seed (unchanged below 2^44)
+            engine=config.engine,
+            **drafting,
+        )
+        stats.append(g.stats)
+        d = g.stats.to_dict()
+        per_iteration.append({k: [_round(x) for x in v] for k, v in d.pop("per_iteration").items()})
+        per_prompt.append(
+            {
+                "id": p.id,
+                "category": p.category,
+                "prompt_tokens": len(prompt_ids),
+                "tokens": g.tokens,
+                **{k: _round(v) for k, v in d.items()},
+            }
+        )
+        if config.certify:
+            per_prompt[-1]["certificate"] = certificate(
+                pair.target.model,
+                method,
+                prompt_ids,
+                g.tokens,
+                config.temperature,
+                config.draft_temperature,
+            )
+    return TrialResult(
+        config_hash=config.config_hash,
+        metrics=pooled_metrics(stats, [len(x) for x in ids]),
+        per_prompt=per_prompt,
+        per_iteration=per_iteration,
+        host=socket.gethostname(),
+        gpu_id=os.environ.get("ORCH_GPU_ID") or _cuda_index(pair),
+        started_at=started,
+        finished_at=time.time(),
+        load_s=load_s,
+        warmup_s=warmup_s,
+        code_version=code_version(),
+        models=[model_info(m) for m in (pair.target, pair.draft) if m is not None],
+        device_name=device_name(str(pair.target.device)),
+        checkpoints=checkpoints,
+    )
+
+
+def run_profile(config: TrialConfig, pair: Any = None) -> TrialResult:
+    """A profile trial: engine/curves.py measure_curve of the target and then the draft
+    (none for a model-free pair) as loaded for the trial's placement, dtypes and engine path,
+    over the grid in config.params (sizes, contexts, repeats). The curves are stored under the
+    trial's model names with the device_info of the device that measured them; the driver
+    writes them with the trial's status (orchestrator.store.Store.record_result)."""
+    from engine.curves import device_info, measure_curve  # lazy: torch
+
+    started = time.time()
+    load_s = 0.0
+    if pair is None:
+        pair, load_s = get_pair(config.pair_key)
+    grid = config.params
+    profiles = []
+    for name, m in ((config.target, pair.target), (config.draft, pair.draft)):
+        if m is None:
+            continue
+        curve = measure_curve(
+            m.model, name, grid["sizes"], grid["contexts"], config.engine, grid["repeats"]
+        )
+        profiles.append({"curve": curve.to_dict(), "info": device_info(m.device)})
+    return TrialResult(
+        config_hash=config.config_hash,
+        metrics={},
+        per_prompt=[],
+        per_iteration=[],
+        host=socket.gethostname(),
+        gpu_id=os.environ.get("ORCH_GPU_ID") or _cuda_index(pair),
+        started_at=started,
+        finished_at=time.time(),
+        load_s=load_s,
+        code_version=code_version(),
+        models=[model_info(m) for m in (pair.target, pair.draft) if m is not None],
+        device_name=device_name(str(pair.target.device)),
+        profiles=profiles,
+    )
+
+
+def used_checkpoints(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the trial records of each checkpoint its method parameters name
+    (orchestrator.run.preflight.checkpoint_names): engine.checkpoint.describe, read before
+    the trial runs (so the record is of the weights the engine then loads by name)."""
+    from engine.checkpoint import describe  # lazy: torch
+
+    return [describe(name) for name in checkpoint_names(params)]
+
+
+@functools.lru_cache(maxsize=8)
+def device_name(device: str) -> str:
+    """The model name of the GPU or CPU behind `device` (what the trial measured on)."""
+    from engine.curves import device_info  # lazy: torch
+
+    return device_info(device)["device_name"]
+
+
+def _cuda_index(pair: Any) -> str | None:
+    dev = pair.target.device
+    return str(dev.index or 0) if dev.type == "cuda" else None
+
+
+def model_info(m: Any) -> dict[str, Any]:
+    cfg = m.model.config
+    info = {
+        "name": m.name,
+        "architecture": getattr(cfg, "model_type", None),
+        "parameters": int(sum(p.numel() for p in m.model.parameters())),
+        "vocab_size": getattr(cfg, "vocab_size", None),
+        "layers": getattr(cfg, "num_hidden_layers", None),
+        "dtype": str(m.dtype).removeprefix("torch."),
+        "gguf_sha256": m.gguf_sha256,
+    }
+    if getattr(m, "checkpoint", None) is not None:  # a trained draft (`ckpt:NAME`): the
+        info["checkpoint"] = m.checkpoint  # checkpoint's name, kind, sha256, training config
+    return info
+
+
+def _round(x: Any) -> Any:
+    return round(x, 7) if isinstance(x, float) else x

@@ -1,0 +1,327 @@
+"""A real multi-node Ray cluster on this one machine: `ray start --head` plus two worker nodes
+(one fake GPU each, so the two GPU actors land on distinct nodes), every node bound to
+127.0.0.1 and Ray's token authentication off for this private test cluster. The driver runs
+`orch submit --address` with an empty ORCH_HOME and no ORCH_DATA_DIR (no model folders, no
+data: docs/cluster.md); the workers have the model cache.
+
+Checks: every config exactly one result, each trial's node recorded (a worker node, never the
+head), model loads at most one per (actor, pair), and the death of a worker node's raylet
+mid-sweep survived with nothing lost or run twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.run.executors.reaper import session_processes
+from orchestrator.run.runner import PAUSE_ENV
+from tests.orchestrator.orch_helpers import REPO, sweep_24
+
+pytestmark = pytest.mark.slow
+psutil = pytest.importorskip("psutil")
+pytest.importorskip("ray")
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _kill(procs: list) -> None:
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Head (no CPUs, no GPUs: it only schedules) + two worker nodes with one GPU each."""
+    temp = tempfile.mkdtemp(prefix="orch-ray-", dir="/tmp")  # short: Ray's socket paths
+    port, dashboard = _free_port(), _free_port()
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `orch`
+    common = ["--node-ip-address", "127.0.0.1", "--temp-dir", temp, "--disable-usage-stats"]
+
+    def ports() -> list[str]:
+        """Each node's agents on free ports: the defaults would collide with each other and
+        with any other Ray on this machine (the head's job agent then never comes up)."""
+        return [
+            "--dashboard-agent-listen-port",
+            str(_free_port()),
+            "--dashboard-agent-grpc-port",
+            str(_free_port()),
+            "--runtime-env-agent-port",
+            str(_free_port()),
+            "--metrics-export-port",
+            str(_free_port()),
+        ]
+
+    try:
+        subprocess.run(
+            [
+                RAY,
+                "start",
+                "--head",
+                "--port",
+                str(port),
+                "--num-cpus",
+                "0",
+                "--num-gpus",
+                "0",
+                "--dashboard-host",
+                "127.0.0.1",
+                "--dashboard-port",
+                str(dashboard),
+                *common,
+                *ports(),
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
+        for i in range(2):
+            subprocess.run(
+                [
+                    RAY,
+                    "start",
+                    "--address",
+                    f"127.0.0.1:{port}",
+                    "--num-cpus",
+                    "1",
+                    "--num-gpus",
+                    "1",
+                    "--resources",
+                    f'{{"worker{i}": 1}}',
+                    *common,
+                ],
+                env=env,
+                check=True,
+                capture_output=True,
+                timeout=180,
+            )
+        yield {
+            "address": f"127.0.0.1:{port}",
+            "jobs": f"http://127.0.0.1:{dashboard}",
+            "temp": temp,
+            "env": env,
+        }
+    finally:
+        _kill(session_processes(temp))
+        assert not session_processes(temp), "Ray processes of the test cluster outlived it"
+
+
+def _orch_async(args: list[str], env: dict) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        cwd=REPO,
+        env={**env, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _driver_env(cluster: dict, tmp_path: Path) -> dict:
+    env = {k: v for k, v in cluster["env"].items() if k != "ORCH_DATA_DIR"}
+    env["ORCH_HOME"] = str(tmp_path / "driver-home")  # no models here
+    return env
+
+
+def _rows(db: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(db) as c:
+        return c.execute(sql).fetchall()
+
+
+def _worker_nodes(cluster: dict) -> set[str]:
+    """The ids of the live nodes that have a GPU (the worker nodes)."""
+    code = (
+        "import ray, json; ray.init(address='%s', log_to_driver=False); "
+        "print(json.dumps([n['NodeID'] for n in ray.nodes() "
+        "if n['Alive'] and n['Resources'].get('GPU')]))" % cluster["address"]
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=cluster["env"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    import json
+
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def on_cpu(spec: Path) -> Path:
+    """The sweep pinned to device cpu: the cluster's GPUs are fake (`--accelerator gpu` on a
+    CPU machine), and device auto resolves to cuda on a GPU worker."""
+    spec.write_text(spec.read_text() + "device: cpu\n")
+    return spec
+
+
+def _check_sweep(db: Path, nodes: set[str], pairs: int, actors: int) -> None:
+    configs = _rows(db, "SELECT COUNT(*), COUNT(DISTINCT config_hash) FROM trials")[0]
+    results = _rows(db, "SELECT COUNT(*), COUNT(DISTINCT config_hash) FROM results")[0]
+    assert configs[0] == configs[1] == results[0] == results[1]  # one result per config
+    assert _rows(db, "SELECT DISTINCT status FROM trials") == [("done",)]
+    ran_on = {n for (n,) in _rows(db, "SELECT worker_node FROM trials")}
+    assert ran_on <= nodes and ran_on, ran_on  # recorded, and a worker node (not the head)
+    loads = _rows(
+        db,
+        "SELECT t.worker_node, t.target, COUNT(*) FROM trials t "
+        "WHERE t.load_s > 0 GROUP BY t.worker_node, t.target",
+    )
+    assert all(n == 1 for *_, n in loads), loads  # each actor loads each pair once
+    assert pairs <= len(loads) <= pairs * actors
+
+
+def test_tiny_sweep_survives_a_dead_worker_node(cluster, tmp_path):
+    """The driver is held at its 6th claim (the ORCH_TEST_PAUSE hook: both actors have run
+    trials and hold more), a worker node's raylet is killed, then the driver goes on."""
+    nodes = _worker_nodes(cluster)
+    assert len(nodes) == 2
+    db = tmp_path / "orch.db"
+    pause = tmp_path / "paused"
+    spec = on_cpu(sweep_24(tmp_path / "s.yaml", name="multinode", prompts=2, max_new_tokens=24))
+    env = {**_driver_env(cluster, tmp_path), PAUSE_ENV: f"6:{pause}"}
+    args = [
+        "submit",
+        str(spec),
+        "--db",
+        f"sqlite:///{db}",
+        "--executor",
+        "ray",
+        "--address",
+        cluster["address"],
+        "--accelerator",
+        "gpu",
+    ]
+    driver = _orch_async(args, env)
+    deadline = time.time() + 600
+    while not pause.exists():
+        assert driver.poll() is None, driver.communicate()
+        assert time.time() < deadline, "the driver never reached its pause point"
+        time.sleep(0.1)
+    ran = {n for (n,) in _rows(db, "SELECT worker_node FROM trials WHERE worker_node NOT NULL")}
+    busy = sorted(ran)[0] if ran else sorted(nodes)[0]
+    victim = [
+        p
+        for p in session_processes(cluster["temp"])
+        if "raylet" in p.name() and f"--node_id={busy}" in p.cmdline()
+    ]
+    assert len(victim) == 1
+    _kill(victim)
+    pause.unlink()  # the driver goes on, with one node fewer
+    out, err = driver.communicate(timeout=600)
+    assert driver.returncode == 0, err
+    retried = re.search(r"(\d+) retried", out + err)
+    assert retried and int(retried.group(1)) >= 1, out + err  # the node died mid-sweep
+    _check_sweep(db, nodes, pairs=2, actors=2)
+    assert _rows(db, "SELECT COUNT(*) FROM trials")[0][0] == 24
+
+
+def test_real_pair_from_a_driver_without_models(cluster, tmp_path):
+    """The real pair validates by name on the driver; the worker loads it from its cache."""
+    from engine.fetch import REAL_PAIR, is_fetched
+
+    if not all(is_fetched(m) for m in REAL_PAIR):
+        pytest.skip("real pair not fetched on this machine (the workers' cache)")
+    nodes = _worker_nodes(cluster)  # the survivors of the test above, if it ran first
+    db = tmp_path / "orch.db"
+    spec = tmp_path / "real.yaml"
+    spec.write_text(
+        f"name: real-multinode\npairs: [{{target: {REAL_PAIR[0]}, draft: {REAL_PAIR[1]}}}]\n"
+        "dataset: {name: humaneval, prompts: 1, prompt_tokens: 32}\nmax_new_tokens: 6\n"
+        "dtype: float32\ndevice: cpu\nmethods: [{name: autoregressive}, {name: linear, params: {k: 2}}]\n"
+    )
+    driver = _orch_async(
+        [
+            "submit",
+            str(spec),
+            "--db",
+            f"sqlite:///{db}",
+            "--executor",
+            "ray",
+            "--address",
+            cluster["address"],
+            "--accelerator",
+            "gpu",
+            "--actors",
+            "1",
+        ],
+        _driver_env(cluster, tmp_path),
+    )
+    out, err = driver.communicate(timeout=900)
+    assert driver.returncode == 0, err
+    assert not (tmp_path / "driver-home" / "models").exists()
+    _check_sweep(db, nodes, pairs=1, actors=1)
+    from engine.fetch import REAL_MODELS
+
+    shas = dict(_rows(db, "SELECT name, gguf_sha256 FROM models"))
+    assert shas == {m: REAL_MODELS[m].sha256 for m in REAL_PAIR}  # as the worker checked it
+
+
+def test_submit_through_the_ray_jobs_api(cluster, tmp_path, monkeypatch):
+    """`orch submit --address http://head:8265` from a machine outside the cluster: the driver
+    runs as a Ray job on the head; the database URL is not on the job's command line."""
+    nodes = _worker_nodes(cluster)
+    db = tmp_path / "jobs.db"
+    spec = on_cpu(sweep_24(tmp_path / "j.yaml", name="via-jobs"))
+    driver = _orch_async(
+        [
+            "submit",
+            str(spec),
+            "--db",
+            f"sqlite:///{db}",
+            "--address",
+            cluster["jobs"],
+            "--accelerator",
+            "gpu",
+        ],
+        _driver_env(cluster, tmp_path),
+    )
+    out, err = driver.communicate(timeout=600)
+    assert driver.returncode == 0, err
+    assert "submitted as Ray job" in err and "SUCCEEDED" in err
+    _check_sweep(db, nodes, pairs=2, actors=2)
+    from ray.job_submission import JobSubmissionClient
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    jobs = JobSubmissionClient(cluster["jobs"]).list_jobs()
+    assert all(str(db) not in j.entrypoint for j in jobs)
+
+
+def test_jobs_api_refuses_to_send_a_password(tmp_path):
+    """A URL with a password would be readable in the cluster's job list: refused, one line,
+    before anything is sent (no cluster needed)."""
+    from tests.orchestrator.orch_helpers import PG_PASSWORD, orch
+
+    spec = on_cpu(sweep_24(tmp_path / "p.yaml", name="pw"))
+    r = orch(
+        "submit",
+        str(spec),
+        "--address",
+        "http://127.0.0.1:9",
+        env={"ORCH_DB_URL": f"postgresql+psycopg://u:{PG_PASSWORD}@db/lab"},
+    )
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("error: a database URL with a password is not sent")
+    assert PG_PASSWORD not in r.stderr and r.stderr.count("\n") == 1
