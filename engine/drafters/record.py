@@ -69,12 +69,17 @@ class Drafter:
     # a parameter, or drawn i.i.d.)
     nodes: Callable[[Any], int]
     children: Callable[[Any], tuple[str, int] | None] = no_width
-    budget: str | None = None  # the parameter that budgets the tree's nodes (reports' x axis)
+    # the parameter that budgets the tree's nodes (reports' x axis): a number, or a shape whose
+    # node count is the budget (`nodes` of the config: SpecInfer's expansion widths)
+    budget: str | None = None
     chain: Callable[[Any], int] = not_a_chain  # see the module docstring
     plan: Callable[[Any, DecodeState], Plan | None] | None = None  # the device plan, or None
     grow: Callable[..., tuple] | None = None
     attach: Callable[..., Attached | None] | None = None  # its learned part, or None
     model_free: bool = False  # never runs the draft model (a pair with `draft: none` runs it)
+    # its paper's figures that `orch report` draws for its configs, by name
+    # (orchestrator/results/paper/figures.py FIGURES)
+    figures: tuple[str, ...] = ()
 
 
 def full_tree(branch: int, depth: int, cap: int) -> int:

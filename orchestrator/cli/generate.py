@@ -107,8 +107,11 @@ def generate(
 ) -> None:
     """Run one generation with one method and print the result."""
     from engine.decode import generate as run  # lazy: torch
-    from engine.draft.none import no_draft  # lazy: torch
-    from engine.methods import method_params, resolve_method  # lazy: torch
+    from engine.methods import (  # lazy: torch
+        check_without_draft,
+        method_params,
+        resolve_method,
+    )
     from engine.models import NO_DRAFT, check_attn, check_engine, load_pair, resolve  # lazy: torch
     from orchestrator.spec import check_generate  # lazy: SQLAlchemy (db.models)
 
@@ -120,7 +123,7 @@ def generate(
     ids = _parse_prompt_ids(prompt_ids) if prompt_ids is not None else None
     resolve(target), check_attn(attn)
     if draft == NO_DRAFT:
-        no_draft(m.name)  # ConfigError unless the method is model-free
+        check_without_draft(m.name)  # ConfigError unless the method is model-free
     else:
         resolve(draft)
     check_engine(engine, target, *([] if draft == NO_DRAFT else [draft]))

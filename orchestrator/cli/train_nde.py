@@ -222,6 +222,7 @@ def _parse(cls, **kwargs):
 def _checked(cfg):
     """The collection config as given on the command line (verifier None: delayed's default at
     the temperature), checked, with its verifier resolved."""
+    from engine.drafters.delayed import DRAFTER as DELAYED  # lazy: torch
     from engine.methods import resolve_method  # lazy: torch
 
     if (
@@ -232,7 +233,7 @@ def _checked(cfg):
             "need --k-max, --samples, --stride, --max-new-tokens >= 1 and --l1-max, --l2-max >= 0"
         )
     params = {"verifier": cfg.verifier} if cfg.verifier else {}
-    verifier = resolve_method("delayed", params, cfg.temperature).verifier  # checks the pairing
+    verifier = resolve_method(DELAYED.name, params, cfg.temperature).verifier  # checks the pairing
     return replace(cfg, verifier=verifier)
 
 

@@ -21,7 +21,7 @@ from engine import cost_model
 from engine.config import ConfigError
 from engine.cost_model import ForwardCurve
 from orchestrator.results.query import MEASURED, compare
-from orchestrator.results.settings import settings_keys
+from orchestrator.results.settings import BASELINE, settings_keys
 from orchestrator.store import Store, put_profiles
 
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -199,7 +199,7 @@ def predict_frame(
         ]
     key = _settings(df)
     for i, r in df.iterrows():
-        if r["method"] == "autoregressive":
+        if r["method"] == BASELINE:
             h_ar.setdefault(key[i], cost_model.mean_host_per_token(gens_of[r["trial_id"]]))
     rows = []
     for i, r in df.iterrows():

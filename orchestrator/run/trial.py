@@ -101,7 +101,7 @@ def run_trial(
     code_version()  # read before this process imports the engine (see code_version)
     if config.is_profile:
         return run_profile(config, pair)
-    from engine.certify.teacher_forced import certificate
+    from engine.certify.teacher_forced import certificate  # lazy: torch
     from engine.decode import generate  # lazy: torch
     from engine.methods import resolve_method  # lazy: torch
 

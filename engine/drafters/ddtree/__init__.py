@@ -16,6 +16,7 @@ DRAFTER = Drafter(
     default_verifier="nss",
     nodes=lambda c: c.B,
     budget="B",
+    figures=("acceptance_lengths",),  # Sec. 5.4, Fig. 4
     plan=plan.plan,
     grow=plan.grow,
     attach=attach,

@@ -16,6 +16,7 @@ DRAFTER = Drafter(
     nodes=lambda c: min(c.N_max, (c.variant == "paper") + full_tree(c.B_max, c.D_max, c.N_max)),
     children=lambda c: ("B_max", c.B_max),
     budget="N_max",
+    figures=("depth_branch",),  # Sec. 4.6, Fig. 4
     plan=plan.plan,
     grow=plan.grow,
 )

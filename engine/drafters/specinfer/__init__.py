@@ -23,6 +23,7 @@ DRAFTER = Drafter(
     default_verifier="specinfer",
     nodes=lambda c: _nodes(c.widths),
     children=lambda c: ("expansion" if c.expansion else "k", max(c.widths)),
+    budget="expansion",  # its widths <k_1, .., k_m> fix the node count (`nodes`)
     plan=plan.plan,
     grow=plan.grow,
 )

@@ -11,14 +11,21 @@ from typing import Any
 
 import pandas as pd
 
+from engine.drafters import DRAFTERS
 from orchestrator.results.paper.cells import val, vkey
 from orchestrator.results.paper.configs import varied_params
 from orchestrator.results.paper.doc import Block
-from orchestrator.results.paper.figures import BUDGET, DYNATREE_AXES, groups
+from orchestrator.results.paper.figures import budget_param, drawing, groups
 from orchestrator.results.settings import BASELINE
 
-# plotted elsewhere: DynaTree's tree axes and the depth/branch bounds that follow them
-COVERED = {"verifier", "D_max", "B_max"} | {n for names in DYNATREE_AXES for n in names}
+# plotted elsewhere: the depth x branch figure's axes (DynaTree's, under both their names)
+# and the depth/branch bounds that follow them
+COVERED = {"verifier", "D_max", "B_max"} | {
+    n
+    for m in drawing("depth_branch")
+    for names in DRAFTERS[m].config.SWEEP_ALIASES.items()
+    for n in names
+}
 
 
 def _number(v: Any) -> bool:
@@ -33,7 +40,7 @@ def parameter_axes(cf: pd.DataFrame) -> list[tuple[str, str]]:
         if method == BASELINE:
             continue
         rows = cf[cf["method"] == method]["params"]
-        skip = COVERED | {BUDGET.get(method, "budget")}
+        skip = COVERED | {budget_param(method)}
         for name in varied_params(cf, method):
             if name not in skip and rows.map(lambda p: _number(p.get(name))).all():
                 out.append((method, name))

@@ -17,6 +17,7 @@ Figures are one per setting group (the settings other than the figure's own axes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -24,21 +25,20 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from engine.config import parse_config
+from engine.drafters import DRAFTERS
 from orchestrator.results.paper.cells import num, params_cell, setting_val, val, vkey
 from orchestrator.results.paper.configs import LABELS, SETTING_COLS, varied_by_method, varied_params
 from orchestrator.results.paper.doc import Block, table
 from orchestrator.results.settings import BASELINE
 
-# each method's node-budget parameter (its paper's name; engine/drafters/*.py configs)
-BUDGET = {
-    "ddtree": "B",  # DDTree: node budget B
-    "dynatree": "N_max",  # DynaTree: node budget N_max
-    "salf": "N",  # SALF: N candidate tokens in the tree (its B is the expansion batch)
-    "beam": "N",
-    "lookup_hybrid": "N",
-}
 SAMPLING = ["temperature", "top_p", "draft_temperature", "draft_top_p"]
-DYNATREE_AXES = (("depth", "D0"), ("branch", "B_mid"), ("threshold", "tau"))
+
+
+def drawing(figure: str) -> list[str]:
+    """The methods whose record asks for this paper figure (engine/drafters/record.py
+    `figures`)."""
+    return [m for m, d in DRAFTERS.items() if figure in d.figures]
 
 
 def groups(cf: pd.DataFrame, inside: list[str]) -> list[tuple[str, pd.DataFrame]]:
@@ -176,10 +176,12 @@ def _axis(rows: pd.Series, names: tuple[str, str]) -> str | None:
 def dynatree(cf: pd.DataFrame) -> tuple[list[Block], list]:
     import matplotlib.pyplot as plt  # lazy: matplotlib (pyplot, once Agg is chosen)
 
-    d = cf[cf["method"] == "dynatree"]
+    d = cf[cf["method"].isin(drawing("depth_branch"))]
     if d.empty:
         return [], []
-    depth, branch, thr = (_axis(d["params"], names) for names in DYNATREE_AXES)
+    # the paper's grid names and the config's: (depth, D0), (branch, B_mid), (threshold, tau)
+    aliases = DRAFTERS[d["method"].iloc[0]].config.SWEEP_ALIASES.items()
+    depth, branch, thr = (_axis(d["params"], names) for names in aliases)
     if depth is None or branch is None:
         return [], []
     values = lambda name: d["params"].map(lambda p: val(p.get(name))).nunique()  # noqa: E731
@@ -286,17 +288,34 @@ def temperature(cf: pd.DataFrame) -> tuple[list[Block], list]:
 # ----------------------------------------------------------------------------- budget
 
 
+def budget_param(method: str) -> str:
+    """The method's budget parameter (engine/drafters/record.py `budget`; "budget" for a
+    method the registry does not know)."""
+    d = DRAFTERS.get(method)
+    return d.budget if d is not None and d.budget is not None else "budget"
+
+
+def by_shape(method: str) -> bool:
+    """Whether the method's budget is a shape whose node count is the budget (SpecInfer's
+    expansion widths <k_1, .., k_m>, Sec. 3.1) rather than a number."""
+    d = DRAFTERS.get(method)
+    return d is not None and d.budget is not None and not _numeric(d.config, d.budget)
+
+
+def _numeric(config: type, name: str) -> bool:
+    default = next(f.default for f in dataclasses.fields(config) if f.name == name)
+    return isinstance(default, (int, float)) and not isinstance(default, bool)
+
+
 def budget_of(method: str, params: dict[str, Any]) -> float | None:
-    """A config's node budget: its budget parameter, or SpecInfer's node count (the sum over
-    levels of the product of the expansion widths <k_1, .., k_m>, Sec. 3.1)."""
-    if method == "specinfer":
-        widths = params.get("expansion") or [params.get("k", 2)] * params.get("depth", 4)
-        size, level = 0, 1
-        for w in widths:
-            level *= w
-            size += level
-        return float(size)
-    v = params.get(BUDGET.get(method, "budget"))
+    """A config's node budget: its budget parameter, or, where that is a shape, the node count
+    the shape gives (the record's `nodes` of the config)."""
+    if by_shape(method):
+        d = DRAFTERS[method]
+        names = {f.name for f in dataclasses.fields(d.config)}
+        cfg = parse_config(d.config, {k: v for k, v in params.items() if k in names})
+        return float(d.nodes(cfg))
+    v = params.get(budget_param(method))
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
@@ -315,11 +334,13 @@ def budget(cf: pd.DataFrame) -> tuple[list[Block], list]:
             "p",
             "Node budget: each method's own parameter ("
             + ", ".join(
-                f"{m}: {BUDGET.get(m, 'budget')}"
-                for m in sorted(set(c["method"]))
-                if m != "specinfer"
+                f"{m}: {budget_param(m)}" for m in sorted(set(c["method"])) if not by_shape(m)
             )
-            + ("; specinfer: nodes of its expansion" if "specinfer" in set(c["method"]) else "")
+            + "".join(
+                f"; {m}: nodes of its {budget_param(m)}"
+                for m in sorted(set(c["method"]))
+                if by_shape(m)
+            )
             + "); one line per method and its other varied parameters, mean over repeats.",
         ),
     ]
@@ -328,11 +349,7 @@ def budget(cf: pd.DataFrame) -> tuple[list[Block], list]:
         varied = varied_by_method(g)
 
         def line(r) -> str:
-            names = [
-                k
-                for k in varied[r["method"]]
-                if k != BUDGET.get(r["method"], "budget") and k != "expansion"
-            ]
+            names = [k for k in varied[r["method"]] if k != budget_param(r["method"])]
             return r["method"] + (f" {params_cell(r['params'], names)}" if names else "")
 
         g = g.assign(_line=g.apply(line, axis=1))
@@ -373,7 +390,8 @@ def budget(cf: pd.DataFrame) -> tuple[list[Block], list]:
 def histogram(cf: pd.DataFrame) -> tuple[list[Block], list]:
     import matplotlib.pyplot as plt  # lazy: matplotlib (pyplot, once Agg is chosen)
 
-    d = cf[(cf["method"] == "ddtree") & cf["hist"].map(lambda h: bool(h) and sum(h) > 0)]
+    drawn = cf["method"].isin(drawing("acceptance_lengths"))
+    d = cf[drawn & cf["hist"].map(lambda h: bool(h) and sum(h) > 0)]
     if d.empty:
         return [], []
     out: list[Block] = [
@@ -386,7 +404,7 @@ def histogram(cf: pd.DataFrame) -> tuple[list[Block], list]:
     ]
     figs = []
     for i, (label, g) in enumerate(groups(d, [])):
-        names = varied_params(g, "ddtree")
+        names = varied_params(g, g["method"].iloc[0])
         fig, ax = plt.subplots(figsize=(6, 4))
         for _, r in g.iterrows():
             h = np.array(r["hist"], dtype=float)
