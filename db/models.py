@@ -150,7 +150,7 @@ class Trial(Base):
     lease_until: Mapped[float | None] = mapped_column(Float)  # the owner's claim ends (unix s)
     worker_node: Mapped[str | None] = mapped_column(String(64))  # Ray node id of its worker
     device_name: Mapped[str | None] = mapped_column(String(200))  # GPU or CPU model it ran on
-    # learned components it used: [{name, kind, sha256, config}] (engine/train/checkpoint.py
+    # learned components it used: [{name, kind, sha256, config}] (engine/checkpoint.py
     # describe), one per checkpoint its method parameters name; None when it used none
     checkpoints: Mapped[list[Any] | None] = mapped_column(nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
@@ -225,7 +225,7 @@ class DatasetInfo(Base):
 
 
 class Profile(Base):
-    """A device's forward-cost curve for one model, dtype and engine path (engine/profile.py;
+    """A device's forward-cost curve for one model, dtype and engine path (engine/curves.py;
     migration 0005). One row per key: re-profiling replaces it."""
 
     __tablename__ = "profiles"
@@ -247,7 +247,7 @@ class Profile(Base):
 
 
 class VerifierCheck(Base):
-    """A sampling verifier's distribution check at one setting (engine/distribution_check.py;
+    """A sampling verifier's distribution check at one setting (engine/certify/distribution.py;
     migration 0010): the certificate of every sampled trial with that verifier, tree sampling
     and sampling. The draft's sampling is stored resolved (the target's where a trial has
     none), so the key has no NULLs. One row per key: rerunning a check replaces it."""

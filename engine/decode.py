@@ -144,7 +144,7 @@ def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos
             history=tuple(history),
             history_depth=tuple(history_depth),
             history_size=tuple(history_size),
-            context=committed,  # by reference: read-only for the drafter (engine/draft.py)
+            context=committed,  # by reference: read-only for the drafter (engine/draft/state.py)
             attached=attached,
         )
         step = iterate(target, draft, method, committed, state, gen)

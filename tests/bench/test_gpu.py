@@ -103,7 +103,7 @@ def test_gpu_tiny_end_to_end(tmp_path, capsys):
     assert profile["device"] == report["device"] and len(profile["curves"]) == 2
     for c in profile["curves"]:
         finite_positive(ForwardCurve.from_dict(c).cost(8, 16), "profile cost")
-    # importable as the docstring says: orchestrator/profiles.py save_curves
+    # importable as the docstring says: orchestrator/results/profiles.py save_curves
     store = Store(f"sqlite:///{tmp_path / 'orch.db'}", mode="create")
     save_curves(store, [(ForwardCurve.from_dict(c), profile["device"]) for c in profile["curves"]])
     stored = load_profiles(store, report["device"]["device_name"])

@@ -51,7 +51,7 @@ class DDTreeConfig:
     # Sec. 3, the bonus token b and L = 15 masked positions (as DFlash counts its blocks)
     L: int = 15
     drafter: Literal["ar", "block"] = "ar"  # block drafter giving the per-position marginals
-    # the trained block drafter's checkpoint (drafter: block), by name (engine/train/checkpoint)
+    # the trained block drafter's checkpoint (drafter: block), by name (engine/checkpoint.py)
     checkpoint: str | None = field(default=None, metadata=ADDED_LATER)
 
     def __post_init__(self) -> None:

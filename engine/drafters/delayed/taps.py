@@ -7,7 +7,7 @@ padded engines from inside the graph: a replayed CUDA graph runs no module hook)
   verification forward (or the prefill's last row), kept by the decode loop
   (`RootTaps.keep_target_row`); footnote 4: the target has no row at the root yet.
 - draft, preceding token and root: the first draft forward of the iteration. The draft model
-  runs with `DraftModel.keep_prev` (engine/draft.py): the last committed token before the root
+  runs with `DraftModel.keep_prev` (engine/draft/model.py): the last committed token before the root
   is always re-fed as a pending token and its logits row kept, the "extra draft forward pass"
   of footnote 4 folded into the first forward as one more token.
 
