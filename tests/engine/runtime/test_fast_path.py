@@ -16,7 +16,7 @@ from engine.runtime.static import StaticCachedModel, bucket
 from engine.sampling import Warp
 from engine.tree import make_tree
 from tests.engine.drafters.test_greedy_golden import METHODS, PROMPTS, reference
-from tests.engine.test_cache import PARENTS, PROMPT, TOKENS
+from tests.engine.runtime.test_cache import PARENTS, PROMPT, TOKENS
 
 # every registered method with its defaults, plus the stress variants of the greedy golden test
 CASES = [(m, {}) for m in DRAFTERS] + [(m, p) for m, sets in METHODS.items() for p in sets[1:]]

@@ -17,7 +17,7 @@ from engine.runtime.cuda_graphs import GraphedForward
 from engine.runtime.eager import CachedModel
 from engine.runtime.static import StaticCachedModel
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
-from tests.engine.test_fast_path import _tree_then_commit
+from tests.engine.runtime.test_fast_path import _tree_then_commit
 
 
 @pytest.mark.parametrize("method", list(DRAFTERS))

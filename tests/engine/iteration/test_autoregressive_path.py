@@ -13,7 +13,7 @@ from engine.decode import generate
 from engine.drafters import DRAFTERS
 from engine.iteration import autoregressive as ar_step
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
-from tests.engine.test_chain_step import counters
+from tests.engine.iteration.test_chain_path import counters
 
 
 def test_ar_step_equals_the_tree_path_iteration_for_iteration(tiny_pair, monkeypatch):

@@ -1,7 +1,7 @@
 """DDTree's tree selected on the device (engine/drafters/ddtree/plan.py) against Algorithm 1's heap
 (engine/drafters/ddtree/build.py best_first) and against the paper's definition of the optimal tree
 (Prop. 2: the B most probable prefixes under prod_i q_i), on random marginals with ties. The
-whole iteration on the tiny pairs: tests/engine/test_static_trees.py."""
+whole iteration on the tiny pairs: tests/engine/iteration/test_static_tree_path.py."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from engine.runtime.lean import LeanLM, lean
 from engine.runtime.static import StaticCachedModel
 from kernels.triton_tree_attention import is_interpreted
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
-from tests.engine.test_fast_path import _tree_then_commit
+from tests.engine.runtime.test_fast_path import _tree_then_commit
 
 # the Triton kernels run on CPU tensors only under the interpreter
 KERNELS = ["torch"] + (["triton"] if is_interpreted() or torch.cuda.is_available() else [])

@@ -1,4 +1,5 @@
-"""Monte Carlo harness for the verifier contract suite (tests/engine/test_verifier_contract.py).
+"""Monte Carlo harness for the verifier contract suite
+(tests/engine/verify/test_verifier_contract.py).
 
 A `World` is a synthetic pair of autoregressive models over a small vocabulary: a target row
 p(.|c) and a draft row q(.|c) for every context c of up to `depth` tokens after the root

@@ -2,8 +2,8 @@
 
 (a) Temperature 0: with one-hot target and draft rows every verifier emits the target's greedy
     tokens (unit level here; end to end through generate() in test_greedy_end_to_end).
-(b) Losslessness, by Monte Carlo on synthetic worlds (tests/engine/verifier_mc.py): for each
-    stochastic verifier, N = 1e5 (N_OF: fewer for two) independent draft trees drawn from a
+(b) Losslessness, by Monte Carlo on synthetic worlds (tests/engine/verify/verifier_mc.py): for
+    each stochastic verifier, N = 1e5 (N_OF: fewer for two) independent draft trees drawn from a
     random draft and verified
     against a random target (depth <= 3, branching <= 3, every sampling mode the verifier
     claims, shapes mixed per sample; verifiers claiming the same modes share a world, V = 4, 6
@@ -39,10 +39,17 @@ import math
 import pytest
 import torch
 from scipy.stats import chi2, norm
-from verifier_mc import Case, make_world, run_group, sample_trees, target_laws, to_tree
 
 from engine.verify import VERIFIERS, formulas
 from engine.verify.common import Accept, layout, positive_part, sample_index, uniforms
+from tests.engine.verify.verifier_mc import (
+    Case,
+    make_world,
+    run_group,
+    sample_trees,
+    target_laws,
+    to_tree,
+)
 
 N = 100_000  # Monte Carlo samples per verifier (issue requirement for (b))
 # fewer for a variant and a single-path verifier whose output law is also checked exactly

@@ -13,7 +13,7 @@ import torch
 
 from engine.decode import generate
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
-from tests.engine.test_fast_path import COUNTED
+from tests.engine.runtime.test_fast_path import COUNTED
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,8 @@ PROMPT = [256, 72, 105, 1, 2, 3]  # BOS "Hi" then tokens inside the small vocabu
 SEEDS = 400  # generate() samples per verifier
 AR_SEEDS = 1200  # autoregressive reference samples
 FAMILY_ALPHA = 1e-3
-ENGINES = ["eager", "fast"]  # engine/config.py ENGINES (compiled: tests/engine/test_fast_path.py)
+# engine/config.py ENGINES (compiled: tests/engine/runtime/test_fast_path.py)
+ENGINES = ["eager", "fast"]
 # 2 chi-square tests per verifier and engine path, Bonferroni
 ALPHA = FAMILY_ALPHA / (2 * len(STOCHASTIC) * len(ENGINES))
 WARP = Warp(temperature=1.0, top_p=0.9)

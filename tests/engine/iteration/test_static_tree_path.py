@@ -4,7 +4,8 @@ beam tree (engine/drafters/beam/plan.py), Sequoia's (engine/drafters/sequoia/pla
 (engine/drafters/ddtree/plan.py). The same trees, node for node, as their Python builders
 (engine/drafters/), the same tokens as autoregressive decoding, one host read per iteration,
 and on `engine: graphs` the growth below the root replayed as one graph. DynaTree's step:
-tests/engine/test_dynatree_step.py; DDTree's selection: tests/engine/test_ddtree_step.py."""
+tests/engine/iteration/test_dynatree_static_path.py; DDTree's selection:
+tests/engine/drafters/test_ddtree_plan.py."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from engine.decode import generate
 from engine.drafters.fixed_tree import plan as fixed_tree_step
 from engine.iteration import static_tree
 from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
-from tests.engine.test_dynatree_step import counters
+from tests.engine.iteration.test_dynatree_static_path import counters
 
 CASES = [
     ("fixed_tree", {}),  # depth 4, branch 2, budget 32: 2 + 4 + 8 + 16 nodes
