@@ -23,7 +23,7 @@ from engine.iteration import iterate
 from engine.methods import Method, resolve_method
 from engine.runtime.eager import CachedModel
 from engine.sampling import Warp, draft_warp
-from tests.engine.test_methods import SMALL
+from tests.method_cases import SMALL
 
 PROMPTS = ["Hello world, the tiny model", "def f(x):\n    return x + 1\n" * 2]
 NEW = 24

@@ -19,7 +19,9 @@ from tests.engine.drafters.fakes import (
     state,
     tree_paths,
 )
-from tests.engine.drafters.test_properties import FAST, GEN, PARAMS
+from tests.engine.drafters.property_helpers import FAST, PARAMS
+
+GEN = torch.Generator().manual_seed(0)
 
 # ---------------------------------------------------------------- DynaTree (Alg. 1)
 

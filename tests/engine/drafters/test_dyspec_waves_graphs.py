@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from engine.decode import generate
-from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
-from tests.engine.runtime.test_fast_path import COUNTED
+from tests.engine.golden import COUNTED, PROMPTS, reference
 
 
 @pytest.fixture(scope="module")

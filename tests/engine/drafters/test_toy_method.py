@@ -13,8 +13,8 @@ from engine.decode import generate
 from engine.iteration import static_tree
 from engine.methods import resolve_method
 from engine.tree_bounds import check_vocab, max_nodes
-from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
 from tests.engine.drafters.toy import DRAFTER as TOY
+from tests.engine.golden import PROMPTS, reference
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ from bench.host_time import HostReads
 from engine.decode import generate
 from engine.drafters import DRAFTERS
 from engine.iteration import autoregressive as ar_step
-from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
-from tests.engine.iteration.test_chain_path import counters
+from tests.engine.golden import PROMPTS, iteration_counters, reference
 
 
 def test_ar_step_equals_the_tree_path_iteration_for_iteration(tiny_pair, monkeypatch):
@@ -24,7 +23,7 @@ def test_ar_step_equals_the_tree_path_iteration_for_iteration(tiny_pair, monkeyp
             m.setattr(ar_step, "applies", lambda *a: False)
             tree = generate(tiny_pair, ids, "autoregressive", 24, engine="fast")
         assert tuple(fast.tokens) == reference(tiny_pair, prompt, 24) == tuple(tree.tokens)
-        assert counters(fast.stats) == counters(tree.stats)
+        assert iteration_counters(fast.stats) == iteration_counters(tree.stats)
 
 
 def counting_builds(monkeypatch) -> list:

@@ -4,8 +4,6 @@ iteration, and the tree builder's path wherever it does not apply."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from bench.host_time import HostReads
@@ -13,15 +11,7 @@ from engine.decode import generate
 from engine.drafters import DRAFTERS
 from engine.iteration import chain as chain_step
 from engine.methods import resolve_method
-from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
-
-
-def counters(stats) -> list[dict]:
-    """Each iteration's statistics without its timings."""
-    return [
-        {k: v for k, v in dataclasses.asdict(s).items() if not k.endswith("_s")}
-        for s in stats.iterations
-    ]
+from tests.engine.golden import PROMPTS, iteration_counters, reference
 
 
 @pytest.mark.parametrize(
@@ -46,7 +36,7 @@ def test_chain_equals_the_tree_path_iteration_for_iteration(tiny_pair, method, p
             tree = generate(tiny_pair, ids, method, n, params=params, engine="fast")
         assert tuple(chain.tokens) == reference(tiny_pair, prompt, n)
         assert chain.tokens == tree.tokens
-        assert counters(chain.stats) == counters(tree.stats)
+        assert iteration_counters(chain.stats) == iteration_counters(tree.stats)
 
 
 @pytest.mark.parametrize(

@@ -4,19 +4,13 @@ autoregressive decoding, and one host read per iteration."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from bench.host_time import EagerOps, HostReads
 from engine.decode import generate
 from engine.iteration import static_tree
-from tests.engine.drafters.test_greedy_golden import DYNATREE_SMALL as S
-from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
-
-# the Python builder's draft forwards feed only expandable nodes; the static path feeds every
-# level at its full width: those two counters differ, every other one must not
-PADDED = {"draft_forwards", "draft_tokens"}
+from tests.engine.golden import DYNATREE_SMALL as S
+from tests.engine.golden import PROMPTS, counters_except_padded, reference
 
 # the tiny drafts are nearly uniform: thresholds this low grow trees of 3-41 nodes
 CONFIGS = [
@@ -31,14 +25,6 @@ CONFIGS = [
 ]
 
 
-def counters(stats) -> list[dict]:
-    """Each iteration's statistics without its timings and the padded counters."""
-    return [
-        {k: v for k, v in dataclasses.asdict(s).items() if not k.endswith("_s") and k not in PADDED}
-        for s in stats.iterations
-    ]
-
-
 @pytest.mark.parametrize("params", CONFIGS)
 def test_static_growth_equals_the_python_builder(tiny_pair, params, monkeypatch):
     for j, prompt in enumerate(PROMPTS):
@@ -50,7 +36,7 @@ def test_static_growth_equals_the_python_builder(tiny_pair, params, monkeypatch)
             static = generate(tiny_pair, ids, "dynatree", n, params=params, engine="fast")
         assert tuple(static.tokens) == reference(tiny_pair, prompt, n)
         assert static.tokens == python.tokens
-        assert counters(static.stats) == counters(python.stats)
+        assert counters_except_padded(static.stats) == counters_except_padded(python.stats)
 
 
 @pytest.mark.parametrize("params", [CONFIGS[1], CONFIGS[-1]])
@@ -65,7 +51,7 @@ def test_graphed_growth_equals_the_python_builder(llama_pair, params, traced_gra
         python = generate(llama_pair, ids, "dynatree", 40, params=params, engine="fast")
         graphed = generate(llama_pair, ids, "dynatree", 40, params=params, engine="graphs")
         assert graphed.tokens == python.tokens
-        assert counters(graphed.stats) == counters(python.stats)
+        assert counters_except_padded(graphed.stats) == counters_except_padded(python.stats)
 
 
 def test_graphed_growth_launches_a_few_ops_per_iteration(llama_pair):

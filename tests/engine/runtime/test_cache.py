@@ -6,11 +6,7 @@ from engine.draft import DraftModel
 from engine.runtime.eager import CachedModel
 from engine.sampling import Warp
 from engine.tree import make_tree
-
-PROMPT = [10, 200, 33, 47, 5, 90, 91, 17, 250, 3, 64, 65, 120, 7, 44, 46, 181, 2]
-# a bushy tree below the root, with a depth-4 path 1 -> 3 -> 6 -> 9
-PARENTS = [-1, 0, 0, 1, 1, 2, 3, 3, 4, 6, 6, 8, 0]
-TOKENS = [PROMPT[-1], 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22]
+from tests.engine.runtime.cache_helpers import PARENTS, PROMPT, TOKENS
 
 
 def assert_same_cache(a: CachedModel, b: CachedModel):

@@ -16,8 +16,8 @@ from engine.runtime import cached_model
 from engine.runtime.cuda_graphs import GraphedForward
 from engine.runtime.eager import CachedModel
 from engine.runtime.static import StaticCachedModel
-from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
-from tests.engine.runtime.test_fast_path import _tree_then_commit
+from tests.engine.golden import PROMPTS, reference
+from tests.engine.runtime.cache_helpers import tree_then_commit
 
 
 @pytest.mark.parametrize("method", list(DRAFTERS))
@@ -105,10 +105,10 @@ def test_graphs_tree_forward_and_compaction_match_the_dynamic_cache_across_growt
     """The eager reference against the graphs path whose buffer grows mid-way (the graphs of
     the old buffer are dropped and captured again)."""
     model = tiny_pair.target.model
-    want = _tree_then_commit(CachedModel(model))
+    want = tree_then_commit(CachedModel(model))
     lm = StaticCachedModel(model, 4, engine="graphs")
     lm.cache.kv = lm._alloc(4)  # below MIN_CAPACITY: the tree forward grows it
-    got = _tree_then_commit(lm)
+    got = tree_then_commit(lm)
     for x, y in zip(got, want):
         torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-4)
     assert lm.capacity >= 32 and len(lm._graph_call.graphs) >= 1

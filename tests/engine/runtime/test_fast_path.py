@@ -14,9 +14,8 @@ from engine.runtime import cached_model
 from engine.runtime.eager import CachedModel
 from engine.runtime.static import StaticCachedModel, bucket
 from engine.sampling import Warp
-from engine.tree import make_tree
-from tests.engine.drafters.test_greedy_golden import METHODS, PROMPTS, reference
-from tests.engine.runtime.test_cache import PARENTS, PROMPT, TOKENS
+from tests.engine.golden import COUNTED, METHODS, PROMPTS, reference
+from tests.engine.runtime.cache_helpers import PARENTS, PROMPT, TOKENS, tree_then_commit
 
 # every registered method with its defaults, plus the stress variants of the greedy golden test
 CASES = [(m, {}) for m in DRAFTERS] + [(m, p) for m, sets in METHODS.items() for p in sets[1:]]
@@ -32,9 +31,6 @@ def test_fast_path_greedy_equals_autoregressive(tiny_pair, method, params):
         assert tuple(got.tokens) == reference(tiny_pair, prompt, n), (method, params, prompt)
         accepted += sum(s.accepted for s in got.stats.iterations)
     assert method == "autoregressive" or accepted > 0
-
-
-COUNTED = ("tree_size", "accepted", "emitted", "top_match", "tried", "draft_forwards")
 
 
 @pytest.mark.parametrize("method", ["linear", "dynatree", "dyspec", "salf", "ddtree", "fixed_tree"])
@@ -54,24 +50,13 @@ def test_fast_path_iterations_count_as_the_eager_ones(tiny_pair, method):
     assert sum(it["top_match"] for it in stats["fast"]) > 0
 
 
-def _tree_then_commit(lm: CachedModel) -> tuple[torch.Tensor, torch.Tensor]:
-    """Prefill, one tree forward, keep a depth-4 path, one more token: (tree logits, last)."""
-    tree = make_tree(TOKENS, PARENTS)
-    lm.extend(PROMPT[:-1])
-    prefix = lm.committed
-    tree_logits = lm.forward(tree.tokens, tree.position_ids(prefix)[0], tree.visibility(prefix))
-    lm.commit([prefix + i for i in [0, 1, 3, 6, 9]])
-    last = lm.forward(torch.tensor([99]), torch.tensor([lm.length]))
-    return tree_logits, last
-
-
 @pytest.mark.parametrize("capacity", [4, 256])  # 4: the buffer grows mid-generation
 def test_static_cache_tree_forward_and_compaction_match_the_dynamic_cache(tiny_pair, capacity):
     model = tiny_pair.target.model
-    want = _tree_then_commit(CachedModel(model))
+    want = tree_then_commit(CachedModel(model))
     lm = StaticCachedModel(model, capacity)
     lm.cache.kv = lm._alloc(capacity)  # below MIN_CAPACITY, to exercise growth
-    got = _tree_then_commit(lm)
+    got = tree_then_commit(lm)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
     assert lm.committed == len(PROMPT) - 1 + 5 and lm.length == lm.committed + 1

@@ -15,8 +15,8 @@ from engine.models import check_engine, load_pair
 from engine.runtime.lean import LeanLM, lean
 from engine.runtime.static import StaticCachedModel
 from kernels.triton_tree_attention import is_interpreted
-from tests.engine.drafters.test_greedy_golden import PROMPTS, reference
-from tests.engine.runtime.test_fast_path import _tree_then_commit
+from tests.engine.golden import PROMPTS, reference
+from tests.engine.runtime.cache_helpers import tree_then_commit
 
 # the Triton kernels run on CPU tensors only under the interpreter
 KERNELS = ["torch"] + (["triton"] if is_interpreted() or torch.cuda.is_available() else [])
@@ -57,9 +57,9 @@ def llama():
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 def test_tree_forward_and_compaction_give_the_hf_logits(llama, family, kernels):
     model = llama.target.model if family == "llama" else tiny_qwen2()
-    want = _tree_then_commit(StaticCachedModel(model))
+    want = tree_then_commit(StaticCachedModel(model))
     ours = LeanLM(copy.deepcopy(model), kernels)
-    got = _tree_then_commit(StaticCachedModel(ours))
+    got = tree_then_commit(StaticCachedModel(ours))
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
@@ -73,9 +73,9 @@ def test_attention_output_in_sequence_major_order_is_read_right(llama, monkeypat
     def sequence_major(*args, **kwargs):
         return sdpa(*args, **kwargs).transpose(1, 2).contiguous().transpose(1, 2)
 
-    want = _tree_then_commit(StaticCachedModel(llama.target.model))
+    want = tree_then_commit(StaticCachedModel(llama.target.model))
     monkeypatch.setattr(lm.F, "scaled_dot_product_attention", sequence_major)
-    got = _tree_then_commit(StaticCachedModel(LeanLM(copy.deepcopy(llama.target.model), "torch")))
+    got = tree_then_commit(StaticCachedModel(LeanLM(copy.deepcopy(llama.target.model), "torch")))
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 

@@ -3,8 +3,8 @@ its deterministic trees admit, engine/drafters/prompt_lookup.py) the first two t
 the target's exact law; a verifier that takes the looked-up tokens as they are does not.
 
 Same set-up and statistics as tests/engine/verify/test_verifier_e2e.py (the 8-token view of
-the tiny llama pair, chi-square goodness of fit with its power computed), with a prompt that
-repeats itself so that every first iteration drafts a lookup tree.
+the tiny llama pair, chi-square goodness of fit with its power computed: e2e_helpers.py), with a
+prompt that repeats itself so that every first iteration drafts a lookup tree.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from engine.decode import generate
 from engine.sampling import warp
 from engine.tree import SAMPLING_MODES
 from engine.verify import VERIFIERS, Verifier
-from tests.engine.verify.test_verifier_e2e import MIN_POWER, WARP, one_sample, small_pair
+from tests.engine.verify.e2e_helpers import MIN_POWER, WARP, one_sample, small_pair
 
 V = 8
 PROMPT = [256, 1, 2, 3, 1, 2, 3, 1, 2]  # suffix (1, 2) recurs: lookup drafts 3, 1, 2, ...
