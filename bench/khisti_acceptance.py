@@ -7,7 +7,7 @@ P(output in {X_i}), from the exact selection law given the draws); SpecInfer and
 
 Cases: V in {6, 50, 1000} x k in {2, 3, 4, 6} x 2 seeds (24). p is a softmax of Gaussian
 logits at temperature 1/sharp; q = norm(mix p + (1 - mix) noise) with its own logits, as the
-verifier tests build worlds (tests/engine/verifier_mc.py).
+verifier tests build worlds (tests/engine/verify/verifier_mc.py).
 
     python -m bench.khisti_acceptance [--draws 400] [--out khisti_acceptance.json]
 """

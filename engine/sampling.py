@@ -5,7 +5,7 @@ against the distribution the user asked to sample from (speculative sampling, Le
 2023, Sec. 2.3; Chen et al. 2023, Alg. 2). The draft draws with its own warp (`draft_warp`),
 the target's unless a trial sets the draft's temperature / top-p apart (DySpec Sec. 5.1 drafts
 at temperature 0.6 for targets at 0 and 0.6): q is only the proposal distribution, so every
-lossless verifier stays lossless whatever q is (tests/engine/test_verifier_e2e.py checks one
+lossless verifier stays lossless whatever q is (tests/engine/verify/test_verifier_e2e.py checks one
 such case). Temperature 0 means greedy: `warp` returns the one-hot distribution of the argmax,
 for which every lossless verifier reduces to exact-match greedy verification.
 """

@@ -1,9 +1,9 @@
 """Greedy exactness of every method on every engine path, on the device at hand (issue 22):
 the fast path's, the graphs path's and the compiled path's (both CUDA graphs on CUDA) output
 against autoregressive decoding, and per iteration the host reads and the device ops launched
-outside graph replays. The CPU tests (tests/engine/test_fast_path.py,
-tests/engine/test_cuda_graphs.py) check the same on the CPU; this script runs the check where
-the CUDA-only code runs: the static chain step (engine/iteration/chain.py) takes over on CUDA on the
+outside graph replays. The CPU tests (tests/engine/runtime/test_fast_path.py,
+tests/engine/runtime/test_cuda_graphs.py) check the same on the CPU; this script runs the check
+where the CUDA-only code runs: the static chain step (engine/iteration/chain.py) takes over on CUDA on the
 fast path too, and the graphs and compiled paths capture CUDA graphs (on `graphs` also one per
 setting of the static greedy trees' growth, engine/iteration/static_tree.py). Needs only torch and transformers (the tiny families are built locally), so the `device` tool's machine runs it:
 
@@ -77,7 +77,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def learned_cases(pair, family: str) -> list[tuple[str, str, dict]]:
     """(label, method, params) of the learned components on `pair`, from toy checkpoints
-    trained now (the tests' toy scales: tests/engine/test_nde.py, test_block_drafter.py)."""
+    trained now (the tests' toy scales: tests/engine/train/test_nde.py, test_block_drafter.py)."""
     points = tuple(
         CurvePoint(c, n, 0.01 * (1 + c / 1000 + n / 64)) for c in (0, 1000) for n in (1, 64)
     )

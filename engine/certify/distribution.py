@@ -25,7 +25,7 @@ experiment, the same for every trial with its verifier, tree sampling and sampli
 
 What it shows: the verifier's wiring through generate() at this setting (warps of draft and
 target, rows of p and q, path and bonus tokens). Subtle bias is the Monte Carlo contract
-suite's job (tests/engine/test_verifier_contract.py, 1e5 samples per verifier).
+suite's job (tests/engine/verify/test_verifier_contract.py, 1e5 samples per verifier).
 """
 
 from __future__ import annotations

@@ -32,10 +32,10 @@ from engine.verify import VERIFIERS
 
 GREEDY_CHECK = "greedy_teacher_forced"
 SAMPLING_CLAIM = "sampling_verifier_claim"
-# verifiers whose emitted tokens tests/engine/test_verifier_contract.py (Monte Carlo, 1e5
-# samples per verifier) and tests/engine/test_verifier_e2e.py (chi-square through generate(),
-# the draft at the target's and at its own temperature) check against the target's law; a
-# test holds this tuple to those files' lists
+# verifiers whose emitted tokens tests/engine/verify/test_verifier_contract.py (Monte Carlo,
+# 1e5 samples per verifier) and tests/engine/verify/test_verifier_e2e.py (chi-square through
+# generate(), the draft at the target's and at its own temperature) check against the target's
+# law; a test holds this tuple to those files' lists
 DISTRIBUTION_TESTED = (
     "nss",
     "naive",
@@ -48,7 +48,9 @@ DISTRIBUTION_TESTED = (
     "bv",
     "traversal",
 )
-DISTRIBUTION_TESTS = "tests/engine/test_verifier_contract.py, tests/engine/test_verifier_e2e.py"
+DISTRIBUTION_TESTS = (
+    "tests/engine/verify/test_verifier_contract.py, tests/engine/verify/test_verifier_e2e.py"
+)
 
 
 @torch.inference_mode()

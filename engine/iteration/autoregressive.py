@@ -8,7 +8,7 @@ device once and the target's forward over it is causal (the fast path's one-toke
 a preallocated row); its argmax, computed inside the forward, is the iteration's one host read. The
 baseline of every speedup, and what bench/gpu.py holds against the bandwidth floor, so its overhead
 per token is what a GPU run sees. Output is token for token the general path's
-(tests/engine/test_fast_path.py, tests/engine/test_ar_step.py).
+(tests/engine/runtime/test_fast_path.py, tests/engine/iteration/test_autoregressive_path.py).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ argmax after each node. So one iteration here is
 with a single host read per iteration (the chain and the target's argmaxes, in one
 `tolist`), made after the target forward, where the accept decision needs it anyway. The
 accepted slots of both caches are already in place (a chain is fed in order), so committing
-them moves nothing. Output is token for token the general path's (tests/engine/test_chain_step.py).
+them moves nothing. Output is token for token the general path's
+(tests/engine/iteration/test_chain_path.py).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ builder multiplies them) are fed, one draft forward, and their top_k children ea
 next pool layer (top_k^2 rows); the tree is the N candidates of the whole pool with the
 highest V_n. Every choice is a stable descending sort (the Python builder's `sorted`: the
 earlier candidate first among ties), so the tree is node for node the Python builder's, in
-BFS order instead of its pool order (tests/engine/test_static_trees.py).
+BFS order instead of its pool order (tests/engine/iteration/test_static_tree_path.py).
 """
 
 from __future__ import annotations

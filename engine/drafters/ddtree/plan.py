@@ -20,7 +20,7 @@ sort breaks ties by depth, then rank tuple. A prefix's parent has a larger or eq
 smaller depth, so every prefix of the B best has its parent among them and among the kept ones
 of its depth: the tree is prefix-closed and the per-depth cut loses none of it. Algorithm 1's
 heap (engine/drafters/ddtree/build.py best_first) orders its entries by the same key, so both pop
-the same B prefixes, node for node (tests/engine/test_ddtree_step.py). Row 0 of every depth
+the same B prefixes, node for node (tests/engine/drafters/test_ddtree_plan.py). Row 0 of every depth
 is the chain node when it is kept (the largest sigma of its depth, the smallest rank tuple),
 which keeps the cache slot its feed wrote.
 """

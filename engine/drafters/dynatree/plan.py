@@ -17,8 +17,8 @@ with tensor ops (Algorithm 1, as in the Python builder):
 Phase 3 (history adaptation) sets d0, tau_h and tau_l on the host before the iteration: d0
 is a setting of the graph (one per value), tau_h and tau_l come in as device scalars. The tree
 is node for node the one the Python builder grows (same nodes, same BFS order), and the output
-is token for token autoregressive decoding (tests/engine/test_dynatree_step.py). Device ops
-an iteration launches outside replays, measured: docs/gpu.md.
+is token for token autoregressive decoding (tests/engine/iteration/test_dynatree_static_path.py).
+Device ops an iteration launches outside replays, measured: docs/gpu.md.
 """
 
 from __future__ import annotations

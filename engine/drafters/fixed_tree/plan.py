@@ -9,7 +9,7 @@ padding, whatever the draft says. Its children are chosen with tensor ops: the l
 candidates' path log-probabilities (float32, as the Python builder computes them), a stable
 descending sort (the Python builder's `sorted`, ties in index order), the first w_(l+1) kept
 in (parent, rank) order. The tree is node for node the Python builder's, and the output
-autoregressive decoding (tests/engine/test_static_trees.py).
+autoregressive decoding (tests/engine/iteration/test_static_tree_path.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ k-th child of a node is its draft's k-th most probable token, dropped with its s
 that probability is 0 (a support exhausted). Here each depth's nodes with children are fed in
 one draft forward and the next depth's tokens are gathered from its top-k at index tensors
 made once per shape: the tree is node for node the Python builder's
-(tests/engine/test_static_trees.py).
+(tests/engine/iteration/test_static_tree_path.py).
 """
 
 from __future__ import annotations

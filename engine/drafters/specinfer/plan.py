@@ -6,7 +6,8 @@ At temperature 0 SpecInfer's tree (engine/drafters/specinfer/build.py, Miao et a
 gives every node at depth i - 1 its k_i most probable draft tokens: level i has
 k_1 * .. * k_i nodes whatever the draft says, so each level's children are a slice of the
 draft's top-k_i, in (parent, rank) order, with no selection at all. The tree is node for node
-the Python builder's and the output autoregressive decoding (tests/engine/test_static_trees.py).
+the Python builder's and the output autoregressive decoding
+(tests/engine/iteration/test_static_tree_path.py).
 """
 
 from __future__ import annotations
