@@ -11,16 +11,16 @@ import pytest
 from bench.host_time import HostReads
 from engine.decode import generate
 from engine.drafters import DRAFTERS
-from engine.iteration import autoregressive as ar_step
+from engine.iteration import autoregressive
 from tests.engine.golden import PROMPTS, iteration_counters, reference
 
 
-def test_ar_step_equals_the_tree_path_iteration_for_iteration(tiny_pair, monkeypatch):
+def test_autoregressive_path_equals_the_tree_path_iteration_for_iteration(tiny_pair, monkeypatch):
     for prompt in PROMPTS:
         ids = tiny_pair.target.tokenizer.encode(prompt)
         fast = generate(tiny_pair, ids, "autoregressive", 24, engine="fast")
         with monkeypatch.context() as m:
-            m.setattr(ar_step, "applies", lambda *a: False)
+            m.setattr(autoregressive, "applies", lambda *a: False)
             tree = generate(tiny_pair, ids, "autoregressive", 24, engine="fast")
         assert tuple(fast.tokens) == reference(tiny_pair, prompt, 24) == tuple(tree.tokens)
         assert iteration_counters(fast.stats) == iteration_counters(tree.stats)
@@ -49,7 +49,7 @@ def test_one_host_read_and_no_tree_per_iteration(llama_pair, monkeypatch):
 
 
 @pytest.mark.parametrize("engine,temperature", [("eager", 0.0), ("fast", 1.0)])
-def test_the_general_path_runs_where_ar_step_does_not_apply(
+def test_the_general_path_runs_where_the_autoregressive_path_does_not_apply(
     llama_pair, monkeypatch, engine, temperature
 ):
     calls = counting_builds(monkeypatch)

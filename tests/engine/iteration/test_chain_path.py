@@ -9,7 +9,7 @@ import pytest
 from bench.host_time import HostReads
 from engine.decode import generate
 from engine.drafters import DRAFTERS
-from engine.iteration import chain as chain_step
+from engine.iteration import chain as chain_path
 from engine.methods import resolve_method
 from tests.engine.golden import PROMPTS, iteration_counters, reference
 
@@ -32,7 +32,7 @@ def test_chain_equals_the_tree_path_iteration_for_iteration(tiny_pair, method, p
         ids = tiny_pair.target.tokenizer.encode(prompt)
         chain = generate(tiny_pair, ids, method, n, params=params, engine="fast")
         with monkeypatch.context() as m:
-            m.setattr(chain_step, "applies", lambda *a: False)
+            m.setattr(chain_path, "applies", lambda *a: False)
             tree = generate(tiny_pair, ids, method, n, params=params, engine="fast")
         assert tuple(chain.tokens) == reference(tiny_pair, prompt, n)
         assert chain.tokens == tree.tokens
@@ -79,7 +79,7 @@ def test_the_tree_path_runs_where_the_chain_does_not_apply(
     def fail(*a, **kw):
         raise AssertionError("the chain iteration ran")
 
-    monkeypatch.setattr(chain_step, "run", fail)
+    monkeypatch.setattr(chain_path, "run", fail)
     ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
     generate(
         llama_pair,
