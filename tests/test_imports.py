@@ -18,8 +18,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("kernels", "engine", "db", "orchestrator", "bench")
 
@@ -272,13 +270,6 @@ def test_imports_inside_functions_only_keep_heavy_libraries_out_of_start_up():
             if not said or not named <= HEAVY or not named & libs:
                 bad.append(f"{m}:{i.line}: {i.comment.splitlines()[0]} (brings {sorted(libs)})")
     assert bad == []
-
-
-@pytest.mark.parametrize("package", ["engine", "orchestrator"])
-def test_count_of_imports_inside_functions(package):
-    """Reported, not limited: the closing notes quote it."""
-    inner = [i for m, imps in IMPORTS.items() if m.startswith(package) for i in imps if i.inner]
-    print(f"{package}: {len(inner)} imports inside functions")
 
 
 def test_orchestrator_is_packages_by_role():

@@ -32,7 +32,6 @@ import torch
 
 from engine.config import PADDED, ConfigError
 from engine.drafters.ddtree.block import BlockDrafter, cached_drafter, target_parts
-from engine.drafters.ddtree.build import block_checkpoint
 from engine.runtime.cuda_graphs import GraphedForward, OneOwner
 from engine.runtime.static import GRAPH_MAX, MIN_CAPACITY, bucket
 from engine.sampling import warp
@@ -171,10 +170,9 @@ def attach(cfg, pair, target, draft, engine: str) -> BlockContext | None:
     on the target's hidden states of the committed context (DDTree Sec. 3): the prefill's,
     then each iteration's root and accepted nodes' rows of the verification forward, which
     runs anyway."""
-    name = block_checkpoint(cfg)
-    if name is None:
+    if cfg.drafter != "block":
         return None
     model = pair.target.model
-    features = block_context(cached_drafter(name, model), model, engine)
+    features = block_context(cached_drafter(cfg.checkpoint, model), model, engine)
     target.hidden_layers = features.layers
     return features

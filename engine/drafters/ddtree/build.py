@@ -103,11 +103,6 @@ def block_drafter(cfg: DDTreeConfig, draft: TreeBuilder, state: DecodeState):
     return state.attached
 
 
-def block_checkpoint(cfg) -> str | None:
-    """The block-drafter checkpoint a method config uses (None: none), for the decode loop."""
-    return cfg.checkpoint if getattr(cfg, "drafter", None) == "block" else None
-
-
 def best_first(logq: list[list[float]], budget: int) -> list[tuple[int, int]]:
     """Algorithm 1 on log q_i^(k) (logq[i][k], ranks 0-based and sorted descending per depth).
 
