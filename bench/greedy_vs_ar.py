@@ -1,8 +1,8 @@
 """Does every greedy trial of a sweep emit exactly the autoregressive trial's tokens?
 
 For each done trial at temperature 0, find the done autoregressive trial of the same sweep
-with the same settings (KEY: the baseline's SETTINGS, orchestrator/results/settings.py, but on
-any engine path and top-p, and per draft dtype and repeat), and compare the output tokens
+with the same settings (KEY: the baseline's SETTINGS, orchestrator/results/settings.py, the
+machine included, but on any engine path and top-p, and per draft dtype and repeat), and compare the output tokens
 prompt by prompt (results.per_prompt[*].tokens). DESIGN.md's contract: greedy
 speculative decoding reproduces the target's own greedy output token for token. This is the
 cross-trial check beside each trial's own certificate (engine/certify/teacher_forced.py, a teacher-forced
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from orchestrator.records import TrialConfig
-from orchestrator.results import SETTINGS, settings_key
+from orchestrator.results import SETTINGS, machine, settings_key
 from orchestrator.store import Store
 
 # The settings a greedy trial shares with its autoregressive trial: the baseline's SETTINGS, at
@@ -29,8 +29,8 @@ KEY = (
 )
 
 
-def _key(c: TrialConfig) -> str:
-    return settings_key(c.to_dict(), KEY)
+def _key(c: TrialConfig, device_name: str | None, host: str | None) -> str:
+    return settings_key({**c.to_dict(), "machine": machine(c.device, device_name, host)}, KEY)
 
 
 def compare(store: Store, sweep: str) -> list[dict]:
@@ -43,21 +43,22 @@ def compare(store: Store, sweep: str) -> list[dict]:
     with store.Session() as s:
         members = select(SweepTrial.trial_id).join(Sweep).where(Sweep.name == sweep)
         rows = s.execute(
-            select(Trial.id, Trial.config, Result.per_prompt)
+            select(Trial.id, Trial.config, Trial.device_name, Trial.worker_host, Result.per_prompt)
             .join(Result, Result.trial_id == Trial.id)
             .where(Trial.id.in_(members))
         ).all()
-    done = [(i, TrialConfig.from_dict(c), pp) for i, c, pp in rows]
+    done = [(i, TrialConfig.from_dict(c), _key(TrialConfig.from_dict(c), d, h), pp)
+            for i, c, d, h, pp in rows]  # fmt: skip
     ar = {
-        _key(c): [p["tokens"] for p in pp]
-        for _, c, pp in done
+        k: [p["tokens"] for p in pp]
+        for _, c, k, pp in done
         if c.method == "autoregressive" and c.temperature == 0
     }
     out = []
-    for i, c, pp in sorted(done, key=lambda r: r[0]):
+    for i, c, k, pp in sorted(done, key=lambda r: r[0]):
         if c.temperature != 0 or c.method in ("autoregressive", "profile"):
             continue
-        ref = ar.get(_key(c))
+        ref = ar.get(k)
         mine = [p["tokens"] for p in pp]
         diff = (
             None

@@ -36,6 +36,14 @@ def load(
 
     store = Store(db_url, mode="read")
     try:
-        return export_frame(load_frame(store, sweep, details=details, all_sweeps=all_sweeps))
+        df = load_frame(
+            store,
+            sweep,
+            details=details,
+            all_sweeps=all_sweeps,
+            per_prompt=True,
+            certificates=details,
+        )
+        return export_frame(df, details)
     finally:
         store.close()

@@ -25,7 +25,7 @@ from orchestrator.cli.options import (
 from orchestrator.extras import require
 
 
-def _frame(db_url, sweep, all_sweeps, details=False, per_prompt=False):
+def _frame(db_url, sweep, all_sweeps, details=False, per_prompt=False, certificates=None):
     """The frame of the chosen sweep and the line that says which (the caller prints it:
     _say_source)."""
     from orchestrator.results import describe_source, load_frame, resolve_sweep  # lazy: pandas
@@ -35,7 +35,12 @@ def _frame(db_url, sweep, all_sweeps, details=False, per_prompt=False):
     try:
         name = resolve_sweep(store, sweep, all_sweeps)
         df = load_frame(
-            store, name, details=details, all_sweeps=name is None, per_prompt=per_prompt
+            store,
+            name,
+            details=details,
+            all_sweeps=name is None,
+            per_prompt=per_prompt,
+            certificates=certificates,
         )
         return df, describe_source(store, name, bool(sweep), len(df))
     finally:
@@ -185,7 +190,14 @@ def query(
     _check_predict_flags(predict_on, predict_with)
     curves = _curves(db_url, predict_on)
     certs = _mentions_certificate(where, columns)
-    df, source = _frame(db_url, sweep, all_sweeps, details=curves is not None, per_prompt=certs)
+    df, source = _frame(
+        db_url,
+        sweep,
+        all_sweeps,
+        details=curves is not None,
+        per_prompt=True,
+        certificates=certs or curves is not None,
+    )
     _say_source(source, fmt, ready=False)
     if curves is not None:
         df = add_predictions(df, curves, predict_on, predict_with)
@@ -289,8 +301,10 @@ def export(fmt, output, details, where, sweep, all_sweeps, db_url) -> None:
         require("pyarrow", "orch export --format parquet")
     if output:
         check_output_file(output)  # before the database is read
-    df, source = _frame(db_url, sweep, all_sweeps, details=details)
-    df = export_frame(apply_where(df, where))
+    df, source = _frame(
+        db_url, sweep, all_sweeps, details=details, per_prompt=True, certificates=details
+    )
+    df = export_frame(apply_where(df, where), details)
     click.echo(source, err=True)
     write_export(df, fmt, output, sys.stdout)
     if output:

@@ -38,7 +38,7 @@ from orchestrator.results.profiles import (
     save_curves,
 )
 from orchestrator.results.query import compare, query
-from orchestrator.results.settings import BASELINE, SETTINGS, settings_key
+from orchestrator.results.settings import BASELINE, SETTINGS, machine, settings_key
 from orchestrator.results.tables import query_columns, render_compare, render_query, varied_params
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "BEST_BY",
     "PREDICTED",
     "SETTINGS",
+    "machine",
     "PredictWith",
     "QueryError",
     "add_predictions",

@@ -4,10 +4,13 @@ rendering and export in output.py.
 
 One frame row per finished trial: its resolved config flattened (params as `param.<name>`;
 `export_frame` and `orchestrator.load` name them `params.<name>`, as MLflow does), where it
-ran, and every metric column. `speedup` = the trial's throughput over the mean throughput of
-the autoregressive trials with the same settings (settings.py: pair, dataset slice, sampling,
-max_new_tokens, device, dtype and engine; all repeats); NaN where the sweep has no such
-baseline.
+ran (`device_name`, `host`, and `machine`: the device its throughput counts for,
+settings.py machine), and every metric column. `speedup` = the trial's throughput over the
+mean throughput of the autoregressive trials with the same settings on the same machine
+(settings.py: pair, dataset slice, sampling, max_new_tokens, device, dtype, engine, machine;
+all repeats); NaN where there is no such baseline, and `speedup_note` says why (never a ratio
+across machines). With per-prompt data, each config's bootstrap intervals (intervals.py:
+`speedup_lo`, `speedup_hi`, `tau_lo`, `tau_hi`).
 Reports read one sweep: the one named, else the most recently updated (`all_sweeps`: every
 trial in the database).
 """
@@ -23,7 +26,8 @@ from sqlalchemy import func, select
 from db.models import METRIC_COLUMNS, Result, Sweep, SweepTrial, Trial, TrialStatus
 from engine.config import ConfigError
 from orchestrator.records import HASH_DEFAULTS
-from orchestrator.results.settings import BASELINE, settings_keys
+from orchestrator.results.intervals import add_intervals
+from orchestrator.results.settings import BASELINE, SETTINGS, machine, settings_keys
 from orchestrator.store import Store, StoreError
 
 # --best-by whitelist: metric -> True when larger is better
@@ -78,11 +82,13 @@ def load_frame(
     details: bool = False,
     all_sweeps: bool = False,
     per_prompt: bool = False,
+    certificates: bool | None = None,
 ) -> pd.DataFrame:
     """Every finished trial of `sweep` (default: the most recent sweep; `all_sweeps`: every
     sweep) with config, placement and metrics; `details`: per-prompt and per-iteration JSON,
-    `per_prompt`: the per-prompt JSON only; with either, each trial's certificate columns
-    `lossless` and `ar_equal` (orchestrator/results/certificates.py)."""
+    `per_prompt`: the per-prompt JSON only; with either, each config's bootstrap intervals
+    and (unless `certificates` is False) each trial's certificate columns `lossless` and
+    `ar_equal` (orchestrator/results/certificates.py)."""
     sweep = resolve_sweep(store, sweep, all_sweeps)
     cols = [
         Trial.id,
@@ -120,6 +126,8 @@ def load_frame(
             "params": ",".join(f"{k}={v}" for k, v in sorted(params.items())),
             **{f"param.{k}": v for k, v in params.items()},
             **{k: r[k] for k in r.keys() if k not in ("id", "config_hash", "config")},
+            "host": r["worker_host"],
+            "machine": machine(cfg["device"], r["device_name"], r["worker_host"]),
         }
         records.append(rec)
     df = pd.DataFrame.from_records(records)
@@ -128,6 +136,8 @@ def load_frame(
         raise QueryError(f"no finished trials{where} in {store.display_url}")
     df = add_speedup(df)
     if details or per_prompt:
+        df = add_intervals(df)
+    if (details or per_prompt) and certificates is not False:
         from orchestrator.results.certificates import (  # lazy: torch (engine.certify)
             add_certificates,
             load_checks,
@@ -138,12 +148,25 @@ def load_frame(
 
 
 def add_speedup(df: pd.DataFrame) -> pd.DataFrame:
+    """`speedup` (throughput over the mean throughput of the baseline trials with the same
+    settings and machine), `ar_throughput`, and `speedup_note`: empty where there is a
+    baseline, else why not (none with these settings, or none on this machine)."""
     key = settings_keys(df)
     is_base = df["method"] == BASELINE
     base = df.loc[is_base, "throughput"].groupby(key[is_base]).mean()
     out = df.copy()
     out["ar_throughput"] = key.map(base).astype(float)
     out["speedup"] = out["throughput"] / out["ar_throughput"]
+    elsewhere = settings_keys(df, [c for c in SETTINGS if c != "machine"])
+    has_base = set(elsewhere[is_base])
+    out["speedup_note"] = [
+        ""
+        if ok
+        else f"no autoregressive trial on {m}"
+        if k in has_base
+        else "no autoregressive trial with these settings"
+        for ok, k, m in zip(out["ar_throughput"].notna(), elsewhere, out["machine"])
+    ]
     return out
 
 

@@ -15,10 +15,13 @@ from orchestrator.results.frame import QueryError
 from orchestrator.results.values import cell_value
 
 
-def export_frame(df: pd.DataFrame) -> pd.DataFrame:
+def export_frame(df: pd.DataFrame, details: bool = True) -> pd.DataFrame:
     """The rows `orch export` and `orchestrator.load` give: one per finished trial, method
-    parameters as `params.<name>` (MLflow's naming; `params` holds them all as `k=v,...`)."""
-    out = df.drop(columns=["pair"], errors="ignore")
+    parameters as `params.<name>` (MLflow's naming; `params` holds them all as `k=v,...`);
+    without `details`, no per-prompt or per-iteration lists (a frame loaded with per_prompt
+    for its intervals)."""
+    drop = ["pair"] if details else ["pair", "per_prompt", "per_iteration"]
+    out = df.drop(columns=drop, errors="ignore")
     return out.rename(columns={c: "params." + c[6:] for c in out.columns if c.startswith("param.")})
 
 

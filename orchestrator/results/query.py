@@ -1,6 +1,8 @@
 """`orch query` and `orch compare` over the results frame (frame.py): configs
-ranked by a metric within each group, and each method's best config per pair and setting
-with the spread of its speedup over prompts and its speedup per task."""
+ranked by a metric within each group, and each method's best config per pair, setting and
+machine with its speedup's bootstrap interval (intervals.py), the spread over prompts, its
+rank (ties where intervals overlap the fastest's) and its speedup per task; the methods of
+one setting on several machines side by side (by_machine)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import pandas as pd
 from db.models import METRIC_COLUMNS
 from engine.datasets import task_of
 from orchestrator.results.frame import BEST_BY, PREDICTED, QueryError, apply_where, sampling_label
+from orchestrator.results.intervals import COLUMNS as INTERVALS
+from orchestrator.results.intervals import overlaps
 from orchestrator.results.settings import BASELINE, CONFIG_KEY, SETTINGS, settings_keys
 from orchestrator.results.values import cell_value
 
@@ -43,6 +47,7 @@ def query(
         **{f"{best_by}_std": (best_by, "std")},
         **{m: (m, "mean") for m in metrics},
         **{c: (c, "first") for c in params},
+        **_placement_aggs(df),
         **_certificate_aggs(df),
     ).reset_index()
     out.insert(0, "pair", out["target"] + "/" + out["draft"])
@@ -61,6 +66,21 @@ def query(
     return out.reset_index(drop=True)
 
 
+def _joined(values: pd.Series) -> str:
+    return ", ".join(sorted({str(v) for v in values if v is not None and v == v and v != ""}))
+
+
+def _placement_aggs(df: pd.DataFrame) -> dict:
+    """A config's placement over its repeats (device names and hosts joined, the speedup's
+    note) and its intervals (the same on each of its trials)."""
+    aggs = {
+        "device_name": ("device_name", _joined),
+        "host": ("host", _joined),
+        "speedup_note": ("speedup_note", "first"),
+    }
+    return {**aggs, **{c: (c, "first") for c in INTERVALS if c in df.columns}}
+
+
 def _certificate_aggs(df: pd.DataFrame) -> dict:
     """A config's certificate columns over its repeats: the worst `lossless` word, the
     first repeat's `ar_equal` (orchestrator/results/certificates.py)."""
@@ -73,7 +93,7 @@ def _certificate_aggs(df: pd.DataFrame) -> dict:
 
 def _group_label(df: pd.DataFrame) -> pd.Series:
     """One line naming a row's group for `query`: every SETTINGS field but max_new_tokens
-    (pair, dataset slice, sampling, device and dtype)."""
+    and engine (pair, dataset slice, sampling, device and dtype, machine)."""
 
     def label(r) -> str:
         data = f"{r['dataset']} ({r['prompts']} prompts"
@@ -83,7 +103,7 @@ def _group_label(df: pd.DataFrame) -> pd.Series:
         if cell_value(r["chat"]) is not None:
             data += " chat" if r["chat"] else " plain"
         sampling = sampling_label(r["temperature"], r["top_p"])
-        return f"{r['pair']} · {data} · {sampling} · {r['device']}/{r['dtype']}"
+        return f"{r['pair']} · {data} · {sampling} · {r['device']}/{r['dtype']} · {r['machine']}"
 
     return df.apply(label, axis=1)
 
@@ -92,26 +112,30 @@ def compare(
     df: pd.DataFrame, where: tuple[str, ...] = (), rank_by: str = "speedup"
 ) -> pd.DataFrame:
     """Each method's best config (by mean `rank_by`: the measured speedup, or
-    "predicted_speedup") per pair and setting: its params, speedup,
-    the spread of that speedup over prompts x repeats (per-prompt speedups against the
-    baseline's mean on the same prompt; over repeats alone when the frame has no per-prompt
-    data), tau and acceptance, and `speedup.<task>` per Spec-Bench task or category (pooled
-    tokens / time over that task's prompts, over the baseline's) where the dataset has
-    several. With a `predicted_speedup` column (orchestrator/results/profiles.py predict_frame), its
-    mean per config comes beside the measured one."""
+    "predicted_speedup") per pair, setting and machine: its params, speedup with its
+    bootstrap interval (`speedup_lo`, `speedup_hi`; intervals.py), the spread of that speedup
+    over prompts x repeats (per-prompt speedups against the baseline's mean on the same prompt;
+    over repeats alone when the frame has no per-prompt data), tau with its interval and
+    acceptance, `rank` within its setting and machine by speedup and `tied` (its interval
+    overlaps the fastest method's, so the data cannot tell them apart), and `speedup.<task>`
+    per Spec-Bench task or category (pooled tokens / time over that task's prompts, over the
+    baseline's) where the dataset has several. A setting whose machine has no autoregressive
+    trial keeps its methods, by throughput, with an empty speedup and `speedup_note` saying
+    why. With a `predicted_speedup` column (orchestrator/results/profiles.py predict_frame),
+    its mean per config comes beside the measured one."""
     predicted = "predicted_speedup" in df.columns
     df = apply_where(df, where)
-    df = df[df[rank_by].notna()]  # a prediction needs no measured baseline
-    if df.empty and rank_by == "speedup":
-        raise QueryError(
-            "no trial has an autoregressive baseline with the same pair, dataset, "
-            "sampling and max_new_tokens; add `- name: autoregressive` to the sweep"
-        )
+    if rank_by != "speedup":
+        df = df[df[rank_by].notna()]  # a prediction needs no measured baseline
     if df.empty:
         raise QueryError(
             "the device has no curves for these trials' models at their engine and dtype "
             "(see --predict-engine and --predict-dtype)"
+            if rank_by != "speedup"
+            else "no finished trials match the --where filters"
         )
+    if rank_by == "speedup" and df["speedup"].isna().all():
+        raise QueryError(_no_baseline(df))
     df = df.assign(_config=settings_keys(df, CONFIG_KEY), _skey=settings_keys(df))
     g = (
         df.groupby(list(CONFIG_KEY), dropna=False, sort=False)
@@ -127,26 +151,31 @@ def compare(
             acceptance_rate=("acceptance_rate", "mean"),
             repeats=("speedup", "size"),
             _config=("_config", "first"),
+            _skey=("_skey", "first"),
             **({"predicted_speedup": ("predicted_speedup", "mean")} if predicted else {}),
+            **_placement_aggs(df),
             **_certificate_aggs(df),
         )
         .reset_index()
     )
     g["pair"] = g["target"] + "/" + g["draft"]
     best = (
-        g.sort_values(rank_by, ascending=False, kind="stable")
+        g.sort_values([rank_by, "throughput"], ascending=False, kind="stable", na_position="last")
         .groupby([*SETTINGS, "method"], dropna=False, sort=False)
         .head(1)
     )
     order = {m: i for i, m in enumerate(dict.fromkeys([BASELINE, *df["method"]]))}
     best = best.assign(_o=best["method"].map(order)).sort_values(["_o", "pair"], kind="stable")
-    best = best.reset_index(drop=True)
+    best = _ranks(best.reset_index(drop=True), rank_by)
     categories: list[str] = []
     if "per_prompt" in df.columns:
         pf = prompt_frame(df)
         if not pf.empty:
             best, categories = _prompt_spread(best, pf)
     best["spread_over"] = "prompts x repeats" if "per_prompt" in df.columns else "repeats"
+    for c in INTERVALS:
+        if c not in best.columns:
+            best[c] = math.nan
     cols = [
         "method",
         "pair",
@@ -155,9 +184,18 @@ def compare(
         "temperature",
         "top_p",
         "max_new_tokens",
+        "prompts",
+        "prompt_tokens",
+        "chat",
         "device",
+        "dtype",
         "engine",
+        "machine",
         "speedup",
+        "speedup_lo",
+        "speedup_hi",
+        "rank",
+        "tied",
         "speedup_std",
         "speedup_min",
         "speedup_max",
@@ -166,9 +204,14 @@ def compare(
         "throughput",
         "ar_throughput",
         "tokens_per_iteration",
+        "tau_lo",
+        "tau_hi",
         "acceptance_rate",
         "params",
         "repeats",
+        "speedup_note",
+        "device_name",
+        "host",
         *(["predicted_speedup"] if predicted else []),
         *[c for c in ("lossless", "ar_equal") if c in best.columns],
         *[f"speedup.{c}" for c in categories],
@@ -176,9 +219,85 @@ def compare(
     return best[cols]
 
 
+def _no_baseline(df: pd.DataFrame) -> str:
+    """Why no trial has a speedup: no autoregressive trial at all, or none on their machines."""
+    notes = sorted({n for n in df["speedup_note"] if n})
+    machines = ", ".join(sorted(set(df["machine"])))
+    if any(n.startswith("no autoregressive trial on ") for n in notes):
+        return (
+            f"no autoregressive trial with the same settings ran on {machines}; a speedup "
+            "is never taken across machines: run `- name: autoregressive` there too"
+        )
+    return (
+        "no trial has an autoregressive baseline with the same pair, dataset, sampling and "
+        "max_new_tokens; add `- name: autoregressive` to the sweep"
+    )
+
+
+def _ranks(best: pd.DataFrame, rank_by: str) -> pd.DataFrame:
+    """`rank` (1 = the fastest by `rank_by` within each setting and machine; by throughput
+    where the machine has no baseline) and `tied`: not the fastest, but its speedup interval
+    overlaps the fastest's, so the data cannot tell the two apart."""
+    best = best.assign(rank=math.nan, tied=False)
+    for _, block in best.groupby("_skey", sort=False):
+        by = rank_by if block[rank_by].notna().any() else "throughput"
+        best.loc[block.index, "rank"] = block[by].rank(ascending=False, method="first")
+        if by != "speedup" or "speedup_lo" not in block.columns:
+            continue
+        w = best.loc[block.index[best.loc[block.index, "rank"] == 1][0]]
+        for i in block.index[best.loc[block.index, "rank"] > 1]:
+            r = best.loc[i]
+            best.at[i, "tied"] = overlaps(
+                r["speedup_lo"], r["speedup_hi"], w["speedup_lo"], w["speedup_hi"]
+            )
+    return best
+
+
+SIDE_BY_SIDE = {"speedup": "speedup", "lo": "speedup_lo", "hi": "speedup_hi", "rank": "rank",
+                "tied": "tied"}  # fmt: skip
+
+
+def by_machine(best: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """For each setting (pair, dataset slice, sampling, new tokens, engine; any device kind
+    and dtype) measured on more than one machine: its label and one row per method with, per
+    machine, `speedup@<machine>` (its best config's), `lo@`, `hi@`, `rank@` and `tied@`."""
+    other = [c for c in SETTINGS if c not in ("target", "draft", "machine", "device", "dtype")]
+    out = []
+    for key, block in best.groupby(["pair", *other], dropna=False, sort=False):
+        machines = list(dict.fromkeys(block["machine"]))
+        if len(machines) < 2:
+            continue
+        rows = {}
+        for _, r in block.iterrows():
+            row = rows.setdefault(r["method"], {"method": r["method"]})
+            for name, c in SIDE_BY_SIDE.items():
+                row[f"{name}@{r['machine']}"] = r[c]
+        label = dict(zip(["pair", *other], key))
+        out.append((_setting_label(label), pd.DataFrame(list(rows.values()))))
+    return out
+
+
+def _setting_label(r: dict) -> str:
+    sel = f", {r['category']}" if cell_value(r["category"]) is not None else ""
+    sampling = sampling_label(r["temperature"], r["top_p"])
+    return (
+        f"{r['pair']} · {r['dataset']}{sel} · {sampling} · {r['max_new_tokens']} new tokens"
+        f" · {r['engine']}"
+    )
+
+
 # measured (device-specific) columns of `compare`: profiles.compare_predicted blanks them when
 # the trials ran on another kind of device than the predicted one
-MEASURED = ["speedup", "speedup_std", "speedup_min", "speedup_max", "throughput", "ar_throughput"]
+MEASURED = [
+    "speedup",
+    "speedup_lo",
+    "speedup_hi",
+    "speedup_std",
+    "speedup_min",
+    "speedup_max",
+    "throughput",
+    "ar_throughput",
+]
 
 
 @functools.lru_cache(maxsize=None)

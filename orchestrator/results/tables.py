@@ -6,12 +6,14 @@ Both name metrics as Spec-Bench does in their legend: tau (its "mean accepted to
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
 
 from orchestrator.results.frame import BEST_BY, QueryError, frame_column, sampling_label
 from orchestrator.results.output import render
+from orchestrator.results.query import by_machine
 from orchestrator.results.settings import BASELINE
 from orchestrator.results.values import cell_value
 
@@ -77,6 +79,9 @@ def render_query(
     names = {**SHORT, f"{best_by}_std": "±std"}
     for label, block in shown.groupby("group", sort=False):
         lines += ["", label if label != "all" else "all groups"]
+        note = next((n for n in block.get("speedup_note", []) if n), "")
+        if note and block["speedup"].isna().all():
+            lines.append(f"{note}: no speedups (never across machines)")
         table = block[columns].rename(columns=names)
         table = table.assign(
             **{c: table[c].map(_g) for c in table.columns if table[c].dtype.kind == "f"}
@@ -125,28 +130,28 @@ def _fit(text: str, width: int) -> str:
 def render_compare(
     best: pd.DataFrame, varied: dict[str, list[str]] | None = None, width: int = 100
 ) -> str:
-    """Spec-Bench style text: per pair and setting, one row per method (its winning config's
-    speedup with spread, tau, acceptance, tok/s, certificate and params), then speedup per
-    task."""
+    """Spec-Bench style text: per pair, setting and machine, one row per method (its winning
+    config's speedup with its 95% interval, rank (`=1`: tied with the fastest, the intervals
+    overlap), spread, tau with its interval, acceptance, tok/s, certificate and params), then
+    speedup per task; last, each setting measured on several machines side by side."""
     over = best["spread_over"].iloc[0] if len(best) else "repeats"
     by = "mean speedup"
     if "predicted_speedup" in best.columns and len(best) and best["speedup"].isna().all():
         by = "predicted speedup"  # profiles.compare_predicted on another kind of device
     lines = [
-        f"each method's best config by {by} (tok/s over autoregressive, same settings)",
-        f"±, min-max: the spread of its speedup over {over}",
-        "tau = tokens_per_iteration (Spec-Bench's mean accepted tokens)",
+        f"each method's best config by {by} (tok/s over autoregressive: same settings and machine)",
+        "95% CI: paired bootstrap over prompts and repeats (docs/report.md); rank =1: tied, its",
+        "CI overlaps the fastest's; tau = tokens_per_iteration (Spec-Bench's mean accepted tokens)",
+        f"json/csv also give the spread of each speedup over {over} (speedup_std, _min, _max)",
     ]
     setting = ["pair", "dataset", "category", "temperature", "top_p", "max_new_tokens", "device"]
     cats = [c for c in best.columns if c.startswith("speedup.")]
-    for key, block in best.groupby(setting, dropna=False, sort=False):
-        pair, dataset, category, t, top_p, mnt, device = key
+    for key, block in best.groupby([*setting, "machine"], dropna=False, sort=False):
+        pair, dataset, category, t, top_p, mnt, device, machine = key
         sel = f", {category}" if cell_value(category) is not None else ""
-        lines += [
-            "",
-            f"{pair} · {dataset}{sel} · {sampling_label(t, top_p)} · {mnt} new tokens · {device}",
-        ]
-        measured = block["speedup"].notna()
+        head = f"{pair} · {dataset}{sel} · {sampling_label(t, top_p)} · {mnt} new tokens · {device}"
+        lines += ["", _fit(f"{head} · {machine}", width), _fit(_verdict(block), width)]
+        block = block.sort_values("rank", kind="stable") if block["rank"].notna().any() else block
         block = block.assign(
             acceptance_rate=block["acceptance_rate"].where(block["method"] != BASELINE)
         )
@@ -154,12 +159,10 @@ def render_compare(
             {
                 "method": block["method"],
                 "speedup": block.apply(_speedup_cell, axis=1),
-                "±": block["speedup_std"].map(lambda v: "-" if pd.isna(v) else f"{v:.2f}"),
-                "min-max": [
-                    f"{lo:.2f}-{hi:.2f}" if ok else "-"
-                    for lo, hi, ok in zip(block["speedup_min"], block["speedup_max"], measured)
-                ],
+                "95% CI": [_ci(lo, hi) for lo, hi in zip(block["speedup_lo"], block["speedup_hi"])],
+                "rank": [_rank(r, t) for r, t in zip(block["rank"], block["tied"])],
                 "tau": block["tokens_per_iteration"].map(_num),
+                "tau CI": [_ci(lo, hi) for lo, hi in zip(block["tau_lo"], block["tau_hi"])],
                 "accept": block["acceptance_rate"].map(_num),
                 "tok/s": block["throughput"].map(lambda v: _num(v, ".1f")),
                 **({"lossless": block["lossless"]} if "lossless" in block.columns else {}),
@@ -178,7 +181,50 @@ def render_compare(
             )
             per = per.assign(**{c: per[c].map(_x) for c in per.columns if c != "method"})
             lines.append(_fit(render(per, "table"), width))
+    for label, side in by_machine(best):
+        lines += ["", _fit(f"side by side: {label}", width), _fit(_render_machines(side), width)]
     return "\n".join(lines)
+
+
+def _verdict(block: pd.DataFrame) -> str:
+    """One line: the fastest method and those the intervals cannot tell from it, or why the
+    block has no speedups."""
+    if block["speedup"].isna().all():
+        note = next((n for n in block["speedup_note"] if n), "no autoregressive trial")
+        return f"{note}: no speedups (never across machines); ranked by tok/s"
+    first = block[block["rank"] == 1].iloc[0]
+    tied = list(block.loc[block["tied"].astype(bool), "method"])
+    if math.isnan(first["speedup_lo"]):
+        return f"fastest: {first['method']} (no interval: no per-prompt timings)"
+    if tied:
+        return f"fastest: {first['method']}, tied with {', '.join(tied)} (95% CIs overlap)"
+    return f"fastest: {first['method']} (no other 95% CI overlaps its)"
+
+
+def _render_machines(side: pd.DataFrame) -> str:
+    """by_machine's table: per method, each machine's speedup [CI] and rank."""
+    machines = [c.removeprefix("speedup@") for c in side.columns if c.startswith("speedup@")]
+    table = pd.DataFrame({"method": side["method"]})
+    for m in machines:
+        table[m] = [
+            "-" if pd.isna(v) else f"{v:.2f}x ({_ci(lo, hi)}) #{_rank(r, t, tie='1 tie')}"
+            for v, lo, hi, r, t in zip(
+                side[f"speedup@{m}"], side[f"lo@{m}"], side[f"hi@{m}"], side[f"rank@{m}"],
+                side[f"tied@{m}"],
+            )
+        ]  # fmt: skip
+    return render(table, "table")
+
+
+def _ci(lo: Any, hi: Any) -> str:
+    return "-" if pd.isna(lo) or pd.isna(hi) else f"{lo:.2f}-{hi:.2f}"
+
+
+def _rank(rank: Any, tied: Any, tie: str = "=1") -> str:
+    """A method's rank: its place by speedup, `tie` where its interval overlaps the first's."""
+    if pd.isna(rank):
+        return "-"
+    return tie if bool(tied) else f"{int(rank)}"
 
 
 def _g(v: Any) -> str:

@@ -36,6 +36,7 @@ SETTING_LABELS = (
     ("dtype", "dtype"),
     ("draft_dtype", "draft dtype"),
     ("engine", "engine"),
+    ("machine", "machine"),
 )
 SETTING_COLS = [c for c, _ in SETTING_LABELS]
 LABELS = dict(SETTING_LABELS)

@@ -208,8 +208,11 @@ def test_compare_names_the_winner_with_spread_tau_and_tasks(two_sweeps):
     lines = table.splitlines()
     assert lines[0].startswith("sweep 'new'") and all(len(x) <= 100 for x in lines[1:])
     row = next(x for x in lines if x.startswith("linear") and "k=4" in x).split()
-    assert row[:5] == ["linear", "1.50x", "0.53", "1.25-2.00", "2.20"]
-    assert row[-1] == "k=4,verifier=greedy"
+    # two prompts: a bootstrap replicate is prompt 1 twice (p = 1/4), both (1/2) or prompt 2
+    # twice (1/4), so the 2.5% and 97.5% quantiles are the per-prompt speedups themselves
+    assert (win["speedup_lo"], win["speedup_hi"]) == pytest.approx((1.25, 2.0))
+    assert row[:5] == ["linear", "1.50x", "1.25-2.00", "1", "2.20"]
+    assert row[-3:] == ["k=4", "(+1", "fixed)"]  # the varied parameter within 100 columns
     head = next(x for x in lines if x.startswith("method") and "mt_bench" in x).split()
     assert head == ["method", "mt_bench", "translation", "overall"]
     assert "2.00x" in next(x for x in lines if x.startswith("linear") and "1.25x" in x)

@@ -179,7 +179,7 @@ def test_predict_uses_each_roles_dtype_and_skips_unprofiled():
     prompt = [{"prompt_tokens": 4}]
     base = {k: None for k in ("dataset", "prompts", "category", "prompt_tokens", "chat")}
     base.update(target="t", draft="d", temperature=0.0, top_p=1.0, max_new_tokens=4)
-    base.update(device="auto", method="linear", per_prompt=prompt, per_iteration=its)
+    base.update(device="auto", machine=CPU, method="linear", per_prompt=prompt, per_iteration=its)
     df = pd.DataFrame(
         [
             {**base, "trial_id": 1, "dtype": "fp32", "draft_dtype": "bf16", "engine": "eager"},

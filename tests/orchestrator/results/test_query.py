@@ -92,6 +92,10 @@ def test_query_best_by_groups_repeats_and_filters(filled):
 
 def test_compare_speedup_against_autoregressive(filled):
     rows = json.loads(_run("compare", "--db", filled, "--format", "json"))
+    alone = [r for r in rows if r["max_new_tokens"] == 16]  # no baseline at 16 tokens
+    assert [(r["method"], r["speedup"], r["rank"]) for r in alone] == [("linear", None, 1.0)]
+    assert alone[0]["speedup_note"] == "no autoregressive trial with these settings"
+    rows = [r for r in rows if r["max_new_tokens"] == 8]
     got = {(r["method"], r["pair"]): (r["speedup"], r["params"]) for r in rows}
     assert got[("autoregressive", "tiny-llama/tiny-llama-draft")][0] == 1.0
     assert got[("linear", "tiny-llama/tiny-llama-draft")] == (2.0, "k=4,verifier=greedy")
