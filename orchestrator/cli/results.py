@@ -338,16 +338,30 @@ def plot(out_dir, where, sweep, all_sweeps, db_url) -> None:
     "out_dir",
     default=None,
     metavar="DIR",
-    help="folder for report.md, report.html and img/*.png (default: report-<sweep>/)",
+    help="folder for report.md, report.html and img/*.png (default: report-<sweep>/); with "
+    "--claims, for claims.md (default: report-claims/)",
+)
+@click.option(
+    "--claims",
+    "claims_file",
+    default=None,
+    metavar="FILE",
+    help="instead of one sweep: the claims table of a claims file (examples/claims.yaml), each "
+    "claim decided from its sweep's trials",
 )
 @predict_options("the predictions on each profiled GPU: ")
 @db_option
-def report(sweep, out_dir, predict_with, db_url) -> None:
+def report(sweep, out_dir, claims_file, predict_with, db_url) -> None:
     """A paper-style report of one sweep (default: the most recent) from the database alone:
     Markdown and HTML with PNG figures: the sweep file's paper reference and scale, every
-    config's speedup, tokens per iteration, the papers' acceptance definitions, certificate and
-    device, the tables and figures the sweep's grid calls for, and the cost model's predicted
-    speedups on every profiled GPU (docs/report.md)."""
+    config's speedup and tokens per iteration with their 95% intervals, the papers'
+    acceptance definitions, certificate and machine, the tables and figures the sweep's grid
+    calls for, and the cost model's predicted speedups on every profiled GPU
+    (docs/report.md). With --claims FILE: the papers' claims table (claims.md), each claim's
+    verdict, numbers, machines and trials."""
+    if claims_file is not None:
+        _claims_report(claims_file, sweep, out_dir, db_url)
+        return
     require("matplotlib", "orch report")  # before anything is read or written
     from orchestrator.results import check_output_dir, resolve_sweep  # lazy: pandas
     from orchestrator.results.paper import write_report  # lazy: matplotlib, torch
@@ -363,3 +377,30 @@ def report(sweep, out_dir, predict_with, db_url) -> None:
         store.close()
     click.echo(f"sweep {name!r}: wrote {len(written) - 2} figures and report.md, report.html")
     click.echo(f"to {out_dir}/")
+
+
+def _claims_report(claims_file, sweep, out_dir, db_url) -> None:
+    """`orch report --claims FILE`: the claims file checked, then every claim decided from the
+    database, then DIR/claims.md written."""
+    from pathlib import Path
+
+    from orchestrator.results import QueryError, check_output_dir  # lazy: pandas
+    from orchestrator.results.claims import claims_report, load_claims, render_claims
+    from orchestrator.store import Store  # lazy: SQLAlchemy
+
+    if sweep:
+        raise click.UsageError("--claims reads the sweeps its claims name: give no SWEEP")
+    claims = load_claims(claims_file)
+    out = Path(out_dir or "report-claims")
+    check_output_dir(out, "the claims table")
+    store = Store(db_url, mode="read")
+    try:
+        text = render_claims(claims_report(store, claims))
+    finally:
+        store.close()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "claims.md").write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise QueryError(f"cannot write {out / 'claims.md'}: {e.strerror or e}") from None
+    click.echo(f"{len(claims)} claims: wrote {out / 'claims.md'}")

@@ -15,7 +15,7 @@ from engine.drafters import DRAFTERS
 from orchestrator.results.paper.cells import val, vkey
 from orchestrator.results.paper.configs import varied_params
 from orchestrator.results.paper.doc import Block
-from orchestrator.results.paper.figures import budget_param, drawing, groups
+from orchestrator.results.paper.figures import best_line, budget_param, drawing, groups
 from orchestrator.results.settings import BASELINE
 
 # plotted elsewhere: the depth x branch figure's axes (DynaTree's, under both their names)
@@ -58,7 +58,8 @@ def axes(cf: pd.DataFrame) -> tuple[list[Block], list[tuple[str, Any]]]:
         (
             "p",
             "For each numeric parameter a method varies (and no section above plots): the "
-            "best config over its other parameters at each value, one line per setting.",
+            "best config over its other parameters at each value, one line per setting, with "
+            "its 95% bootstrap interval.",
         ),
     ]
     figs = []
@@ -69,8 +70,7 @@ def axes(cf: pd.DataFrame) -> tuple[list[Block], list[tuple[str, Any]]]:
         fig, axs = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
         for ax, metric in zip(axs[0], panels):
             for label, g in groups(m, []):
-                best = g.groupby("_x")[metric].max().sort_index()
-                ax.plot(best.index, best.values, marker="o", label=label or method)
+                best_line(ax, g, "_x", metric, label or method)
             xs = sorted(set(m["_x"]), key=vkey)
             ax.set_xticks(xs, [val(x) for x in xs])
             ax.set_xlabel(name)

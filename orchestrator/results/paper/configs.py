@@ -5,6 +5,7 @@ config per setting, every config)."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from typing import Any
 
@@ -12,6 +13,8 @@ import pandas as pd
 
 from engine.certify.teacher_forced import GREEDY_CHECK, trial_certificate
 from engine.metrics import ACCEPTANCE_DEFINITIONS, acceptance_definitions
+from orchestrator.results.intervals import COLUMNS as INTERVALS
+from orchestrator.results.intervals import overlaps
 from orchestrator.results.paper.cells import num, params_cell, setting_val, val, vkey
 from orchestrator.results.paper.doc import Block, table
 from orchestrator.results.settings import BASELINE
@@ -80,6 +83,8 @@ def configs(df: pd.DataFrame, order: dict[str, int]) -> pd.DataFrame:
                 "params_text": first["params"],
                 "n": len(trials),
                 "speedup": _mean(speedups),
+                **{c: json_value(first.get(c)) for c in INTERVALS},
+                "speedup_note": first.get("speedup_note") or "",
                 "speedup_std": statistics.stdev(speedups)
                 if len(trials) > 1 and None not in speedups
                 else None,
@@ -195,12 +200,16 @@ def main_tables(cf: pd.DataFrame) -> list[Block]:
     ]
     notes = [
         "speedup: tokens/s over the mean tokens/s of the autoregressive trials with the same "
-        "pair, dataset slice, sampling, new tokens, device and dtype (mean over repeats; "
-        "below 1 is slower than autoregressive decoding).",
+        "pair, dataset slice, sampling, new tokens, device, dtype and engine on the same "
+        "machine (mean over repeats; below 1 is slower than autoregressive decoding; never a "
+        "ratio across machines).",
+        "95% CI: the paired bootstrap interval over prompts and repeats "
+        "(orchestrator/results/intervals.py), of the speedup and of tokens/iter.",
         "tokens/iter: tokens per target forward, the block efficiency (Spec-Bench's tau).",
     ] + [f"{k}: {ACCEPTANCE_DEFINITIONS[k]}." for k in ACCEPTANCE]
-    cols = ["method", "params", *[LABELS[c] for c in shown], "n", "speedup", "tokens/iter"]
-    cols += [*ACCEPTANCE, "tokens/s", "certificate", "measured on"]
+    cols = ["method", "params", *[LABELS[c] for c in shown], "n", "speedup", "speedup 95% CI"]
+    cols += ["tokens/iter", "tokens/iter 95% CI", *ACCEPTANCE, "tokens/s", "certificate"]
+    cols += ["measured on"]
 
     def row(r) -> tuple[str, ...]:
         base = r["method"] == BASELINE
@@ -211,7 +220,9 @@ def main_tables(cf: pd.DataFrame) -> list[Block]:
             *[setting_val(c, r[c]) for c in shown],
             str(r["n"]),
             num(r["speedup"]),
+            interval_cell(r["speedup_lo"], r["speedup_hi"]),
             num(r["tokens_per_iteration"]),
+            interval_cell(r["tau_lo"], r["tau_hi"]),
             *acc,
             num(r["throughput"], 2),
             r["certificate"],
@@ -227,18 +238,69 @@ def main_tables(cf: pd.DataFrame) -> list[Block]:
             ("h2", "Best config per method"),
             ("p", "Each method's config with the highest mean speedup, per setting."),
             table(cols, [row(r) for _, r in best.iterrows()]),
+            *missing_baselines(cf),
+            *side_by_side(best),
         ]
     else:
         out.append(
             (
                 "p",
-                "No trial has an autoregressive baseline with the same settings: "
-                "speedups are not defined (add `- name: autoregressive`).",
+                "No trial has an autoregressive baseline with the same settings on its machine: "
+                "speedups are not defined (add `- name: autoregressive`; never across machines).",
             )
         )
+        out += missing_baselines(cf)
     out += [
         ("h2", "All configs"),
         *[("p", n) for n in notes],
         table(cols, [row(r) for _, r in cf.iterrows()]),
     ]
+    return out
+
+
+def interval_cell(lo: Any, hi: Any) -> str:
+    lo, hi = json_value(lo), json_value(hi)
+    return "-" if lo is None or hi is None else f"{lo:.3f}-{hi:.3f}"
+
+
+def missing_baselines(cf: pd.DataFrame) -> list[Block]:
+    """A paragraph naming, per reason, how many configs have no speedup (no autoregressive trial
+    with their settings, or none on their machine)."""
+    notes = cf.loc[cf["speedup"].isna(), "speedup_note"]
+    counts = notes[notes != ""].value_counts()
+    if counts.empty:
+        return []
+    parts = [f"{reason}: {n} config{'s' if n > 1 else ''}" for reason, n in sorted(counts.items())]
+    return [("p", "No speedup (never a ratio across machines) where there is " + "; ".join(parts))]
+
+
+def side_by_side(best: pd.DataFrame) -> list[Block]:
+    """Each setting measured on several machines: per method its best config's speedup with
+    its interval and its rank on each machine (=1: its interval overlaps the fastest's)."""
+    others = [c for c in SETTING_COLS if c not in ("machine", "device", "dtype")]
+    out: list[Block] = []
+    keys = best[others].apply(lambda r: json.dumps([val(v) for v in r]), axis=1)
+    for _, g in best.groupby(keys, sort=False):
+        machines = sorted(set(g["machine"]), key=vkey)
+        if len(machines) < 2:
+            continue
+        cells: dict[str, dict[str, str]] = {}
+        for m in machines:
+            on = g[g["machine"] == m].sort_values("speedup", ascending=False, kind="stable")
+            first = on.iloc[0]
+            for rank, (_, r) in enumerate(on.iterrows(), start=1):
+                ends = (r["speedup_lo"], r["speedup_hi"], first["speedup_lo"], first["speedup_hi"])
+                tied = rank > 1 and overlaps(*(math.nan if x is None else x for x in ends))
+                cells.setdefault(r["method"], {})[m] = (
+                    f"{num(r['speedup'])} ({interval_cell(r['speedup_lo'], r['speedup_hi'])})"
+                    f" #{'=1' if tied else rank}"
+                )
+        label = ", ".join(f"{LABELS[c]} {setting_val(c, g.iloc[0][c])}" for c in others)
+        out += [
+            ("h3", f"Machines side by side ({label})"),
+            table(
+                ["method", *machines],
+                [(m, *[c.get(x, "-") for x in machines]) for m, c in cells.items()],
+            ),
+        ]
     return out

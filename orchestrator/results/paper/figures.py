@@ -33,6 +33,23 @@ from orchestrator.results.paper.doc import Block, table
 from orchestrator.results.settings import BASELINE
 
 SAMPLING = ["temperature", "top_p", "draft_temperature", "draft_top_p"]
+# each plotted metric's 95% bootstrap interval (results/intervals.py), drawn as error bars
+INTERVAL = {"speedup": ("speedup_lo", "speedup_hi"), "tokens_per_iteration": ("tau_lo", "tau_hi")}
+
+
+def best_line(ax: Any, rows: pd.DataFrame, x: str, metric: str, label: str) -> None:
+    """Plot, at each value of column `x`, the config of `rows` with the highest `metric`, with
+    that config's 95% interval as error bars (none where it has no interval)."""
+    rows = rows[rows[metric].notna()]
+    if rows.empty:
+        return
+    best = rows.loc[rows.groupby(x)[metric].idxmax()].sort_values(x)
+    ys = best[metric].astype(float).to_numpy()
+    lo_col, hi_col = INTERVAL[metric]
+    lo = best[lo_col].astype(float).to_numpy() if lo_col in best else np.full(len(ys), np.nan)
+    hi = best[hi_col].astype(float).to_numpy() if hi_col in best else np.full(len(ys), np.nan)
+    err = np.nan_to_num(np.array([ys - lo, hi - ys]), nan=0.0).clip(min=0.0)
+    ax.errorbar(best[x].to_numpy(), ys, yerr=err, marker="o", capsize=3, label=label)
 
 
 def drawing(figure: str) -> list[str]:
@@ -263,7 +280,7 @@ def temperature(cf: pd.DataFrame) -> tuple[list[Block], list]:
             rows = g[g["_line"] == line]
             best = rows.loc[rows.groupby("temperature")["tokens_per_iteration"].idxmax()]
             best = best.sort_values("temperature")
-            a1.plot(best["temperature"], best["tokens_per_iteration"], marker="o", label=line)
+            best_line(a1, best, "temperature", "tokens_per_iteration", line)
             acc = best["accepted_per_drafted"].astype(float)
             a2.plot(best["temperature"], acc, marker="o", label=line)
         a1.set_ylabel("tokens per iteration (tokens)")
@@ -341,7 +358,8 @@ def budget(cf: pd.DataFrame) -> tuple[list[Block], list]:
                 for m in sorted(set(c["method"]))
                 if by_shape(m)
             )
-            + "); one line per method and its other varied parameters, mean over repeats.",
+            + "); one line per method and its other varied parameters, mean over repeats, "
+            "with its 95% bootstrap interval.",
         ),
     ]
     figs = []
@@ -357,8 +375,7 @@ def budget(cf: pd.DataFrame) -> tuple[list[Block], list]:
         fig, axs = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
         for ax, metric in zip(axs[0], panels):
             for ln in sorted(set(g["_line"])):
-                rows = g[g["_line"] == ln].groupby("_budget")[metric].max().sort_index()
-                ax.plot(rows.index, rows.values, marker="o", label=ln)
+                best_line(ax, g[g["_line"] == ln], "_budget", metric, ln)
             ax.set_xscale("log", base=2)
             ticks = sorted(set(g["_budget"]))
             ax.set_xticks(ticks, [val(t) for t in ticks])

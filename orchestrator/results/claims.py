@@ -1,0 +1,328 @@
+"""`orch report --claims FILE`: the papers' headline claims as data, each decided from the
+database (examples/claims.yaml holds this project's; docs/reproduction.md's table is this
+module's output, and a test keeps the two equal).
+
+A claims file:
+
+```yaml
+claims:
+  - paper: DynaTree
+    claim: DynaTree > fixed tree > linear > autoregressive
+    source: Table 1                   # where the paper makes it
+    sweep: dynatree-grid-scaled       # the sweep whose finished trials test it
+    metric: tokens_per_iteration      # a results column; speedup and tokens_per_iteration
+                                      # have bootstrap intervals (intervals.py)
+    where: [temperature=0]            # optional: filters (orch query --where) for every cell
+    for_each: [dataset]               # optional: one test per value combination of these
+    cells:                            # name -> filters; a cell is the best config by `metric`
+      DynaTree: [method=dynatree, dynamic_depth=True]   # among the configs that match
+      fixed tree: [method=fixed_tree]
+    rule: order                       # see RULES
+    value: 1.13                       # at_least only
+    among: [method=dynatree]          # best only: the configs the first cell must lead
+    note: ...                         # optional text beside the verdict
+```
+
+Cells are compared with their 95% intervals where the metric has them: A is *above* B when
+A's interval lies wholly above B's, *below* when wholly under, else *level*; without intervals
+by their values. RULES decide each setting reproduced / partly / not, and a claim over several
+settings is reproduced where every setting is, not where none is, else partly ("k of n").
+A cell no finished trial matches leaves its setting "no data".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from engine.config import ConfigError
+from orchestrator.results.frame import QueryError, apply_where, load_frame
+from orchestrator.results.settings import CONFIG_KEY, settings_keys
+from orchestrator.spec.values import SpecError, mapping
+from orchestrator.spec.yaml_file import read_yaml
+from orchestrator.store import Store
+
+RULES = {
+    "order": "each cell above the next, in the listed order",
+    "above": "the first cell above every other cell",
+    "at_least": "the first cell's value over the second's at least `value`",
+    "best": "the first cell the best of the configs `among` selects, or tied with it",
+    "nondecreasing": "no cell below the one before it, and the last above the first",
+    "nonincreasing": "no cell above the one before it, and the last below the first",
+}
+INTERVAL_OF = {
+    "speedup": ("speedup_lo", "speedup_hi"),
+    "tokens_per_iteration": ("tau_lo", "tau_hi"),
+}
+KEYS = ("paper", "claim", "source", "sweep", "metric", "cells", "rule")
+OPTIONAL = ("where", "for_each", "value", "among", "note")
+
+
+@dataclass(frozen=True)
+class Claim:
+    paper: str
+    claim: str
+    source: str
+    sweep: str
+    metric: str
+    cells: tuple[tuple[str, tuple[str, ...]], ...]
+    rule: str
+    where: tuple[str, ...] = ()
+    for_each: tuple[str, ...] = ()
+    value: float | None = None
+    among: tuple[str, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    value: float
+    lo: float
+    hi: float
+    params: str
+    machine: str
+    trials: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One setting of a claim: its label, cells (None: no trial matched) and verdict."""
+
+    setting: str
+    cells: tuple[Cell | None, ...]
+    verdict: str  # reproduced | partly | not | no data
+    why: str
+
+
+def _filters(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{where}: expected a list of filters like 'method=linear'")
+    return tuple(value)
+
+
+def load_claims(path: str | Path) -> list[Claim]:
+    """The claims of a claims file, strictly checked (SpecError: one line naming the entry)."""
+    path = Path(path)
+    data = mapping(read_yaml(path), str(path), required=("claims",), optional=("claims",))
+    entries = data["claims"]
+    if not isinstance(entries, list) or not entries:
+        raise SpecError(f"{path}: claims: expected a non-empty list")
+    out = []
+    for i, e in enumerate(entries):
+        at = f"{path}: claims[{i}]"
+        mapping(e, at, required=KEYS, optional=OPTIONAL)
+        for k in ("paper", "claim", "source", "sweep", "metric", "rule"):
+            if not isinstance(e[k], str) or not e[k]:
+                raise SpecError(f"{at}.{k}: expected a non-empty string")
+        if e["rule"] not in RULES:
+            raise SpecError(f"{at}.rule: {e['rule']!r} is not one of {', '.join(RULES)}")
+        cells = e["cells"]
+        if not isinstance(cells, dict) or len(cells) < (1 if e["rule"] == "best" else 2):
+            raise SpecError(f"{at}.cells: expected a mapping of names to filters (2 or more)")
+        value = e.get("value")
+        if (e["rule"] == "at_least") != (value is not None):
+            raise SpecError(f"{at}.value: a number for rule at_least, and only for it")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise SpecError(f"{at}.value: expected a number, got {value!r}")
+        if (e["rule"] == "best") != ("among" in e):
+            raise SpecError(f"{at}.among: filters for rule best, and only for it")
+        for_each = e.get("for_each", [])
+        if not isinstance(for_each, list) or not all(isinstance(c, str) for c in for_each):
+            raise SpecError(f"{at}.for_each: expected a list of column names")
+        out.append(
+            Claim(
+                paper=e["paper"],
+                claim=e["claim"],
+                source=e["source"],
+                sweep=e["sweep"],
+                metric=e["metric"],
+                cells=tuple((str(k), _filters(v, f"{at}.cells.{k}")) for k, v in cells.items()),
+                rule=e["rule"],
+                where=_filters(e.get("where", []), f"{at}.where"),
+                for_each=tuple(for_each),
+                value=None if value is None else float(value),
+                among=_filters(e.get("among", []), f"{at}.among"),
+                note=str(e.get("note", "")),
+            )
+        )
+    return out
+
+
+def _cell(df: pd.DataFrame, name: str, filters: tuple[str, ...], metric: str) -> Cell | None:
+    """The best config (by mean `metric` over its repeats) among the trials matching `filters`."""
+    rows = apply_where(df, filters)
+    rows = rows[rows[metric].notna()]
+    if rows.empty:
+        return None
+    lo_col, hi_col = INTERVAL_OF.get(metric, (None, None))
+    keys = settings_keys(rows, CONFIG_KEY)
+    best = None
+    for _, g in rows.groupby(keys, sort=False):
+        value = float(g[metric].mean())
+        if best is None or value > best[0]:
+            best = (value, g)
+    value, g = best
+    first = g.iloc[0]
+    return Cell(
+        name=name,
+        value=value,
+        lo=float(first[lo_col]) if lo_col in g else math.nan,
+        hi=float(first[hi_col]) if hi_col in g else math.nan,
+        params=str(first["params"]),
+        machine=", ".join(sorted(set(g["machine"]))),
+        trials=tuple(int(t) for t in sorted(g["trial_id"])),
+    )
+
+
+def relation(a: Cell, b: Cell) -> str:
+    """above / level / below: by the intervals where both have one, else by the values."""
+    if not any(math.isnan(x) for x in (a.lo, a.hi, b.lo, b.hi)):
+        return "above" if a.lo > b.hi else "below" if a.hi < b.lo else "level"
+    return "above" if a.value > b.value else "below" if a.value < b.value else "level"
+
+
+def decide(claim: Claim, cells: list[Cell], among: list[Cell]) -> tuple[str, str]:
+    """(verdict, why) of one setting whose cells all matched."""
+    rel = [relation(x, y) for x, y in zip(cells, cells[1:])]
+    first = cells[0]
+    if claim.rule in ("order", "above"):
+        pairs = rel if claim.rule == "order" else [relation(first, c) for c in cells[1:]]
+        names = zip(cells, cells[1:]) if claim.rule == "order" else ((first, c) for c in cells[1:])
+        why = "; ".join(f"{x.name} {r} {y.name}" for (x, y), r in zip(names, pairs))
+        n = sum(r == "above" for r in pairs)
+        return ("reproduced" if n == len(pairs) else "not" if n == 0 else "partly"), why
+    if claim.rule == "at_least":
+        ratio = first.value / cells[1].value
+        why = f"{first.name} / {cells[1].name} = {ratio:.3f} (claim: at least {claim.value:g})"
+        verdict = "reproduced" if ratio >= claim.value else "partly" if ratio > 1 else "not"
+        return verdict, why
+    if claim.rule == "best":
+        top = max(among, key=lambda c: c.value)
+        if top.trials == first.trials or relation(first, top) != "below":
+            return "reproduced", f"{first.name} is the best or tied with it ({top.params})"
+        return "not", f"the best is {top.params} ({top.value:.3f}), {first.name} below it"
+    sign = 1 if claim.rule == "nondecreasing" else -1
+    why = ", ".join(f"{c.name} {c.value:.3f}" for c in cells)
+    if sign * (cells[-1].value - first.value) <= 0:
+        return "not", why
+    against = "below" if sign > 0 else "above"
+    return ("partly" if against in rel else "reproduced"), why
+
+
+def _among(df: pd.DataFrame, claim: Claim) -> list[Cell]:
+    rows = apply_where(df, claim.among)
+    rows = rows[rows[claim.metric].notna()]
+    keys = settings_keys(rows, CONFIG_KEY)
+    out = []
+    for _, g in rows.groupby(keys, sort=False):
+        c = _cell(g, "config", (), claim.metric)
+        if c is not None:
+            out.append(c)
+    return out
+
+
+def evaluate(claim: Claim, df: pd.DataFrame) -> list[Outcome]:
+    """One Outcome per setting (for_each value combination) of `claim` over its sweep's frame."""
+    if claim.metric not in df.columns:
+        raise QueryError(f"claim {claim.claim!r}: unknown metric {claim.metric!r}")
+    df = apply_where(df, claim.where)
+    for c in claim.for_each:
+        if c not in df.columns:
+            raise QueryError(f"claim {claim.claim!r}: unknown for_each column {c!r}")
+    settings = [("", df)]
+    if claim.for_each:
+        groups = df.groupby(list(claim.for_each), sort=True, dropna=False)
+        settings = [
+            (", ".join(f"{c}={v}" for c, v in zip(claim.for_each, k)), g) for k, g in groups
+        ]
+    out = []
+    for label, g in settings:
+        cells = [_cell(g, name, f, claim.metric) for name, f in claim.cells]
+        if any(c is None for c in cells):
+            missing = [n for (n, _), c in zip(claim.cells, cells) if c is None]
+            out.append(
+                Outcome(label, tuple(cells), "no data", f"no trial for {', '.join(missing)}")
+            )
+            continue
+        verdict, why = decide(claim, cells, _among(g, claim) if claim.rule == "best" else [])
+        out.append(Outcome(label, tuple(cells), verdict, why))
+    return out
+
+
+def overall(outcomes: list[Outcome]) -> str:
+    """A claim's verdict over its settings: reproduced / partly (k of n) / not / no data."""
+    known = [o for o in outcomes if o.verdict != "no data"]
+    if not known:
+        return "no data"
+    n = sum(o.verdict == "reproduced" for o in known)
+    if n == len(known) and len(known) == len(outcomes):
+        return "reproduced"
+    if n == 0 and not any(o.verdict == "partly" for o in known):
+        return "not reproduced"
+    return f"partly ({n} of {len(outcomes)} settings)" if len(outcomes) > 1 else "partly"
+
+
+def claims_report(store: Store, claims: list[Claim]) -> list[tuple[Claim, list[Outcome]]]:
+    """Every claim evaluated over its sweep (each sweep's frame read once)."""
+    frames: dict[str, pd.DataFrame] = {}
+    out = []
+    for claim in claims:
+        if claim.sweep not in frames:
+            try:
+                frames[claim.sweep] = load_frame(
+                    store, claim.sweep, per_prompt=True, certificates=False
+                )
+            except ConfigError as e:
+                raise QueryError(f"claim {claim.claim!r}: {e}") from None
+        out.append((claim, evaluate(claim, frames[claim.sweep])))
+    return out
+
+
+def _num(c: Cell) -> str:
+    ci = "" if math.isnan(c.lo) else f" ({c.lo:.2f}-{c.hi:.2f})"
+    return f"{c.name} {c.value:.3f}{ci}"
+
+
+def render_claims(results: list[tuple[Claim, list[Outcome]]]) -> str:
+    """Markdown: the claims table (one row per claim: verdict, numbers with 95% intervals, the
+    machines, the sweep), then each claim's settings with their cells' configs and trial ids."""
+    lines = [
+        "| paper | claim | here | numbers (95% CI) | measured on | sweep |",
+        "|---|---|---|---|---|---|",
+    ]
+    details = []
+    for i, (claim, outcomes) in enumerate(results, start=1):
+        verdict = overall(outcomes)
+        shown = [o for o in outcomes if o.verdict != "no data"]
+        if len(outcomes) == 1 and shown:
+            numbers = "; ".join(_num(c) for c in shown[0].cells)
+        else:
+            numbers = f"{len(outcomes)} settings: claim {i} below" if shown else outcomes[0].why
+        machines = sorted({c.machine for o in shown for c in o.cells if c is not None})
+        note = f"; {claim.note}" if claim.note else ""
+        lines.append(
+            f"| {claim.paper} | {claim.claim} ({claim.source}) | **{verdict}**{note} | {numbers} "
+            f"| {', '.join(machines) or '-'} | {claim.sweep} |"
+        )
+        rule = f"rule `{claim.rule}`: {RULES[claim.rule]}; metric `{claim.metric}`"
+        details += [
+            "",
+            f"**Claim {i}.** {claim.paper}: {claim.claim} ({claim.source}); {rule}.",
+            "",
+        ]
+        for o in outcomes:
+            head = f"{o.setting}: " if o.setting else ""
+            cells = "; ".join(
+                f"{_num(c)} [{c.params}; trials {', '.join(map(str, c.trials))}]"
+                for c in o.cells
+                if c is not None
+            )
+            details.append(f"- {head}{o.verdict}: {o.why}. {cells}".rstrip())
+    return "\n".join(lines + details) + "\n"
