@@ -78,7 +78,7 @@ def render_query(
     columns = [c.removeprefix("param.") for c in columns]
     names = {**SHORT, f"{best_by}_std": "±std"}
     for label, block in shown.groupby("group", sort=False):
-        lines += ["", label if label != "all" else "all groups"]
+        lines += ["", *_wrap(label if label != "all" else "all groups", width)]
         note = next((n for n in block.get("speedup_note", []) if n), "")
         if note and block["speedup"].isna().all():
             lines.append(f"{note}: no speedups (never across machines)")
@@ -123,6 +123,18 @@ def _render_params(
     return render(table.drop(columns=[col]).assign(**{col: cells}), "table")  # params last
 
 
+def _wrap(label: str, width: int) -> list[str]:
+    """A group's label on as many lines as `width` needs, broken between its ` · ` parts."""
+    out = [""]
+    for part in label.split(" · "):
+        joined = f"{out[-1]} · {part}" if out[-1] else part
+        if len(joined) <= width or not out[-1]:
+            out[-1] = joined
+        else:
+            out.append(f"  · {part}")
+    return [_fit(x, width) for x in out]
+
+
 def _fit(text: str, width: int) -> str:
     return "\n".join(ln if len(ln) <= width else ln[: width - 1] + "…" for ln in text.split("\n"))
 
@@ -150,7 +162,7 @@ def render_compare(
         pair, dataset, category, t, top_p, mnt, device, machine = key
         sel = f", {category}" if cell_value(category) is not None else ""
         head = f"{pair} · {dataset}{sel} · {sampling_label(t, top_p)} · {mnt} new tokens · {device}"
-        lines += ["", _fit(f"{head} · {machine}", width), _fit(_verdict(block), width)]
+        lines += ["", *_wrap(f"{head} · {machine}", width), _fit(_verdict(block), width)]
         block = block.sort_values("rank", kind="stable") if block["rank"].notna().any() else block
         block = block.assign(
             acceptance_rate=block["acceptance_rate"].where(block["method"] != BASELINE)
