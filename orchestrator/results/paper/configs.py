@@ -295,7 +295,8 @@ def side_by_side(best: pd.DataFrame) -> list[Block]:
                     f"{num(r['speedup'])} ({interval_cell(r['speedup_lo'], r['speedup_hi'])})"
                     f" #{'=1' if tied else rank}"
                 )
-        label = ", ".join(f"{LABELS[c]} {setting_val(c, g.iloc[0][c])}" for c in others)
+        set_ = [c for c in others if json_value(g.iloc[0][c]) is not None]
+        label = ", ".join(f"{LABELS[c]} {setting_val(c, g.iloc[0][c])}" for c in set_)
         out += [
             ("h3", f"Machines side by side ({label})"),
             table(

@@ -133,3 +133,13 @@ def test_compare_lists_each_machine_and_sets_them_side_by_side(mixed):
     ar = next(x for x in side if x.startswith("autoregressive"))
     assert "1.00x (1.00-1.00) #1 tie" in ar and "1.00x (1.00-1.00) #2" in ar
     assert all(len(x) <= 100 for x in text.splitlines()[1:])
+
+
+def test_the_report_keeps_machines_apart(mixed, tmp_path):
+    _run("report", "mixed", "--db", mixed, "-o", str(tmp_path / "r"))
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert f"no autoregressive trial on {XEON} @ node-b: 1 config" in text
+    side = text[text.index("### Machines side by side") :]
+    assert EPYC in side.splitlines()[2] and H100 in side.splitlines()[2]
+    assert r"| linear | 1.500 (1.500-1.500) \#1 | 1.500 (1.000-3.000) \#1 |" in side
+    assert r"| autoregressive | 1.000 (1.000-1.000) \#2 | 1.000 (1.000-1.000) \#=1 |" in side
