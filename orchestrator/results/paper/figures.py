@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from typing import Any
 
 import numpy as np
@@ -329,9 +330,14 @@ def budget_of(method: str, params: dict[str, Any]) -> float | None:
     the shape gives (the record's `nodes` of the config)."""
     if by_shape(method):
         d = DRAFTERS[method]
-        names = {f.name for f in dataclasses.fields(d.config)}
-        cfg = parse_config(d.config, {k: v for k, v in params.items() if k in names})
-        return float(d.nodes(cfg))
+        hints = typing.get_type_hints(d.config)
+        # a frame's parameter column holds 4.0 for an int where other methods leave it NaN
+        given = {
+            k: int(v) if hints[k] is int and isinstance(v, float) and v.is_integer() else v
+            for k, v in params.items()
+            if k in hints
+        }
+        return float(d.nodes(parse_config(d.config, given)))
     v = params.get(budget_param(method))
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 

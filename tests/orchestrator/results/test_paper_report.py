@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from engine.certify.teacher_forced import sampling_certificate
+from engine.config import ConfigError
 from engine.cost_model import CurvePoint, ForwardCurve
 from engine.methods import resolve_method
 from orchestrator.cli import main
@@ -277,3 +278,16 @@ def test_the_report_settings_are_the_baselines_and_the_drafts_own():
     and the draft's own sampling and dtype (results/settings.py)."""
     baseline = [c for c in SETTINGS if c not in ("target", "draft")]
     assert sorted(SETTING_COLS) == sorted(["pair", *baseline, *DRAFT_SETTINGS])
+
+
+def test_a_shape_budget_reads_int_parameters_a_frame_holds_as_floats():
+    """SpecInfer's budget is the node count of its shape; in a sweep where other methods lack
+    its `depth`, the frame's column holds 4.0, and the report must still count the nodes
+    (dyspec-scaled's and cross-model-scaled's reports raised on it)."""
+    from orchestrator.results.paper.figures import budget_of
+
+    assert budget_of("specinfer", {"k": 2, "depth": 4.0}) == budget_of(
+        "specinfer", {"k": 2, "depth": 4}
+    )
+    with pytest.raises(ConfigError):
+        budget_of("specinfer", {"k": 2, "depth": 4.5})
