@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
+from pathlib import Path
 
 import click
 
@@ -382,10 +383,12 @@ def report(sweep, out_dir, claims_file, predict_with, db_url) -> None:
 def _claims_report(claims_file, sweep, out_dir, db_url) -> None:
     """`orch report --claims FILE`: the claims file checked, then every claim decided from the
     database, then DIR/claims.md written."""
-    from pathlib import Path
-
     from orchestrator.results import QueryError, check_output_dir  # lazy: pandas
-    from orchestrator.results.claims import claims_report, load_claims, render_claims
+    from orchestrator.results.claims import (  # lazy: pandas
+        claims_report,
+        load_claims,
+        render_claims,
+    )
     from orchestrator.store import Store  # lazy: SQLAlchemy
 
     if sweep:

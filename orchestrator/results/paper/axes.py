@@ -12,10 +12,11 @@ from typing import Any
 import pandas as pd
 
 from engine.drafters import DRAFTERS
+from orchestrator.results.paper.budget import budget_param
 from orchestrator.results.paper.cells import val, vkey
 from orchestrator.results.paper.configs import varied_params
 from orchestrator.results.paper.doc import Block
-from orchestrator.results.paper.figures import best_line, budget_param, drawing, groups
+from orchestrator.results.paper.figures import best_line, drawing, groups
 from orchestrator.results.settings import BASELINE
 
 # plotted elsewhere: the depth x branch figure's axes (DynaTree's, under both their names)

@@ -9,7 +9,8 @@ only when the sweep varies what it is about, and returns its blocks and its PNG 
   branch, one panel per threshold (DynaTree Sec. 4.6, Fig. 4);
 - more than one target temperature: tokens per iteration and acceptance against temperature,
   the best config per method at each;
-- a node budget varying within a method: speedup and tokens per iteration against it;
+- a node budget varying within a method: speedup and tokens per iteration against it
+  (budget.py);
 - every other numeric parameter a method varies (axes.py);
 - DDTree: the acceptance-length histogram per config (DDTree Sec. 5.4, Fig. 4).
 Figures are one per setting group (the settings other than the figure's own axes).
@@ -17,19 +18,16 @@ Figures are one per setting group (the settings other than the figure's own axes
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import typing
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from engine.config import parse_config
 from engine.drafters import DRAFTERS
 from orchestrator.results.paper.cells import num, params_cell, setting_val, val, vkey
-from orchestrator.results.paper.configs import LABELS, SETTING_COLS, varied_by_method, varied_params
+from orchestrator.results.paper.configs import LABELS, SETTING_COLS, varied_params
 from orchestrator.results.paper.doc import Block, table
 from orchestrator.results.settings import BASELINE
 
@@ -74,7 +72,7 @@ def groups(cf: pd.DataFrame, inside: list[str]) -> list[tuple[str, pd.DataFrame]
     ]
 
 
-def _title(what: str, label: str) -> str:
+def titled(what: str, label: str) -> str:
     return f"{what} ({label})" if label else what
 
 
@@ -131,7 +129,7 @@ def verifiers(cf: pd.DataFrame) -> tuple[list[Block], list]:
             avg = best.mean(axis=1)
             rows = sorted(best.index, key=lambda r: (-avg[r], r))
             out += [
-                ("h3", _title(name, label)),
+                ("h3", titled(name, label)),
                 table(
                     ["method · verifier", *order, "average"],
                     [
@@ -161,7 +159,7 @@ def verifiers(cf: pd.DataFrame) -> tuple[list[Block], list]:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("depth of the verifier's node (root = 0)")
         ax.set_ylabel("acceptance rate (moved on to a child)")
-        ax.set_title(_title("depth-wise acceptance", label), fontsize=9)
+        ax.set_title(titled("depth-wise acceptance", label), fontsize=9)
         ax.legend(fontsize=7)
         fig.tight_layout()
         name = f"acceptance_by_depth_{i + 1:02d}.png"
@@ -170,7 +168,7 @@ def verifiers(cf: pd.DataFrame) -> tuple[list[Block], list]:
             (
                 "img",
                 f"img/{name}",
-                _title(
+                titled(
                     "Depth-wise acceptance per verifier, pooled over configs "
                     "(Delayed Tree Expansion Sec. 5, Def. 5.1, Fig. 1)",
                     label,
@@ -242,11 +240,11 @@ def dynatree(cf: pd.DataFrame) -> tuple[list[Block], list]:
                 ax.set_ylabel(f"{depth} (tree levels)")
                 ax.set_title(f"{thr} = {val(t)}" if thr else "", fontsize=9)
             fig.colorbar(im, ax=list(axs[0]), label=what)
-            fig.suptitle(_title(f"dynatree {what}", label), fontsize=9)
+            fig.suptitle(titled(f"dynatree {what}", label), fontsize=9)
             name = f"dynatree_{metric}_{i + 1:02d}.png"
             figs.append((name, fig))
             out.append(
-                ("img", f"img/{name}", _title(f"DynaTree {what} over {depth} x {branch}", label))
+                ("img", f"img/{name}", titled(f"DynaTree {what} over {depth} x {branch}", label))
             )
     return out, figs
 
@@ -289,7 +287,7 @@ def temperature(cf: pd.DataFrame) -> tuple[list[Block], list]:
         for ax in (a1, a2):
             ax.set_xlabel("target temperature")
         a1.legend(fontsize=7)
-        fig.suptitle(_title("against temperature", label), fontsize=9)
+        fig.suptitle(titled("against temperature", label), fontsize=9)
         fig.tight_layout()
         name = f"temperature_{i + 1:02d}.png"
         figs.append((name, fig))
@@ -297,111 +295,7 @@ def temperature(cf: pd.DataFrame) -> tuple[list[Block], list]:
             (
                 "img",
                 f"img/{name}",
-                _title("Tokens per iteration and acceptance against temperature", label),
-            )
-        )
-    return out, figs
-
-
-# ----------------------------------------------------------------------------- budget
-
-
-def budget_param(method: str) -> str:
-    """The method's budget parameter (engine/drafters/record.py `budget`; "budget" for a
-    method the registry does not know)."""
-    d = DRAFTERS.get(method)
-    return d.budget if d is not None and d.budget is not None else "budget"
-
-
-def by_shape(method: str) -> bool:
-    """Whether the method's budget is a shape whose node count is the budget (SpecInfer's
-    expansion widths <k_1, .., k_m>, Sec. 3.1) rather than a number."""
-    d = DRAFTERS.get(method)
-    return d is not None and d.budget is not None and not _numeric(d.config, d.budget)
-
-
-def _numeric(config: type, name: str) -> bool:
-    default = next(f.default for f in dataclasses.fields(config) if f.name == name)
-    return isinstance(default, (int, float)) and not isinstance(default, bool)
-
-
-def budget_of(method: str, params: dict[str, Any]) -> float | None:
-    """A config's node budget: its budget parameter, or, where that is a shape, the node count
-    the shape gives (the record's `nodes` of the config)."""
-    if by_shape(method):
-        d = DRAFTERS[method]
-        hints = typing.get_type_hints(d.config)
-        # a frame's parameter column holds 4.0 for an int where other methods leave it NaN
-        given = {
-            k: int(v) if hints[k] is int and isinstance(v, float) and v.is_integer() else v
-            for k, v in params.items()
-            if k in hints
-        }
-        return float(d.nodes(parse_config(d.config, given)))
-    v = params.get(budget_param(method))
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def budget(cf: pd.DataFrame) -> tuple[list[Block], list]:
-    import matplotlib.pyplot as plt  # lazy: matplotlib (pyplot, once Agg is chosen)
-
-    c = cf.assign(_budget=cf.apply(lambda r: budget_of(r["method"], r["params"]), axis=1))
-    c = c[c["_budget"].notna() & (c["method"] != BASELINE)]
-    varies = c.groupby("method")["_budget"].nunique()
-    c = c[c["method"].map(varies) > 1]
-    if c.empty:
-        return [], []
-    out: list[Block] = [
-        ("h2", "Against node budget"),
-        (
-            "p",
-            "Node budget: each method's own parameter ("
-            + ", ".join(
-                f"{m}: {budget_param(m)}" for m in sorted(set(c["method"])) if not by_shape(m)
-            )
-            + "".join(
-                f"; {m}: nodes of its {budget_param(m)}"
-                for m in sorted(set(c["method"]))
-                if by_shape(m)
-            )
-            + "); one line per method and its other varied parameters, mean over repeats, "
-            "with its 95% bootstrap interval.",
-        ),
-    ]
-    figs = []
-    for i, (label, g) in enumerate(groups(c, [])):
-        varied = varied_by_method(g)
-
-        def line(r) -> str:
-            names = [k for k in varied[r["method"]] if k != budget_param(r["method"])]
-            return r["method"] + (f" {params_cell(r['params'], names)}" if names else "")
-
-        g = g.assign(_line=g.apply(line, axis=1))
-        panels = [m for m in ("speedup", "tokens_per_iteration") if g[m].notna().any()]
-        fig, axs = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
-        for ax, metric in zip(axs[0], panels):
-            for ln in sorted(set(g["_line"])):
-                best_line(ax, g[g["_line"] == ln], "_budget", metric, ln)
-            ax.set_xscale("log", base=2)
-            ticks = sorted(set(g["_budget"]))
-            ax.set_xticks(ticks, [val(t) for t in ticks])
-            ax.minorticks_off()
-            ax.set_xlabel("node budget (drafted nodes)")
-            ax.set_ylabel(
-                "speedup over autoregressive (x)"
-                if metric == "speedup"
-                else "tokens per iteration (tokens)"
-            )
-        axs[0][0].legend(fontsize=7)
-        fig.suptitle(_title("against node budget", label), fontsize=9)
-        fig.tight_layout()
-        name = f"budget_{i + 1:02d}.png"
-        figs.append((name, fig))
-        out.append(
-            (
-                "img",
-                f"img/{name}",
-                _title("Speedup and tokens per iteration against node budget", label),
+                titled("Tokens per iteration and acceptance against temperature", label),
             )
         )
     return out, figs
@@ -442,9 +336,9 @@ def histogram(cf: pd.DataFrame) -> tuple[list[Block], list]:
         ax.set_xlabel("acceptance length (tokens)")
         ax.set_ylabel("share of iterations")
         ax.legend(fontsize=7)
-        ax.set_title(_title("DDTree acceptance-length histogram", label), fontsize=9)
+        ax.set_title(titled("DDTree acceptance-length histogram", label), fontsize=9)
         fig.tight_layout()
         name = f"ddtree_histogram_{i + 1:02d}.png"
         figs.append((name, fig))
-        out.append(("img", f"img/{name}", _title("DDTree acceptance-length histogram", label)))
+        out.append(("img", f"img/{name}", titled("DDTree acceptance-length histogram", label)))
     return out, figs

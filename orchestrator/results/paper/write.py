@@ -11,9 +11,10 @@ import pandas as pd
 
 from orchestrator.results.frame import QueryError, load_frame, resolve_sweep
 from orchestrator.results.paper.axes import axes
+from orchestrator.results.paper.budget import budget
 from orchestrator.results.paper.configs import configs, main_tables, method_order
 from orchestrator.results.paper.doc import Block, to_html, to_markdown
-from orchestrator.results.paper.figures import budget, dynatree, histogram, temperature, verifiers
+from orchestrator.results.paper.figures import dynatree, histogram, temperature, verifiers
 from orchestrator.results.paper.header import distribution_checks, failures, header, predictions
 from orchestrator.results.profiles import TRIALS_OWN, PredictWith
 from orchestrator.store import Store

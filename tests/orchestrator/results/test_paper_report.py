@@ -284,7 +284,7 @@ def test_a_shape_budget_reads_int_parameters_a_frame_holds_as_floats():
     """SpecInfer's budget is the node count of its shape; in a sweep where other methods lack
     its `depth`, the frame's column holds 4.0, and the report must still count the nodes
     (dyspec-scaled's and cross-model-scaled's reports raised on it)."""
-    from orchestrator.results.paper.figures import budget_of
+    from orchestrator.results.paper.budget import budget_of
 
     assert budget_of("specinfer", {"k": 2, "depth": 4.0}) == budget_of(
         "specinfer", {"k": 2, "depth": 4}
