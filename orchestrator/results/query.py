@@ -166,16 +166,17 @@ def compare(
     )
     order = {m: i for i, m in enumerate(dict.fromkeys([BASELINE, *df["method"]]))}
     best = best.assign(_o=best["method"].map(order)).sort_values(["_o", "pair"], kind="stable")
-    best = _ranks(best.reset_index(drop=True), rank_by)
+    best = best.reset_index(drop=True)
+    for c in INTERVALS:  # a frame without per-prompt data has no intervals
+        if c not in best.columns:
+            best[c] = math.nan
+    best = _ranks(best, rank_by)
     categories: list[str] = []
     if "per_prompt" in df.columns:
         pf = prompt_frame(df)
         if not pf.empty:
             best, categories = _prompt_spread(best, pf)
     best["spread_over"] = "prompts x repeats" if "per_prompt" in df.columns else "repeats"
-    for c in INTERVALS:
-        if c not in best.columns:
-            best[c] = math.nan
     cols = [
         "method",
         "pair",
@@ -241,20 +242,25 @@ def _ranks(best: pd.DataFrame, rank_by: str) -> pd.DataFrame:
     best = best.assign(rank=math.nan, tied=False)
     for _, block in best.groupby("_skey", sort=False):
         by = rank_by if block[rank_by].notna().any() else "throughput"
-        best.loc[block.index, "rank"] = block[by].rank(ascending=False, method="first")
-        if by != "speedup" or "speedup_lo" not in block.columns:
-            continue
-        w = best.loc[block.index[best.loc[block.index, "rank"] == 1][0]]
-        for i in block.index[best.loc[block.index, "rank"] > 1]:
-            r = best.loc[i]
-            best.at[i, "tied"] = overlaps(
-                r["speedup_lo"], r["speedup_hi"], w["speedup_lo"], w["speedup_hi"]
-            )
+        rank = block[by].rank(ascending=False, method="first")
+        best.loc[block.index, "rank"] = rank
+        if by == "speedup":
+            w = block.loc[rank.idxmin()]
+            best.loc[block.index, "tied"] = [
+                i != w.name and overlaps(r.speedup_lo, r.speedup_hi, w.speedup_lo, w.speedup_hi)
+                for i, r in block.iterrows()
+            ]
     return best
 
 
-SIDE_BY_SIDE = {"speedup": "speedup", "lo": "speedup_lo", "hi": "speedup_hi", "rank": "rank",
-                "tied": "tied"}  # fmt: skip
+# by_machine's columns per machine: name@machine <- compare's column
+SIDE_BY_SIDE = {
+    "speedup": "speedup",
+    "lo": "speedup_lo",
+    "hi": "speedup_hi",
+    "rank": "rank",
+    "tied": "tied",
+}
 
 
 def by_machine(best: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
