@@ -51,8 +51,14 @@ def generator(key: str) -> np.random.Generator:
 
 
 def draws(n: int, b: int, gen: np.random.Generator) -> np.ndarray:
-    """b multinomial resamples of n items with equal probability, as weights [b, n]."""
-    return gen.multinomial(n, np.full(n, 1.0 / n), size=b).astype(float)
+    """b resamples of n items with replacement (Multinomial(n, 1/n) counts), as weights [b, n];
+    a single item is always drawn (no randomness spent on it)."""
+    if n == 1:
+        return np.ones((b, 1))
+    picks = gen.integers(0, n, size=(b, n))  # [b, n] item indices
+    counts = np.zeros((b, n))
+    np.add.at(counts, (np.arange(b)[:, None], picks), 1.0)
+    return counts
 
 
 def percentile(replicates: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
@@ -131,6 +137,7 @@ def add_intervals(df: pd.DataFrame, b: int = B, level: float = LEVEL) -> pd.Data
         if method == BASELINE and p:
             base.setdefault(k, []).append(p)
     out = {c: np.full(len(df), math.nan) for c in COLUMNS}
+    prompt_draws: dict[str, np.ndarray] = {}  # one draw per setting and prompt set: paired
     for key, rows in configs.items():
         trials = [prompts[i] for i in rows]
         if not all(trials):
@@ -140,7 +147,10 @@ def add_intervals(df: pd.DataFrame, b: int = B, level: float = LEVEL) -> pd.Data
         ids = sorted(set.intersection(*(set(t) for t in trials + baseline)))
         if not ids:
             continue
-        w = draws(len(ids), b, generator(f"{setting} {len(ids)} {ids}"))
+        seed = f"{setting} {len(ids)} {ids}"
+        if seed not in prompt_draws:
+            prompt_draws[seed] = draws(len(ids), b, generator(seed))
+        w = prompt_draws[seed]
         gen = generator(key)
         tokens = _matrix(trials, ids, 0)
         iterations = _matrix(trials, ids, 2)
