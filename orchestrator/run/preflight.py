@@ -7,6 +7,7 @@ as it was."""
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import re
 import socket
@@ -125,7 +126,8 @@ def cluster_hardware(address: str | None) -> dict[str, tuple[str, float]]:
         return {h: (h, 1.0) for h in local_hardware()}
     hidden = {k: os.environ.pop(k) for k in ("ORCH_DB_URL",) if k in os.environ}
     try:
-        ray.init(address=address, log_to_driver=False)
+        # quiet: a refusal is one line, without Ray's "Connecting to ..." lines before it
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
         return node_types(ray.nodes())
     except Exception as e:  # noqa: BLE001 - ray raises many kinds for a cluster it cannot join
         first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)

@@ -251,8 +251,8 @@ def check_hardware(config: TrialConfig) -> None:
     actual, shown = worker_hardware(config.device)
     if actual != config.hardware:
         raise HardwareMismatch(
-            f"trial for hardware {config.hardware} would run on {shown} on "
-            f"{socket.gethostname()}, not on {config.hardware}: not run"
+            f"hardware {config.hardware}: the worker on {socket.gethostname()} would run the "
+            f"trial on {shown}, not on {config.hardware} (not run)"
         )
 
 
