@@ -99,7 +99,7 @@ def check_cluster_hardware(opts: Any, hardware: list[str]) -> None:
     have = cluster_hardware(opts.address)
     away = missing(hardware, have)
     if away:
-        at = f" at {opts.address}" if opts.address else ""
+        at = f" at {opts.address}" if opts.address not in (None, "auto") else ""
         what = "that type" if len(away) == 1 else "those types"
         raise PreflightError(
             f"hardware {', '.join(away)}: the Ray cluster{at} has no node of {what} (it has: "
