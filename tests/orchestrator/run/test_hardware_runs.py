@@ -168,3 +168,8 @@ def test_the_cross_hardware_example_runs_here(sqlite_url, tmp_path):
     cut = CliRunner().invoke(main, [*args, "--only", "hardware=cpu"])
     assert cut.exit_code == 0, cut.output
     assert "8 trials (4 new, 4 already done)" in cut.output and "nothing to run" in cut.output
+    resume = ["resume", "cross-hardware", "--db", sqlite_url, "--executor", "local"]
+    refused = CliRunner().invoke(main, resume)
+    assert refused.exit_code == 2 and "hardware H100: the local executor" in refused.output
+    cut = CliRunner().invoke(main, [*resume, "--only", "hardware=cpu"])
+    assert cut.exit_code == 0 and "nothing to run" in cut.output, cut.output
