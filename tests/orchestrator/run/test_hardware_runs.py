@@ -173,3 +173,21 @@ def test_the_cross_hardware_example_runs_here(sqlite_url, tmp_path):
     assert refused.exit_code == 2 and "hardware H100: the local executor" in refused.output
     cut = CliRunner().invoke(main, [*resume, "--only", "hardware=cpu"])
     assert cut.exit_code == 0 and "nothing to run" in cut.output, cut.output
+
+
+def test_unplaced_actors_say_what_each_kind_asks_for(monkeypatch):
+    from orchestrator.run.executors import Worker
+    from orchestrator.run.executors import ray_executor as rx
+
+    monkeypatch.setattr(rx.ray, "available_resources", lambda: {"CPU": 2.0})
+    ex = rx.RayExecutor(placement_timeout=5)
+    ex._options = {"num_cpus": 1}
+    ex._typed = {"L4": {"num_gpus": 1, "num_cpus": 0, "accelerator_type": "L4"}}
+    ex.slots = [
+        rx.Slot(actor=None, worker=Worker(f"a{i}", "?", None), info=None, hardware=h)
+        for i, h in enumerate((None, "L4"))
+    ]
+    assert ex._unplaced().startswith(
+        "Ray placed none of the 2 actors in 5 s (each asks for num_cpus 1; num_gpus 1, "
+        "accelerator_type L4; the cluster has CPU 2 free)"
+    )
