@@ -4,10 +4,12 @@ The sweep is stored whole (every trial of its grid, pending); a run with `--only
 the trials that match every `--only` given (a trial matches one when its value for KEY is one
 of the values listed). The others stay pending for a later `orch resume` or `orch submit`. A
 profile trial (the sweep's `profile:` block) runs unless `--only target=` / `draft=` leaves
-its pair out.
+its pair out (or `--only hardware=` its type).
 
 KEY is one of the trial's own settings (`method`, `target`, `draft`, `dataset`, `temperature`,
-`top_p`, `max_new_tokens`, `repeat`, `draft_temperature`, `draft_top_p`; a draft setting equal
+`top_p`, `max_new_tokens`, `repeat`, `draft_temperature`, `draft_top_p`, `hardware` (the
+sweep's `hardware:` type: `--only hardware=cpu` runs a cross-hardware sweep's cpu trials on the
+local executor); a draft setting equal
 to the target's is stored as none, so `--only draft_temperature=none` picks the trials whose
 draft samples as the target does) or a method parameter (`depth`, `verifier`, `B`, ...): the
 resolved value, defaults included, so `--only depth=5` also picks a method whose default depth
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
 
 # the trial's own settings --only may name, beside the method's parameters
 SETTINGS = ("method", "target", "draft", "dataset", "temperature", "top_p", "max_new_tokens")
-SETTINGS += ("repeat", "draft_temperature", "draft_top_p")
+SETTINGS += ("repeat", "draft_temperature", "draft_top_p", "hardware")
 _MISSING = object()
 
 
@@ -102,9 +104,10 @@ def value_matches(value: Any, text: str) -> bool:
 
 def matches(config: TrialConfig, only: tuple[Only, ...]) -> bool:
     """True when the trial matches every filter (always, with none). A profile trial (a
-    sweep's `profile:` block) measures a pair, not a method: only `target` and `draft` pick it."""
+    sweep's `profile:` block) measures a pair on a device, not a method: only `target`,
+    `draft` and `hardware` pick it."""
     if config.is_profile:
-        only = tuple(o for o in only if o.key in ("target", "draft"))
+        only = tuple(o for o in only if o.key in ("target", "draft", "hardware"))
     return all(any(value_matches(trial_value(config, o.key), v) for v in o.values) for o in only)
 
 

@@ -31,6 +31,7 @@ HASH_DEFAULTS = {
     "draft_temperature": None,
     "draft_top_p": None,
     "certify": True,
+    "hardware": None,
 }
 
 
@@ -65,6 +66,9 @@ class TrialConfig:
     draft_temperature: float | None = None
     draft_top_p: float | None = None
     certify: bool = True  # re-check the output after timing (engine/certify/teacher_forced.py)
+    # the hardware type the trial runs on (a sweep's `hardware:`, orchestrator/hardware.py):
+    # `cpu` or a GPU type such as H100; None: wherever the executor places it (as before)
+    hardware: str | None = None
 
     def __post_init__(self) -> None:  # 0 and 0.0 must hash alike
         object.__setattr__(self, "temperature", float(self.temperature))
@@ -95,9 +99,11 @@ class TrialConfig:
         return hashlib.sha256(blob.encode()).hexdigest()
 
     @property
-    def pair_key(self) -> tuple[str, str, str, str, str | None]:
-        """Trials with one pair key share one loaded model pair."""
-        return (self.target, self.draft, self.device, self.dtype, self.draft_dtype)
+    def pair_key(self) -> tuple:
+        """Trials with one pair key share one loaded model pair (and, with a hardware type,
+        run on one kind of worker): (target, draft, device, dtype, draft_dtype[, hardware])."""
+        key = (self.target, self.draft, self.device, self.dtype, self.draft_dtype)
+        return key if self.hardware is None else (*key, self.hardware)
 
     @property
     def is_profile(self) -> bool:
@@ -110,7 +116,8 @@ class TrialConfig:
                 f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
                 for k, v in sorted(self.params.items())
             )
-            return f"profile {self.target}/{self.draft} {dtypes} {self.engine} {grid}"
+            on = f" on {self.hardware}" if self.hardware else ""
+            return f"profile {self.target}/{self.draft} {dtypes} {self.engine} {grid}{on}"
         params = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
         engine = f" {self.engine}" if self.engine != "eager" else ""
         drafted = "".join(
@@ -121,6 +128,7 @@ class TrialConfig:
         return (
             f"{self.method}[{params}] {self.target}/{self.draft} {self.dataset} "
             f"n={self.max_new_tokens} r={self.repeat}{engine}{drafted}"
+            + (f" on {self.hardware}" if self.hardware else "")
         )
 
 

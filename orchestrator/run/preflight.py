@@ -1,10 +1,13 @@
 """How a sweep will run, checked before anything is written to the database: the executor is
 installed, a Ray address answers, GPUs asked for exist, the trials' device exists (local
-executor). A failure here is one line and leaves the database as it was."""
+executor), the hardware types the trials name are here (local executor: this machine's own;
+Ray: a node of each type in the cluster). A failure here is one line and leaves the database
+as it was."""
 
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import re
 import socket
@@ -16,6 +19,7 @@ from typing import Any
 
 from engine.config import ConfigError
 from orchestrator.extras import require
+from orchestrator.hardware import CPU, gpu_type, is_gpu, missing, node_types
 
 ADDRESS_TIMEOUT_S = 5.0
 _ADDRESS = re.compile(r"(?:ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
@@ -25,8 +29,10 @@ class PreflightError(ConfigError):
     """The sweep cannot run as asked (no Ray, no GPU, no such device, cluster unreachable)."""
 
 
-def check_run(opts: Any, devices: Iterable[str]) -> None:
-    """`opts`: orchestrator.run.runner.RunOptions; `devices`: the trials' `device` values."""
+def check_run(opts: Any, devices: Iterable[str], hardware: Iterable[str | None] = ()) -> None:
+    """`opts`: orchestrator.run.runner.RunOptions; `devices`: the trials' `device` values;
+    `hardware`: the hardware types of the trials that will run (None: none named)."""
+    hardware = sorted({h for h in hardware if h is not None})
     if opts.executor == "local":
         from engine.models import check_device  # lazy: torch
 
@@ -41,6 +47,13 @@ def check_run(opts: Any, devices: Iterable[str]) -> None:
                 f"{'it' if one else 'them'} out, or use --executor ray)"
             )
 
+        away = missing(hardware, local_hardware())
+        if away:
+            raise PreflightError(
+                f"hardware {', '.join(away)}: the local executor runs trials on this machine, "
+                f"which has {', '.join(sorted(local_hardware()))} (run them with --executor ray "
+                "on a cluster with such nodes, or pick this machine's with --only hardware=...)"
+            )
         for d in sorted(set(devices)):
             try:
                 check_device(d)
@@ -64,6 +77,65 @@ def check_run(opts: Any, devices: Iterable[str]) -> None:
                 f"--actors {opts.actors} with --accelerator gpu: this machine has {gpus} GPUs "
                 f"and a local Ray cannot add more"
             )
+    if hardware:
+        check_cluster_hardware(opts, hardware)
+
+
+def check_cluster_hardware(opts: Any, hardware: list[str]) -> None:
+    """The Ray cluster (opts.address; else the Ray this process runs, else this machine) has
+    a node of each hardware type, and --accelerator does not contradict them: each type gets
+    actors of its own (orchestrator/run/executors/hardware_actors.py). A type must have a
+    node when the sweep starts; the autoscaler may add more of it for --actors."""
+    clash = []
+    if opts.accelerator == "cpu":
+        clash = [h for h in hardware if is_gpu(h)]
+    elif opts.accelerator == "gpu":
+        clash = [h for h in hardware if h == CPU]
+    if clash:
+        raise PreflightError(
+            f"--accelerator {opts.accelerator} contradicts the sweep's hardware "
+            f"{', '.join(clash)} (leave --accelerator out: each hardware type gets its own actors)"
+        )
+    have = cluster_hardware(opts.address)
+    away = missing(hardware, have)
+    if away:
+        at = f" at {opts.address}" if opts.address not in (None, "auto") else ""
+        what = "that type" if len(away) == 1 else "those types"
+        raise PreflightError(
+            f"hardware {', '.join(away)}: the Ray cluster{at} has no node of {what} (it has: "
+            f"{', '.join(sorted(have)) or 'no nodes'})"
+        )
+
+
+def local_hardware() -> set[str]:
+    """This machine's hardware types: cpu and the type of each of its GPUs."""
+    import torch  # lazy: torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return {CPU} | {gpu_type(torch.cuda.get_device_name(i)) for i in range(gpus)}
+
+
+def cluster_hardware(address: str | None) -> dict[str, tuple[str, float]]:
+    """orchestrator.hardware.node_types of the Ray cluster at `address` (the Ray this process
+    runs, when it runs one; without an address and Ray, this machine's, as the local Ray the
+    executor starts would see it); the connection is closed again unless it was open."""
+    ray = importlib.import_module("ray")
+    if ray.is_initialized():
+        return node_types(ray.nodes())
+    if not address:
+        return {h: (h, 1.0) for h in local_hardware()}
+    hidden = {k: os.environ.pop(k) for k in ("ORCH_DB_URL",) if k in os.environ}
+    try:
+        # quiet: a refusal is one line, without Ray's "Connecting to ..." lines before it
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        return node_types(ray.nodes())
+    except Exception as e:  # noqa: BLE001 - ray raises many kinds for a cluster it cannot join
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        raise PreflightError(f"cannot join the Ray cluster at {address}: {first}") from None
+    finally:
+        os.environ.update(hidden)
+        if ray.is_initialized():
+            ray.shutdown()
 
 
 def place_trials(trials: list, opts: Any) -> list:

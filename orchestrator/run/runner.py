@@ -174,7 +174,8 @@ def submit(
     sweep, trials = load_sweep(path, local_models=opts.address is None, scaled=scaled)
     if opts.only:
         check_only(opts.only, trials, sweep.name)
-    check_run(opts, {t.device for t in trials})  # and how it will run: Ray, GPUs, devices
+    runs = [t for t in trials if matches(t, opts.only)]  # and how they will run: Ray, GPUs,
+    check_run(opts, {t.device for t in runs}, {t.hardware for t in runs})  # devices, hardware
     if opts.address is None:  # a remote cluster's workers read their own ORCH_HOME
         check_checkpoints(trials)  # learned components named by the methods: trained here
     trials = place_trials(trials, opts)  # device and dtype `auto` resolved: part of the hash
@@ -216,7 +217,10 @@ def resume(
         sweep = store.sweep(name)
         if opts.only:
             check_only(opts.only, store.configs(sweep["id"]), sweep["name"])
-        check_run(opts, {sweep["spec"].get("device", "auto")})
+        hardware = sweep["spec"].get("hardware", [])
+        if opts.only and hardware:  # the types of the trials --only picks
+            hardware = {c.hardware for c in store.configs(sweep["id"]) if matches(c, opts.only)}
+        check_run(opts, {sweep["spec"].get("device", "auto")}, hardware)
         log(f"resuming sweep {sweep['name']!r} in {store.display_url}")
         with run_log(sweep["name"], opts.verbose, opts.executor) as path:
             log(f"run log: {path}")

@@ -14,6 +14,10 @@ A profile trial (records.PROFILE, a sweep's `profile:` block) runs `run_profile`
 forward-cost curves of its pair's models on this worker's device, returned in the result's
 `profiles` for the driver to store.
 
+A trial for a hardware type (a sweep's `hardware:`) is checked first (`check_hardware`): on a
+worker whose device is another type (a misplaced actor, a mislabelled node) it fails with one
+line naming both, before any model loads, so no result is ever stored under the wrong type.
+
 Model pairs are cached per process, keyed by (target, draft, device, dtype), at most
 `PAIR_CACHE_SIZE` at a time (a GPU holds one pair comfortably; executors group trials by
 pair). `LOADS` counts loads per key so tests can check that an actor loaded each pair once.
@@ -29,8 +33,10 @@ import time
 from collections import Counter, OrderedDict
 from typing import Any
 
+from engine.config import ConfigError
 from engine.datasets import encode_prompt, load_prompts
 from engine.metrics import pooled_metrics
+from orchestrator.hardware import CPU, canonical, gpu_type
 from orchestrator.records import TrialConfig, TrialResult
 from orchestrator.run.preflight import checkpoint_names
 from orchestrator.run.version import code_version
@@ -40,6 +46,15 @@ LOADS: Counter = Counter()  # pair key -> loads in this process
 _PAIRS: "OrderedDict[tuple, Any]" = OrderedDict()
 _WARM: set[tuple] = set()
 _PROMPTS: dict[tuple, list] = {}
+# Test hook: this worker's GPU is a stand-in of the named type (a fake GPU node on a CPU
+# machine, `ray start --num-gpus 1 --resources '{"accelerator_type:H100": 1}'`, as the
+# multi-node test starts them): trials for cuda load on the CPU, and check_hardware takes
+# the stand-in's type for the device's.
+STAND_IN_ENV = "ORCH_TEST_GPU_TYPE"
+
+
+class HardwareMismatch(ConfigError):
+    """The trial's hardware type is not the type of the device this worker runs it on."""
 
 
 def get_pair(key: tuple) -> tuple[Any, float]:
@@ -57,6 +72,8 @@ def get_pair(key: tuple) -> tuple[Any, float]:
         _free_device_memory()
     start = time.perf_counter()
     target, draft, device, dtype, draft_dtype = (*key, None)[:5]
+    if os.environ.get(STAND_IN_ENV) and str(device).startswith("cuda"):
+        device = CPU  # the test hook's stand-in GPU
     pair = load_pair(target, draft, device=device, dtype=dtype, draft_dtype=draft_dtype)
     LOADS[key] += 1
     _PAIRS[key] = pair
@@ -99,6 +116,7 @@ def run_trial(
     """Run every prompt of `config` (a profile trial: run_profile); raises on any error (the
     executor records it)."""
     code_version()  # read before this process imports the engine (see code_version)
+    check_hardware(config)
     if config.is_profile:
         return run_profile(config, pair)
     from engine.certify.teacher_forced import certificate  # lazy: torch
@@ -224,6 +242,35 @@ def run_profile(config: TrialConfig, pair: Any = None) -> TrialResult:
         device_name=device_name(str(pair.target.device)),
         profiles=profiles,
     )
+
+
+def check_hardware(config: TrialConfig) -> None:
+    """HardwareMismatch unless this worker runs the trial on its hardware type (None: any)."""
+    if config.hardware is None:
+        return
+    actual, shown = worker_hardware(config.device)
+    if actual != config.hardware:
+        raise HardwareMismatch(
+            f"hardware {config.hardware}: the worker on {socket.gethostname()} would run the "
+            f"trial on {shown}, not on {config.hardware} (not run)"
+        )
+
+
+def worker_hardware(device: str) -> tuple[str, str]:
+    """(the hardware type this process runs `device` on, how to show it): cpu, or the GPU's
+    type as Ray names it (orchestrator.hardware.gpu_type of the device's name)."""
+    if not device.startswith("cuda"):
+        return CPU, device
+    stand_in = os.environ.get(STAND_IN_ENV)
+    if stand_in:
+        return canonical(stand_in), f"a stand-in {canonical(stand_in)} ({STAND_IN_ENV})"
+    import torch  # lazy: torch
+
+    if not torch.cuda.is_available():
+        return CPU, "cpu (this worker has no GPU)"
+    index = torch.device(device).index or 0
+    name = torch.cuda.get_device_name(index)
+    return gpu_type(name), f"{gpu_type(name)} ({name}, cuda:{index})"
 
 
 def used_checkpoints(params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.config import ConfigError, config_fields
 from engine.datasets import DatasetError, load_prompts
+from orchestrator.hardware import device_for
 from orchestrator.records import PROFILE, TrialConfig
 from orchestrator.spec.limits import DEFAULT, Limits, check_tree
 from orchestrator.spec.types import MethodSpec, Sweep
@@ -21,7 +22,7 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
 
     Order: the profile trials (pair, engine), then pair, dataset, sampling setting (the
     temperature x top_p grid, then the explicit points), method, grid point,
-    max_new_tokens, engine, repeat.
+    max_new_tokens, engine, repeat, hardware type (per_hardware).
     Configs that resolve identically are kept once.
     """
     from engine.drafters import MODEL_FREE  # lazy: torch
@@ -98,7 +99,20 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
                         certify=sweep.certify,
                     )
                     trials.setdefault(cfg.config_hash, cfg)
-    return list(trials.values())
+    return per_hardware(list(trials.values()), sweep.hardware)
+
+
+def per_hardware(trials: list[TrialConfig], hardware: tuple[str, ...]) -> list[TrialConfig]:
+    """Each trial once per hardware type (a sweep's `hardware:`), the type in its identity and
+    `device` resolved for it (cpu, or cuda for a GPU type; an explicit device the parser
+    checked is kept); without types, the trials as they are (hashes as before the key)."""
+    if not hardware:
+        return trials
+    return [
+        dataclasses.replace(t, hardware=h, device=device_for(h) if t.device == "auto" else t.device)
+        for t in trials
+        for h in hardware
+    ]
 
 
 def profile_trials(sweep: Sweep) -> list[TrialConfig]:

@@ -55,7 +55,8 @@ def grid_size(sweep: Any) -> int:
         own = "max_new_tokens" in m.params or "max_new_tokens" in m.grid
         per_setting += points * (1 if own else len(sweep.max_new_tokens))
     profiles = len(sweep.pairs) * len(sweep.engines) if sweep.profile is not None else 0
-    return profiles + math.prod(
+    per_hardware = max(1, len(sweep.hardware))  # each config once per hardware type
+    return per_hardware * profiles + per_hardware * math.prod(
         (
             len(sweep.pairs),
             len(sweep.datasets),

@@ -23,6 +23,9 @@ seed: 0
 warmup: 0                           # generations per actor and pair before timing
 max_attempts: 3                     # dispatches of a trial whose worker died
 device: auto                        # auto | cpu | cuda | cuda:N
+hardware: [H100, A100]              # optional: one trial per config and type (or one string);
+                                    # GPU types as Ray names its nodes (`accelerator_type:H100`;
+                                    # any case, stored upper case) or cpu; see below
 dtype: auto                         # auto | float32 | bfloat16 | float16, or per role:
                                     # {target: float32, draft: bfloat16}
 engine: eager                       # eager | fast | compiled | graphs, or a list (a grid axis);
@@ -53,6 +56,14 @@ sizes and contexts are lists of integers or comma-separated strings ("1,2,4"), s
 limits.max_tree_nodes + 1 (a verification forward's tokens). Profile trials have no dataset,
 no result row and no speedup: query, compare, plot and export never see them.
 
+`hardware:` makes each config (profile trials too) once per listed type, the type part of
+its identity (TrialConfig.hardware, in its hash and label): the same file on an H100 node and
+an A100 node is two trials, two results, compared side by side. `device` resolves to cpu for
+`cpu` and to cuda for a GPU type (`device: cpu` with a GPU type, or cuda with `cpu`, is an
+error). The Ray executor runs a type's trials only on nodes of that type, the local executor
+only this machine's own (orchestrator/run/preflight.py refuses the others before anything is
+written). Without the key, trials and hashes are as before it existed.
+
 Precedence of `max_new_tokens`: a method's own `params`/`grid` value wins for that method's
 trials; otherwise the top-level `max_new_tokens` applies (a list there is a grid axis for every
 method that does not set its own); otherwise 128.
@@ -79,6 +90,7 @@ from engine.cost_model import check_grid as check_profile_grid
 from engine.cost_model import parse_ints
 from engine.datasets import default_category  # spec_bench: "all" (its 6 tasks)
 from engine.model_names import canonical_name
+from orchestrator.spec.hardware import parse_hardware
 from orchestrator.spec.limits import (
     DEFAULT,
     MODEL_MAX,
@@ -124,6 +136,7 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
             "warmup",
             "max_attempts",
             "device",
+            "hardware",
             "dtype",
             "engine",
             "certify",
@@ -169,6 +182,9 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
     device = string(top.get("device", "auto"), at("device"))
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?|mps", device):
         raise SpecError(f"{at('device')}: {device!r} is not one of auto, cpu, cuda, cuda:N, mps")
+    hardware = ()
+    if "hardware" in top:
+        hardware = parse_hardware(top["hardware"], at("hardware"), device, at("device"))
     dtype, draft_dtype = _dtypes(top.get("dtype", "auto"), at("dtype"))
     engines = axis(top.get("engine", "eager"), at("engine"), _engine)
     repeats = integer(top.get("repeats", 1), at("repeats"), lo=1)
@@ -196,6 +212,7 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
         warmup=integer(warmup, at("warmup"), lo=0, hi=limits.max_warmup, cap="limits.max_warmup"),
         max_attempts=integer(top.get("max_attempts", 3), at("max_attempts"), lo=1),
         device=device,
+        hardware=hardware,
         dtype=dtype,
         draft_dtype=draft_dtype,
         engines=engines,

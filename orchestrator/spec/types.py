@@ -85,6 +85,7 @@ class Sweep:
     draft_top_ps: tuple[float | None, ...] = (None,)
     certify: bool = True
     profile: ProfileSpec | None = None  # None: no profile trials
+    hardware: tuple[str, ...] = ()  # hardware types, one trial per config each; (): none named
 
     @property
     def settings(self) -> tuple[tuple[float, float, float | None, float | None], ...]:
@@ -116,6 +117,7 @@ class Sweep:
             "warmup": self.warmup,
             "max_attempts": self.max_attempts,
             "device": self.device,
+            **({"hardware": list(self.hardware)} if self.hardware else {}),
             "dtype": (
                 self.dtype
                 if self.draft_dtype is None

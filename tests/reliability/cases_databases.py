@@ -139,6 +139,27 @@ CASES: list[Case] = [
         backends=BOTH,
     ),
     Case(
+        "local-executor-hardware-not-here",
+        SUBMIT,
+        "hardware A100, H100: the local executor runs trials on this machine, which has cpu",
+        spec=sweep(extra="hardware: [cpu, H100, A100]\n"),
+        needs="no-cuda",
+        backends=BOTH,
+    ),
+    Case(
+        "ray-hardware-not-in-the-cluster",
+        ("submit", "{spec}", "--db", "{db}", "--executor", "ray"),
+        "hardware L4: the Ray cluster has no node of that type (it has: cpu)",
+        spec=sweep(extra="hardware: [l4]\n"),
+        needs="no-cuda",
+    ),
+    Case(
+        "ray-accelerator-contradicts-hardware",
+        ("submit", "{spec}", "--db", "{db}", "--executor", "ray", "--accelerator", "cpu"),
+        "--accelerator cpu contradicts the sweep's hardware H100",
+        spec=sweep(extra="hardware: [cpu, H100]\n"),
+    ),
+    Case(
         "ray-address-refused",
         ("submit", "{spec}", "--db", "{db}", "--executor", "ray", "--address", "127.0.0.1:9"),
         "cannot reach the Ray cluster at 127.0.0.1:9",

@@ -134,6 +134,32 @@ CASES: list[Case] = [
         "device: 'bogus' is not one of auto, cpu, cuda, cuda:N, mps",
         spec=sweep(extra="device: bogus\n"),
     ),
+    # -- hardware types (a sweep's hardware:)
+    Case(
+        "sweep-hardware-twice",
+        SUBMIT,
+        "hardware[1]: H100 is listed twice (types compare without case)",
+        spec=sweep(extra="hardware: [H100, h100]\n"),
+    ),
+    Case(
+        "sweep-hardware-not-a-type",
+        SUBMIT,
+        "hardware: 'gpu' is not a hardware type: name cpu, or a GPU type",
+        spec=sweep(extra="hardware: gpu\n"),
+    ),
+    Case(
+        "sweep-hardware-empty",
+        SUBMIT,
+        "hardware: empty list (give at least one entry)",
+        spec=sweep(extra="hardware: []\n"),
+    ),
+    Case(
+        "sweep-hardware-gpu-on-device-cpu",
+        SUBMIT,
+        "device: 'cpu' cannot run hardware H100; a sweep with `hardware: H100` runs on cuda",
+        spec=sweep(extra="device: cpu\nhardware: [cpu, H100]\n"),
+        backends=BOTH,
+    ),
     Case(
         "seed-above-64-bit",
         SUBMIT,

@@ -15,6 +15,9 @@
   every trial queued on it would fail the same way); the other actors go on meanwhile, and the
   replacement takes trials once Ray has placed it (at once where a GPU is free, when the
   autoscaler adds a node, or never if the sweep ends first).
+- Hardware types (a sweep's `hardware:`): each type's trials get actors of their own that Ray
+  places only on nodes of that type (executors/hardware_actors.py: `accelerator_type=X`), and
+  an actor only ever draws trials of its own type; trials without a type run as above.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from orchestrator.run.executors.base import (
     trial_threads,
     worker_threads,
 )
+from orchestrator.run.executors.hardware_actors import hardware_actors
 
 REPO_ROOT = str(Path(__file__).resolve().parents[3])
 SECRET_ENV = ("ORCH_DB_URL",)  # never handed to a Ray process started here
@@ -152,6 +156,7 @@ class Slot:
     inflight: set = field(default_factory=set)
     alive: bool = True
     ready: bool = False  # placed and described
+    hardware: str | None = None  # the hardware type of its trials (None: trials without one)
 
     @property
     def usable(self) -> bool:
@@ -187,6 +192,7 @@ class RayExecutor:
         self.placement_timeout = placement_timeout
         self.slots: list[Slot] = []
         self._options: dict[str, Any] = {}
+        self._typed: dict[str, dict[str, Any]] = {}  # hardware type -> its actors' options
         self._threads: int | None = None
         self._spawned = 0
         self._refs: dict[int, tuple[list, Any]] = {}
@@ -240,13 +246,29 @@ class RayExecutor:
         self._threads = worker_threads(n, cpus)
         return n
 
-    def _spawn(self) -> Slot:
-        actor = TrialActor.options(**self._options).remote(self.warmup, self._threads)
+    def _spawn(self, hardware: str | None = None) -> Slot:
+        options = self._options if hardware is None else self._typed[hardware]
+        actor = TrialActor.options(**options).remote(self.warmup, self._threads)
         name = f"actor{self._spawned}"
         self._spawned += 1
         return Slot(
-            actor=actor, worker=Worker(name=name, host="?", gpu_id=None), info=actor.info.remote()
+            actor=actor,
+            worker=Worker(name=name, host="?", gpu_id=None),
+            info=actor.info.remote(),
+            hardware=hardware,
         )
+
+    def _spawn_all(self, jobs: list[Job]) -> list[Slot]:
+        """The executor's own actors for the jobs without a hardware type (_plan), and each
+        type's actors for its jobs (hardware_actors), all sharing the cluster's CPUs."""
+        plain = sum(j.config.hardware is None for j in jobs)
+        n = self._plan(plain) if plain else 0
+        typed = hardware_actors(jobs, ray.nodes(), self.actors)
+        if typed:
+            self._typed = dict(typed)
+            cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+            self._threads = worker_threads(n + len(typed), cpus)
+        return [self._spawn() for _ in range(n)] + [self._spawn(h) for h, _ in typed]
 
     def _describe(self, timeout: float, every: bool = False) -> None:
         """Mark the slots whose actor Ray has placed within `timeout` s ready (wait for one,
@@ -265,7 +287,7 @@ class RayExecutor:
             except RayError:  # died as it started (placed on a node that was dying): again
                 s.alive = False
                 if self._spawned < MAX_SPAWNS_PER_ACTOR * len(self.slots):
-                    self.slots[self.slots.index(s)] = self._spawn()
+                    self.slots[self.slots.index(s)] = self._spawn(s.hardware)
                 continue
             s.worker = Worker(name=s.worker.name, host=info["host"], gpu_id=info["gpu_id"])
             s.ready = True
@@ -277,7 +299,7 @@ class RayExecutor:
             return
         started_ray = self._connect()
         try:
-            self.slots = [self._spawn() for _ in range(self._plan(len(jobs)))]
+            self.slots = self._spawn_all(jobs)
             # an actor Ray cannot place now (its node just died and the cluster does not know
             # yet, or the autoscaler is still adding one) must not hold up the others
             self._describe(timeout=SPREAD_WAIT_S, every=True)
@@ -330,7 +352,12 @@ class RayExecutor:
                 stopping = True
 
     def _unplaced(self) -> str:
-        asked = ", ".join(f"{k} {v}" for k, v in self._options.items() if v)
+        kinds = {s.hardware for s in self.slots}
+        asked = "; ".join(
+            ", ".join(f"{k} {v}" for k, v in options.items() if v)
+            for options in [self._options] * (None in kinds)
+            + [self._typed[h] for h in sorted(kinds - {None})]
+        )
         free = ray.available_resources()
         has = ", ".join(f"{k} {free[k]:g}" for k in ("CPU", "GPU") if free.get(k))
         return (
@@ -365,7 +392,7 @@ class RayExecutor:
     def _pick(self, slot: Slot, queues: dict[tuple, deque[Job]]) -> Job | None:
         if slot.pair is not None and queues.get(slot.pair):
             return queues[slot.pair].popleft()
-        left = [k for k, q in queues.items() if q]
+        left = [k for k, q in queues.items() if q and q[0].config.hardware == slot.hardware]
         if not left:
             return None
         taken = {s.pair for s in self.slots if s is not slot and s.alive}
@@ -422,7 +449,7 @@ class RayExecutor:
         if not slot.alive:
             return
         slot.alive = False
-        self.slots[self.slots.index(slot)] = self._spawn()  # placed when Ray can
+        self.slots[self.slots.index(slot)] = self._spawn(slot.hardware)  # placed when Ray can
 
 
 # the errors of a trial whose actor is gone (killed, out of memory, crashed, its node lost):

@@ -1,16 +1,20 @@
 """A real multi-node Ray cluster on this one machine: `ray start --head` plus two worker nodes
-(one fake GPU each, so the two GPU actors land on distinct nodes), every node bound to
-127.0.0.1 and Ray's token authentication off for this private test cluster. The driver runs
-`orch submit --address` with an empty ORCH_HOME and no ORCH_DATA_DIR (no model folders, no
-data: docs/cluster.md); the workers have the model cache.
+(one fake GPU each, so the two GPU actors land on distinct nodes; the first labelled an H100,
+the second an A100, as Ray labels real GPU nodes), every node bound to 127.0.0.1 on ports
+reserved for it and Ray's token authentication off for this private test cluster. The driver
+runs `orch submit --address` with an empty ORCH_HOME and no ORCH_DATA_DIR (no model folders,
+no data: docs/cluster.md); the workers have the model cache.
 
-Checks: every config exactly one result, each trial's node recorded (a worker node, never the
-head), model loads at most one per (actor, pair), and the death of a worker node's raylet
-mid-sweep survived with nothing lost or run twice.
+Checks: a `hardware: [H100, A100]` sweep runs each config once per type, each trial on a node
+of its type; every config exactly one result, each trial's node recorded (a worker node,
+never the head), model loads at most one per (actor, pair), and the death of a worker node's
+raylet mid-sweep survived with nothing lost or run twice (that test runs last: it leaves one
+worker node).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -26,6 +30,7 @@ import pytest
 
 from orchestrator.run.executors.reaper import session_processes
 from orchestrator.run.runner import PAUSE_ENV
+from orchestrator.run.trial import STAND_IN_ENV
 from tests.orchestrator.orch_helpers import REPO, sweep_24
 
 pytestmark = pytest.mark.slow
@@ -33,12 +38,35 @@ psutil = pytest.importorskip("psutil")
 pytest.importorskip("ray")
 
 RAY = str(Path(sys.executable).with_name("ray"))
+TYPES = ("H100", "A100")  # the worker nodes' (fake) GPU types, in node order
+WORKER_PORTS = 24  # per node: its worker processes (actors, idle workers, job drivers)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free ports: every socket is bound before any is read and all are closed
+    together (one socket at a time, the system may hand a just-closed port out again: the
+    dashboard and the runtime-env agent both got 36929 once and `ray start --head` failed)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def node_ports(ports: list[int], head: bool) -> list[str]:
+    """`ray start` options naming every port the node would otherwise pick itself (each its
+    own, from `ports`, which the caller reserved at once for the whole cluster), so the nodes
+    collide neither with each other nor with any other Ray on this machine."""
+    names = ["--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port"]
+    names += ["--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port"]
+    if head:
+        names += ["--ray-client-server-port"]
+    out = [x for name in names for x in (name, str(ports.pop()))]
+    workers = [str(ports.pop()) for _ in range(WORKER_PORTS)]
+    return out + ["--worker-port-list", ",".join(workers)]
 
 
 def _kill(procs: list) -> None:
@@ -52,26 +80,15 @@ def _kill(procs: list) -> None:
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Head (no CPUs, no GPUs: it only schedules) + two worker nodes with one GPU each."""
+    """Head (no CPUs, no GPUs: it only schedules) + two worker nodes with one GPU each, the
+    GPUs stand-ins of the types in TYPES (orchestrator.run.trial.STAND_IN_ENV: their cuda
+    trials run on the CPU)."""
     temp = tempfile.mkdtemp(prefix="orch-ray-", dir="/tmp")  # short: Ray's socket paths
-    port, dashboard = _free_port(), _free_port()
+    ports = free_ports(2 + 7 + 6 * len(TYPES) + WORKER_PORTS * (1 + len(TYPES)))
+    port, dashboard = ports.pop(), ports.pop()
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `orch`
     common = ["--node-ip-address", "127.0.0.1", "--temp-dir", temp, "--disable-usage-stats"]
-
-    def ports() -> list[str]:
-        """Each node's agents on free ports: the defaults would collide with each other and
-        with any other Ray on this machine (the head's job agent then never comes up)."""
-        return [
-            "--dashboard-agent-listen-port",
-            str(_free_port()),
-            "--dashboard-agent-grpc-port",
-            str(_free_port()),
-            "--runtime-env-agent-port",
-            str(_free_port()),
-            "--metrics-export-port",
-            str(_free_port()),
-        ]
 
     try:
         subprocess.run(
@@ -90,14 +107,14 @@ def cluster():
                 "--dashboard-port",
                 str(dashboard),
                 *common,
-                *ports(),
+                *node_ports(ports, head=True),
             ],
             env=env,
             check=True,
             capture_output=True,
             timeout=180,
         )
-        for i in range(2):
+        for i, gpu in enumerate(TYPES):
             subprocess.run(
                 [
                     RAY,
@@ -109,10 +126,11 @@ def cluster():
                     "--num-gpus",
                     "1",
                     "--resources",
-                    f'{{"worker{i}": 1}}',
+                    json.dumps({f"worker{i}": 1, f"accelerator_type:{gpu}": 1}),
                     *common,
+                    *node_ports(ports, head=False),
                 ],
-                env=env,
+                env={**env, STAND_IN_ENV: gpu},
                 check=True,
                 capture_output=True,
                 timeout=180,
@@ -152,10 +170,15 @@ def _rows(db: Path, sql: str) -> list[tuple]:
 
 def _worker_nodes(cluster: dict) -> set[str]:
     """The ids of the live nodes that have a GPU (the worker nodes)."""
+    return set(_worker_resources(cluster))
+
+
+def _worker_resources(cluster: dict) -> dict[str, dict[str, float]]:
+    """{node id: its resources} of the live nodes that have a GPU (the worker nodes)."""
     code = (
         "import ray, json; ray.init(address='%s', log_to_driver=False); "
-        "print(json.dumps([n['NodeID'] for n in ray.nodes() "
-        "if n['Alive'] and n['Resources'].get('GPU')]))" % cluster["address"]
+        "print(json.dumps({n['NodeID']: n['Resources'] for n in ray.nodes() "
+        "if n['Alive'] and n['Resources'].get('GPU')}))" % cluster["address"]
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -165,9 +188,7 @@ def _worker_nodes(cluster: dict) -> set[str]:
         timeout=120,
         check=True,
     ).stdout
-    import json
-
-    return set(json.loads(out.strip().splitlines()[-1]))
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def on_cpu(spec: Path) -> Path:
@@ -191,6 +212,58 @@ def _check_sweep(db: Path, nodes: set[str], pairs: int, actors: int) -> None:
     )
     assert all(n == 1 for *_, n in loads), loads  # each actor loads each pair once
     assert pairs <= len(loads) <= pairs * actors
+
+
+CROSS_HARDWARE = """\
+name: {name}
+pairs: [{{target: tiny-llama, draft: tiny-llama-draft}}]
+dataset: {{name: spec_bench, prompts: 1, prompt_tokens: 16}}
+max_new_tokens: 8
+hardware: {hardware}
+methods: [{{name: autoregressive}}, {{name: linear, params: {{k: 2}}}}]
+"""
+
+
+def test_cross_hardware_sweep_runs_each_config_on_each_type(cluster, tmp_path):
+    """`hardware: [H100, A100]` through `orch submit --address`: each of the 2 configs runs
+    once per type (4 trials, 4 hashes), each on a node whose resources name its type, and
+    the stored configs carry it. A type the cluster lacks is refused in one line before the
+    database exists. Runs first: the dead-node test below leaves one worker node."""
+    types = {
+        node: {
+            k.removeprefix("accelerator_type:") for k in res if k.startswith("accelerator_type:")
+        }
+        for node, res in _worker_resources(cluster).items()
+    }
+    assert sorted(t for ts in types.values() for t in ts) == sorted(TYPES), types
+    db = tmp_path / "orch.db"
+    base = ["--db", f"sqlite:///{db}", "--executor", "ray", "--address", cluster["address"]]
+    spec = tmp_path / "x.yaml"
+    spec.write_text(CROSS_HARDWARE.format(name="xhw-absent", hardware="[H100, l4]"))
+    refused = _orch_async(["submit", str(spec), *base], _driver_env(cluster, tmp_path))
+    out, err = refused.communicate(timeout=300)
+    assert refused.returncode == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: hardware L4: the Ray cluster at 127.0.0.1:"), err
+    assert "has no node of that type (it has: A100, H100, cpu)" in err and not db.exists()
+    spec.write_text(CROSS_HARDWARE.format(name="xhw", hardware="[H100, a100]"))
+    driver = _orch_async(["submit", str(spec), *base], _driver_env(cluster, tmp_path))
+    out, err = driver.communicate(timeout=600)
+    assert driver.returncode == 0, err
+    rows = _rows(db, "SELECT config_hash, config, worker_node, status FROM trials")
+    assert len(rows) == 4 and len({h for h, *_ in rows}) == 4
+    assert {s for *_, s in rows} == {"done"}
+    by_config: dict[str, set[str]] = {}
+    for _, config, node, _ in rows:
+        config = json.loads(config)
+        hw = config.pop("hardware")
+        assert types[node] == {hw}, (hw, node, types)  # ran on a node of its type only
+        assert config["device"] == "cuda"
+        by_config.setdefault(json.dumps(config, sort_keys=True), set()).add(hw)
+    assert list(by_config.values()) == [set(TYPES), set(TYPES)]  # each config once per type
+    export = _orch_async(["export", "--db", f"sqlite:///{db}", "--format", "json"], cluster["env"])
+    out, err = export.communicate(timeout=300)
+    assert export.returncode == 0, err
+    assert sorted(r["hardware"] for r in json.loads(out)) == sorted(TYPES * 2)  # result rows
 
 
 def test_tiny_sweep_survives_a_dead_worker_node(cluster, tmp_path):

@@ -252,7 +252,7 @@ def test_a_killed_worker_process_is_the_actor_dying(monkeypatch, error):
     ex = rx.RayExecutor(max_attempts=2)
     dead = rx.Slot(actor=None, worker=Worker("actor0", "h", "0"), info=None)
     ex.slots = [dead]
-    monkeypatch.setattr(ex, "_spawn", lambda: "replacement")
+    monkeypatch.setattr(ex, "_spawn", lambda hardware=None: "replacement")
     job, queues, sink = _jobs()[0], {}, ListSink()
     job.attempts = 1
     ex._collect("ref", dead, job, queues, sink)
