@@ -27,7 +27,9 @@ Cells are compared with their 95% intervals where the metric has them: A is *abo
 A's interval lies wholly above B's, *below* when wholly under, else *level*; without intervals
 by their values. RULES decide each setting reproduced / partly / not, and a claim over several
 settings is reproduced where every setting is, not where none is, else partly ("k of n").
-A cell no finished trial matches leaves its setting "no data".
+A cell no finished trial matches leaves its setting "no data", and so does a cell filter on a
+parameter no trial of the sweep has (`selector=nde` where no trial ran the NDE selector): a claim
+can name the trials that would test it before they exist.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import Any
 import pandas as pd
 
 from engine.config import ConfigError
-from orchestrator.results.frame import QueryError, apply_where, load_frame
+from orchestrator.results.frame import _WHERE, QueryError, apply_where, frame_column, load_frame
 from orchestrator.results.settings import CONFIG_KEY, settings_keys
 from orchestrator.spec.values import SpecError, mapping
 from orchestrator.spec.yaml_file import read_yaml
@@ -49,7 +51,9 @@ from orchestrator.store import Store
 RULES = {
     "order": "each cell above the next, in the listed order",
     "above": "the first cell above every other cell",
-    "at_least": "the first cell's value over the second's at least `value`",
+    "below": "the last cell below every other cell",
+    "at_least": "the first cell's value over the second's at least `value`, and the first above "
+    "the second",
     "best": "the first cell the best of the configs `among` selects, or tied with it",
     "nondecreasing": "no cell below the one before it, and the last above the first",
     "nonincreasing": "no cell above the one before it, and the last below the first",
@@ -155,8 +159,22 @@ def load_claims(path: str | Path) -> list[Claim]:
     return out
 
 
+def _absent(df: pd.DataFrame, filters: tuple[str, ...]) -> list[str]:
+    """The columns `filters` name that `df` lacks (as apply_where resolves names)."""
+    out = []
+    for expr in filters:
+        m = _WHERE.match(expr)
+        col = frame_column(m.group(1)) if m else ""
+        if m and col not in df.columns and f"param.{col}" not in df.columns:
+            out.append(m.group(1))
+    return out
+
+
 def _cell(df: pd.DataFrame, name: str, filters: tuple[str, ...], metric: str) -> Cell | None:
-    """The best config (by mean `metric` over its repeats) among the trials matching `filters`."""
+    """The best config (by mean `metric` over its repeats) among the trials matching `filters`
+    (None where none does, or where a filter names a parameter no trial has)."""
+    if _absent(df, filters):
+        return None
     rows = apply_where(df, filters)
     rows = rows[rows[metric].notna()]
     if rows.empty:
@@ -190,30 +208,50 @@ def relation(a: Cell, b: Cell) -> str:
 
 def decide(claim: Claim, cells: list[Cell], among: list[Cell]) -> tuple[str, str]:
     """(verdict, why) of one setting whose cells all matched."""
-    rel = [relation(x, y) for x, y in zip(cells, cells[1:])]
     first = cells[0]
-    if claim.rule in ("order", "above"):
-        pairs = rel if claim.rule == "order" else [relation(first, c) for c in cells[1:]]
-        names = zip(cells, cells[1:]) if claim.rule == "order" else ((first, c) for c in cells[1:])
+    if claim.rule in ("order", "above", "below"):
+        names = {
+            "order": list(zip(cells, cells[1:])),
+            "above": [(first, c) for c in cells[1:]],
+            "below": [(c, cells[-1]) for c in cells[:-1]],
+        }[claim.rule]
+        pairs = [relation(x, y) for x, y in names]
         why = "; ".join(f"{x.name} {r} {y.name}" for (x, y), r in zip(names, pairs))
         n = sum(r == "above" for r in pairs)
         return ("reproduced" if n == len(pairs) else "not" if n == 0 else "partly"), why
     if claim.rule == "at_least":
         ratio = first.value / cells[1].value
-        why = f"{first.name} / {cells[1].name} = {ratio:.3f} (claim: at least {claim.value:g})"
-        verdict = "reproduced" if ratio >= claim.value else "partly" if ratio > 1 else "not"
-        return verdict, why
+        r = relation(first, cells[1])
+        why = (
+            f"{first.name} / {cells[1].name} = {ratio:.3f} (claim: at least {claim.value:g}); "
+            f"{first.name} {r} {cells[1].name}"
+        )
+        met = (ratio >= claim.value) + (r == "above")
+        return ("reproduced" if met == 2 else "partly" if met == 1 else "not"), why
     if claim.rule == "best":
-        top = max(among, key=lambda c: c.value)
-        if top.trials == first.trials or relation(first, top) != "below":
-            return "reproduced", f"{first.name} is the best or tied with it ({top.params})"
-        return "not", f"the best is {top.params} ({top.value:.3f}), {first.name} below it"
+        top = max([*among, first], key=lambda c: c.value)
+        if top.trials == first.trials:
+            return "reproduced", f"{first.name} is the best"
+        r = relation(first, top)
+        ci = "" if math.isnan(top.lo) else f" ({top.lo:.2f}-{top.hi:.2f})"
+        trials = ", ".join(map(str, top.trials))
+        why = f"{first.name} {r} the best, {top.value:.3f}{ci} [{top.params}; trials {trials}]"
+        return ("not" if r == "below" else "reproduced"), why
     sign = 1 if claim.rule == "nondecreasing" else -1
-    why = ", ".join(f"{c.name} {c.value:.3f}" for c in cells)
-    if sign * (cells[-1].value - first.value) <= 0:
-        return "not", why
     against = "below" if sign > 0 else "above"
-    return ("partly" if against in rel else "reproduced"), why
+    ends = relation(cells[-1], first)
+    falls = [(y, x) for x, y in zip(cells, cells[1:]) if relation(y, x) == against]
+    steps = [f"{y.name} {against} {x.name}" for y, x in falls]
+    why = (
+        ", ".join(f"{c.name} {c.value:.3f}" for c in cells)
+        + f"; {cells[-1].name} {ends} {first.name}"
+        + (f"; {', '.join(steps)}" if steps else "")
+    )
+    if ends == ("above" if sign > 0 else "below"):
+        return ("partly" if steps else "reproduced"), why
+    if steps or sign * (cells[-1].value - first.value) <= 0:
+        return "not", why
+    return "partly", why
 
 
 def _among(df: pd.DataFrame, claim: Claim) -> list[Cell]:
@@ -233,12 +271,16 @@ def evaluate(claim: Claim, df: pd.DataFrame) -> list[Outcome]:
     if claim.metric not in df.columns:
         raise QueryError(f"claim {claim.claim!r}: unknown metric {claim.metric!r}")
     df = apply_where(df, claim.where)
+    columns = []  # for_each names a parameter by its bare name, as the filters do
     for c in claim.for_each:
-        if c not in df.columns:
+        col = frame_column(c)
+        col = col if col in df.columns else f"param.{col}"
+        if col not in df.columns:
             raise QueryError(f"claim {claim.claim!r}: unknown for_each column {c!r}")
+        columns.append(col)
     settings = [("", df)]
     if claim.for_each:
-        groups = df.groupby(list(claim.for_each), sort=True, dropna=False)
+        groups = df.groupby(columns, sort=True, dropna=False)
         settings = [
             (", ".join(f"{c}={v}" for c, v in zip(claim.for_each, k)), g) for k, g in groups
         ]
@@ -246,7 +288,11 @@ def evaluate(claim: Claim, df: pd.DataFrame) -> list[Outcome]:
     for label, g in settings:
         cells = [_cell(g, name, f, claim.metric) for name, f in claim.cells]
         if any(c is None for c in cells):
-            missing = [n for (n, _), c in zip(claim.cells, cells) if c is None]
+            missing = []
+            for (n, f), c in zip(claim.cells, cells):
+                if c is None:
+                    absent = _absent(g, f)
+                    missing.append(n + (f" (no trial has {', '.join(absent)})" if absent else ""))
             out.append(
                 Outcome(label, tuple(cells), "no data", f"no trial for {', '.join(missing)}")
             )
