@@ -350,9 +350,17 @@ def plot(out_dir, where, sweep, all_sweeps, db_url) -> None:
     help="instead of one sweep: the claims table of a claims file (examples/claims.yaml), each "
     "claim decided from its sweep's trials",
 )
+@click.option(
+    "--into",
+    "into_file",
+    default=None,
+    metavar="DOC",
+    help="with --claims: write the table into DOC between its <!-- claims:begin --> and "
+    "<!-- claims:end --> lines instead (docs/reproduction.md)",
+)
 @predict_options("the predictions on each profiled GPU: ")
 @db_option
-def report(sweep, out_dir, claims_file, predict_with, db_url) -> None:
+def report(sweep, out_dir, claims_file, into_file, predict_with, db_url) -> None:
     """A paper-style report of one sweep (default: the most recent) from the database alone:
     Markdown and HTML with PNG figures: the sweep file's paper reference and scale, every
     config's speedup and tokens per iteration with their 95% intervals, the papers'
@@ -360,8 +368,10 @@ def report(sweep, out_dir, claims_file, predict_with, db_url) -> None:
     calls for, and the cost model's predicted speedups on every profiled GPU
     (docs/report.md). With --claims FILE: the papers' claims table (claims.md), each claim's
     verdict, numbers, machines and trials."""
+    if into_file is not None and claims_file is None:
+        raise click.UsageError("--into needs --claims")
     if claims_file is not None:
-        _claims_report(claims_file, sweep, out_dir, db_url)
+        _claims_report(claims_file, sweep, out_dir, into_file, db_url)
         return
     require("matplotlib", "orch report")  # before anything is read or written
     from orchestrator.results import check_output_dir, resolve_sweep  # lazy: pandas
@@ -380,30 +390,41 @@ def report(sweep, out_dir, claims_file, predict_with, db_url) -> None:
     click.echo(f"to {out_dir}/")
 
 
-def _claims_report(claims_file, sweep, out_dir, db_url) -> None:
+def _claims_report(claims_file, sweep, out_dir, into_file, db_url) -> None:
     """`orch report --claims FILE`: the claims file checked, then every claim decided from the
-    database, then DIR/claims.md written."""
+    database, then DIR/claims.md written (or the table put into DOC's marked block)."""
     from orchestrator.results import QueryError, check_output_dir  # lazy: pandas
     from orchestrator.results.claims import (  # lazy: pandas
         claims_report,
+        into_document,
         load_claims,
+        read_document,
         render_claims,
     )
     from orchestrator.store import Store  # lazy: SQLAlchemy
 
     if sweep:
         raise click.UsageError("--claims reads the sweeps its claims name: give no SWEEP")
+    if into_file is not None and out_dir is not None:
+        raise click.UsageError("give -o DIR or --into DOC, not both")
     claims = load_claims(claims_file)
-    out = Path(out_dir or "report-claims")
-    check_output_dir(out, "the claims table")
+    out = Path(out_dir or "report-claims") if into_file is None else Path(into_file)
+    if into_file is None:
+        check_output_dir(out, "the claims table")
+    else:
+        doc = read_document(out)  # before the database is read
     store = Store(db_url, mode="read")
     try:
         text = render_claims(claims_report(store, claims))
     finally:
         store.close()
+    target = out / "claims.md" if into_file is None else out
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "claims.md").write_text(text, encoding="utf-8")
+        if into_file is None:
+            out.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        else:
+            target.write_text(into_document(doc, text), encoding="utf-8")
     except OSError as e:
-        raise QueryError(f"cannot write {out / 'claims.md'}: {e.strerror or e}") from None
-    click.echo(f"{len(claims)} claims: wrote {out / 'claims.md'}")
+        raise QueryError(f"cannot write {target}: {e.strerror or e}") from None
+    click.echo(f"{len(claims)} claims: wrote {target}")

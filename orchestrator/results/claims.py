@@ -372,3 +372,25 @@ def render_claims(results: list[tuple[Claim, list[Outcome]]]) -> str:
             )
             details.append(f"- {head}{o.verdict}: {o.why}. {cells}".rstrip())
     return "\n".join(lines + details) + "\n"
+
+
+BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
+
+
+def read_document(path: Path) -> str:
+    """The text of a document to hold the claims table (QueryError naming `path` unless it is
+    a readable file with one BEGIN line and one END line after it)."""
+    try:
+        doc = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise QueryError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    if doc.count(BEGIN) != 1 or doc.count(END) != 1 or doc.index(BEGIN) > doc.index(END):
+        raise QueryError(f"{path}: needs one {BEGIN} line and one {END} line after it")
+    return doc
+
+
+def into_document(doc: str, table: str) -> str:
+    """`doc` (read_document's) with the text between its BEGIN and END lines replaced by
+    `table`."""
+    head, rest = doc.split(BEGIN)
+    return f"{head}{BEGIN}\n{table.strip(chr(10))}\n{END}{rest.split(END, 1)[1]}"

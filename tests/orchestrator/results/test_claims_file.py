@@ -35,7 +35,8 @@ def test_reproduction_md_holds_the_table_the_committed_database_gives():
         store.close()
     assert committed == text.strip("\n"), (
         "docs/reproduction.md's claims table differs from the database: regenerate it with "
-        "orch report --claims examples/claims.yaml --db sqlite:///docs/repro/orch.db -o DIR"
+        "orch report --claims examples/claims.yaml --db sqlite:///docs/repro/orch.db "
+        "--into docs/reproduction.md"
     )
 
 
@@ -211,3 +212,24 @@ def test_orch_report_claims_writes_claims_md(tiny, tmp_path, sqlite_url):
     )
     assert r.exit_code == 0, r.output
     assert "**reproduced**" in Path(out / "claims.md").read_text()
+
+
+def test_orch_report_claims_into_a_documents_marked_block(tiny, tmp_path, sqlite_url):
+    _claims(tmp_path, "rule: order, " + _cells(1, 2, 3))
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"# title\n\nbefore\n{BEGIN}\nold table\n{END}\nafter\n")
+    args = ["report", "--claims", str(tmp_path / "claims.yaml"), "--db", sqlite_url]
+    r = CliRunner().invoke(main, [*args, "--into", str(doc)])
+    assert r.exit_code == 0, r.output
+    text = doc.read_text()
+    assert text.startswith(f"# title\n\nbefore\n{BEGIN}\n| paper |") and text.endswith(
+        f"\n{END}\nafter\n"
+    )
+    assert "old table" not in text and "**reproduced**" in text
+    bare = tmp_path / "bare.md"
+    bare.write_text("no markers\n")
+    r = CliRunner().invoke(main, [*args, "--into", str(bare)])
+    assert r.exit_code == 2 and "needs one <!-- claims:begin --> line" in r.output
+    assert bare.read_text() == "no markers\n"
+    r = CliRunner().invoke(main, ["report", "--into", str(doc), "--db", sqlite_url])
+    assert r.exit_code != 0 and "--into needs --claims" in r.output
