@@ -31,6 +31,10 @@ HASH_DEFAULTS = {
     "draft_temperature": None,
     "draft_top_p": None,
     "certify": True,
+    "target_revision": None,
+    "draft_revision": None,
+    "prompt_file": None,
+    "placement": None,
 }
 
 
@@ -65,6 +69,17 @@ class TrialConfig:
     draft_temperature: float | None = None
     draft_top_p: float | None = None
     certify: bool = True  # re-check the output after timing (engine/certify/teacher_forced.py)
+    # a hub id's revision (engine/hub.py): its commit where the driver could resolve it (a new
+    # revision is a new trial), else the branch or tag as given; None: main / not a hub id
+    target_revision: str | None = None
+    draft_revision: str | None = None
+    # a user's prompt file (engine/prompt_files.py): {sha256, field, category_field,
+    # messages_field, id_field}; its prompts travel with the trial (the path is the driver's)
+    prompt_file: dict[str, Any] | None = None
+    # placement (engine/placement.py): {gpus_per_trial, offload, gpu_memory}, only the keys set:
+    # the GPUs each trial's actor reserves, the target spread over them, what does not fit
+    # offloaded to host memory (offload "cpu", DySpec's 70B setting); None: one device
+    placement: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:  # 0 and 0.0 must hash alike
         object.__setattr__(self, "temperature", float(self.temperature))
@@ -95,9 +110,24 @@ class TrialConfig:
         return hashlib.sha256(blob.encode()).hexdigest()
 
     @property
-    def pair_key(self) -> tuple[str, str, str, str, str | None]:
-        """Trials with one pair key share one loaded model pair."""
-        return (self.target, self.draft, self.device, self.dtype, self.draft_dtype)
+    def pair_key(self) -> tuple:
+        """Trials with one pair key share one loaded model pair: (target, draft, device,
+        dtype, draft_dtype, target_revision, draft_revision, placement items)."""
+        return (
+            self.target,
+            self.draft,
+            self.device,
+            self.dtype,
+            self.draft_dtype,
+            self.target_revision,
+            self.draft_revision,
+            tuple(sorted((self.placement or {}).items())),
+        )
+
+    @property
+    def gpus(self) -> int:
+        """GPUs one trial's actor reserves (placement's gpus_per_trial, default 1)."""
+        return int((self.placement or {}).get("gpus_per_trial", 1))
 
     @property
     def is_profile(self) -> bool:
