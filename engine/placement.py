@@ -19,6 +19,7 @@ speed of a split or an offload across PCIe is not (a GPU matter).
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -52,6 +53,13 @@ def describe(placement: dict[str, Any] | None) -> str:
     return f" x{gpus}" + (f" +offload {off}" if off else "")
 
 
+def size(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 def _empty_model(folder: str, dtype: Any) -> Any:
     from accelerate import init_empty_weights  # lazy: accelerate
     from transformers import AutoConfig, AutoModelForCausalLM  # lazy: transformers
@@ -80,19 +88,24 @@ def plan(
     memory[0] = max(0, budget - draft_bytes)
     if offload:
         memory["cpu"] = max(need, 1) * 2
-    dmap = infer_auto_device_map(
-        model,
-        max_memory=memory,
-        no_split_module_classes=list(getattr(model, "_no_split_modules", None) or []),
-        dtype=dtype,
-    )
+    quiet = logging.getLogger("accelerate.utils.modeling")
+    level = quiet.level  # planning for GPUs this process may not see is the point: no warning
+    quiet.setLevel(logging.ERROR)
+    try:
+        dmap = infer_auto_device_map(
+            model,
+            max_memory=memory,
+            no_split_module_classes=list(getattr(model, "_no_split_modules", None) or []),
+            dtype=dtype,
+        )
+    finally:
+        quiet.setLevel(level)
     off = sorted({v for v in dmap.values() if not isinstance(v, int)})
     if off and not offload:
-        gib = 2**30
         raise ConfigError(
-            f"{name} needs {need / gib:.1f} GiB of weights; {gpus} GPUs of "
-            f"{budget / gib:.1f} GiB hold less (the draft takes {draft_bytes / gib:.1f} GiB of "
-            f"GPU 0): raise placement.gpus_per_trial or set placement.offload: cpu"
+            f"{name} needs {size(need)} of weights; {gpus} GPUs of {size(budget)} hold less "
+            f"(the draft takes {size(draft_bytes)} of GPU 0): raise placement.gpus_per_trial "
+            f"or set placement.offload: cpu"
         )
     return {k: (v if isinstance(v, int) else "cpu") for k, v in dmap.items()}
 
