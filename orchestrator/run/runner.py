@@ -35,7 +35,12 @@ from engine.prompt_files import load_file_prompts, read_prompt_file
 from orchestrator.only import Only, check_only, matches
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.run.executors import Job, Worker, make_executor
-from orchestrator.run.preflight import check_checkpoints, check_run, place_trials
+from orchestrator.run.preflight import (
+    check_checkpoints,
+    check_gpus_per_trial,
+    check_run,
+    place_trials,
+)
 from orchestrator.run.runlog import run_log
 from orchestrator.run.version import code_version
 from orchestrator.spec import load_sweep
@@ -176,6 +181,7 @@ def submit(
     if opts.only:
         check_only(opts.only, trials, sweep.name)
     check_run(opts, {t.device for t in trials})  # and how it will run: Ray, GPUs, devices
+    check_gpus_per_trial(opts, trials)  # a placement's GPUs per trial (engine/placement.py)
     if opts.address is None:  # a remote cluster's workers read their own ORCH_HOME
         check_checkpoints(trials)  # learned components named by the methods: trained here
     trials = place_trials(trials, opts)  # device and dtype `auto` resolved: part of the hash
