@@ -226,10 +226,11 @@ def run_profile(config: TrialConfig, pair: Any = None) -> TrialResult:
         curve = measure_curve(
             m.model, name, grid["sizes"], grid["contexts"], config.engine, grid["repeats"]
         )
-        info = device_info(m.device)
+        info, measured = device_info(m.device), curve.to_dict()
         if m is pair.target:  # a profile is per placement: the target's curve is the placed one
             info = {**info, "device_name": info["device_name"] + placed(config)}
-        profiles.append({"curve": curve.to_dict(), "info": info})
+            measured["device_name"] = info["device_name"]
+        profiles.append({"curve": measured, "info": info})
     return TrialResult(
         config_hash=config.config_hash,
         metrics={},

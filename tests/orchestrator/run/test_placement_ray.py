@@ -143,3 +143,28 @@ def test_a_sweeps_placement_is_in_each_trial_and_its_record(fake_gpus, folders, 
         assert device_name.endswith(" x2 +offload cpu")  # a profile and a result per placement
     stored = json.loads(con.execute("select spec from sweeps").fetchone()[0])
     assert stored["placement"]["gpus_per_trial"] == 2
+
+
+def test_a_profile_is_per_placement(folders):
+    """A profile trial of a placed pair measures the placed target, stored under the device
+    name with the placement's suffix (the cost model then predicts per placement); the draft's
+    curve is its own device's."""
+    from orchestrator.records import PROFILE
+    from orchestrator.run.trial import run_trial
+
+    cfg = TrialConfig(
+        target=folders[0],
+        draft=folders[1],
+        dataset="",
+        prompts=0,
+        method=PROFILE,
+        params={"sizes": [1, 2], "contexts": [16], "repeats": 1},
+        max_new_tokens=0,
+        device="cpu",
+        dtype="float32",
+        placement=PLACEMENT,
+    )
+    r = run_trial(cfg)
+    target, draft = (p["curve"]["device_name"] for p in r.profiles)
+    assert target == draft + " x2 +offload cpu" == r.device_name
+    assert r.profiles[0]["info"]["device_name"] == target
