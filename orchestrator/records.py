@@ -73,8 +73,8 @@ class TrialConfig:
     # revision is a new trial), else the branch or tag as given; None: main / not a hub id
     target_revision: str | None = None
     draft_revision: str | None = None
-    # a user's prompt file (engine/prompt_files.py): {sha256, field, category_field,
-    # messages_field, id_field}; its prompts travel with the trial (the path is the driver's)
+    # a user's prompt file (engine/prompt_files.py): {sha256, field, category_field, id_field};
+    # its prompts travel with the trial (the path is the driver's, not part of the identity)
     prompt_file: dict[str, Any] | None = None
     # placement (engine/placement.py): {gpus_per_trial, offload, gpu_memory}, only the keys set:
     # the GPUs each trial's actor reserves, the target spread over them, what does not fit
