@@ -81,7 +81,9 @@ def put_snapshot(cache: Path, repo_id: str, folder: Path, refs: tuple[str, ...] 
     `refs`; returns its commit (a sha1 of the files' hashes, 40 hex digits)."""
     repo = cache / ("models--" + repo_id.replace("/", "--"))
     files = sorted(p for p in folder.rglob("*") if p.is_file())
-    hashes = {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+    hashes = {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files
+    }
     commit = hashlib.sha1(repr(sorted(hashes.items())).encode()).hexdigest()
     (repo / "blobs").mkdir(parents=True, exist_ok=True)
     snap = repo / "snapshots" / commit

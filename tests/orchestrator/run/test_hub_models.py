@@ -88,12 +88,18 @@ def test_sweep_records_the_commit_and_a_second_revision_is_a_second_trial(offlin
     by = {}
     for config, _, per_prompt in rows:
         c = json.loads(config)
-        assert c["target"] == "lab/tiny-llama" and c["draft_revision"] == offline[
-            "lab/tiny-llama-draft@main"
-        ]
+        assert (
+            c["target"] == "lab/tiny-llama"
+            and c["draft_revision"] == offline["lab/tiny-llama-draft@main"]
+        )
         by[c["target_revision"], c["method"]] = [p["tokens"] for p in json.loads(per_prompt)]
     main_, v2 = offline["lab/tiny-llama@main"], offline["lab/tiny-llama@v2"]
-    assert set(by) == {(main_, "autoregressive"), (main_, "linear"), (v2, "autoregressive"), (v2, "linear")}
+    assert set(by) == {
+        (main_, "autoregressive"),
+        (main_, "linear"),
+        (v2, "autoregressive"),
+        (v2, "linear"),
+    }
     for rev in (main_, v2):
         assert by[rev, "linear"] == by[rev, "autoregressive"]  # greedy-exact
     stored = json.loads(con.execute("select spec from sweeps").fetchone()[0])
@@ -104,7 +110,9 @@ def test_sweep_records_the_commit_and_a_second_revision_is_a_second_trial(offlin
 
 def _refused(tmp_path, draft="lab/tiny-llama-draft", target="name: lab/tiny-llama, revision: v2"):
     spec, db = tmp_path / "bad.yaml", tmp_path / "bad.db"
-    text = SWEEP.format(name="bad", draft=draft).replace("name: lab/tiny-llama, revision: v2", target)
+    text = SWEEP.format(name="bad", draft=draft).replace(
+        "name: lab/tiny-llama, revision: v2", target
+    )
     spec.write_text(text)
     r = _orch("submit", str(spec), "--db", f"sqlite:///{db}", "--executor", "local")
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
@@ -120,7 +128,9 @@ def test_a_missing_id_a_missing_revision_and_two_tokenizers_are_refused_offline(
     line = _refused(tmp_path, target="name: lab/tiny-llama, revision: v9")
     assert "model lab/tiny-llama@v9 is not in the Hugging Face cache" in line
     line = _refused(tmp_path, draft="lab/other-draft")
-    assert "pairs[1]: target lab/tiny-llama and draft lab/other-draft do not share a tokenizer" in line
+    assert (
+        "pairs[1]: target lab/tiny-llama and draft lab/other-draft do not share a tokenizer" in line
+    )
     assert "eos token differs ('</s>' vs '<eos>')" in line
 
 
