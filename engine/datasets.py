@@ -139,6 +139,9 @@ class Prompt:
     text: str
     reference: str | tuple[str, ...] | None = None
     task: str = ""
+    # a user file's chat conversation, ((role, content), ...) (engine/prompt_files.py): the
+    # chat template encodes all of it; `text` is its last user turn
+    messages: tuple[tuple[str, str], ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.task:
@@ -154,7 +157,7 @@ class PromptTokenizer(Protocol):
 
     def decode(self, ids: Sequence[int]) -> str: ...
 
-    def chat_template_encode(self, text: str) -> list[int] | None: ...
+    def chat_template_encode(self, text: str, messages=None) -> list[int] | None: ...
 
 
 def _spec(name: str) -> DatasetSpec:
@@ -394,7 +397,14 @@ def encode_prompt(
     else:
         text, default_chat = prompt, True
     use_chat = default_chat if chat is None else chat
-    ids = tokenizer.chat_template_encode(text) if use_chat else None
+    messages = prompt.messages if isinstance(prompt, Prompt) else None
+    ids = None
+    if use_chat:
+        ids = (
+            tokenizer.chat_template_encode(text, messages=messages)
+            if messages
+            else tokenizer.chat_template_encode(text)
+        )
     if ids is not None:
         ids = list(ids)
         return ids[-prompt_tokens:] if prompt_tokens is not None else ids

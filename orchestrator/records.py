@@ -32,6 +32,10 @@ HASH_DEFAULTS = {
     "draft_top_p": None,
     "certify": True,
     "hardware": None,
+    "target_revision": None,
+    "draft_revision": None,
+    "prompt_file": None,
+    "placement": None,
 }
 
 
@@ -69,6 +73,17 @@ class TrialConfig:
     # the hardware type the trial runs on (a sweep's `hardware:`, orchestrator/hardware.py):
     # `cpu` or a GPU type such as H100; None: wherever the executor places it (as before)
     hardware: str | None = None
+    # a hub id's revision (engine/hub.py): its commit where the driver could resolve it (a new
+    # revision is a new trial), else the branch or tag as given; None: main / not a hub id
+    target_revision: str | None = None
+    draft_revision: str | None = None
+    # a user's prompt file (engine/prompt_files.py): {sha256, field, category_field, id_field};
+    # its prompts travel with the trial (the path is the driver's, not part of the identity)
+    prompt_file: dict[str, Any] | None = None
+    # placement (engine/placement.py): {gpus_per_trial, offload, gpu_memory}, only the keys set:
+    # the GPUs each trial's actor reserves, the target spread over them, what does not fit
+    # offloaded to host memory (offload "cpu", DySpec's 70B setting); None: one device
+    placement: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:  # 0 and 0.0 must hash alike
         object.__setattr__(self, "temperature", float(self.temperature))
@@ -101,9 +116,24 @@ class TrialConfig:
     @property
     def pair_key(self) -> tuple:
         """Trials with one pair key share one loaded model pair (and, with a hardware type,
-        run on one kind of worker): (target, draft, device, dtype, draft_dtype[, hardware])."""
-        key = (self.target, self.draft, self.device, self.dtype, self.draft_dtype)
+        run on one kind of worker): (target, draft, device, dtype, draft_dtype,
+        target_revision, draft_revision, placement items[, hardware])."""
+        key = (
+            self.target,
+            self.draft,
+            self.device,
+            self.dtype,
+            self.draft_dtype,
+            self.target_revision,
+            self.draft_revision,
+            tuple(sorted((self.placement or {}).items())),
+        )
         return key if self.hardware is None else (*key, self.hardware)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs one trial's actor reserves (placement's gpus_per_trial, default 1)."""
+        return int((self.placement or {}).get("gpus_per_trial", 1))
 
     @property
     def is_profile(self) -> bool:

@@ -62,6 +62,7 @@ HEAVY = {
     "pyarrow",
     "gguf",
     "accelerate",
+    "huggingface_hub",  # measured: 0.3 s (httpx)
     "psycopg",
     "yaml",
     "tqdm",  # measured: a quarter of `orch --help`'s start-up

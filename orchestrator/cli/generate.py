@@ -35,6 +35,12 @@ def _parse_prompt_ids(text: str) -> list[int]:
     show_default=True,
     help="draft model name or folder; 'none' for model-free methods (lookup, lookup_tree)",
 )
+@click.option(
+    "--target-revision",
+    default=None,
+    help="a Hugging Face id's branch, tag or commit (default: main)",
+)
+@click.option("--draft-revision", default=None, help="the draft's, as --target-revision")
 @click.option("--method", default="linear", show_default=True)
 @click.option(
     "--param",
@@ -88,6 +94,8 @@ def _parse_prompt_ids(text: str) -> list[int]:
 def generate(
     target,
     draft,
+    target_revision,
+    draft_revision,
     method,
     params,
     prompt,
@@ -112,7 +120,14 @@ def generate(
         method_params,
         resolve_method,
     )
-    from engine.models import NO_DRAFT, check_attn, check_engine, load_pair, resolve  # lazy: torch
+    from engine.models import (  # lazy: torch
+        NO_DRAFT,
+        check_attn,
+        check_engine,
+        check_pair_tokenizers,
+        load_pair,
+        resolve,
+    )
     from orchestrator.spec import check_generate  # lazy: SQLAlchemy (db.models)
 
     target, draft = canonical_name(target), canonical_name(draft)  # hub ids of the real pair
@@ -121,16 +136,18 @@ def generate(
     if (prompt is None) == (prompt_ids is None):
         raise ConfigError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")
     ids = _parse_prompt_ids(prompt_ids) if prompt_ids is not None else None
-    resolve(target), check_attn(attn)
+    revisions = (target_revision, draft_revision)
+    resolve(target, revision=target_revision), check_attn(attn)
     if draft == NO_DRAFT:
         check_without_draft(m.name)  # ConfigError unless the method is model-free
     else:
-        resolve(draft)
+        resolve(draft, revision=draft_revision)
+        check_pair_tokenizers(target, draft, revisions)  # from their files, before any load
     check_engine(engine, target, *([] if draft == NO_DRAFT else [draft]))
     drafting = {"draft_temperature": draft_temperature, "draft_top_p": draft_top_p}
     tree_temperature = temperature if draft_temperature is None else draft_temperature
     check_generate(target, draft, m, ids, max_new_tokens, tree_temperature, device)
-    pair = load_pair(target, draft, device=device, dtype=dtype, attn=attn)
+    pair = load_pair(target, draft, device=device, dtype=dtype, attn=attn, revisions=revisions)
     tok = pair.target.tokenizer
     if ids is None:
         ids = (tok.chat_template_encode(prompt) if chat else None) or tok.encode(prompt)

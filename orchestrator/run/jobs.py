@@ -22,12 +22,14 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import yaml
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from engine.config import ConfigError
 from orchestrator.only import check_only, parse_only
 from orchestrator.spec import load_sweep
+from orchestrator.spec.yaml_file import read_yaml
 
 POLL_S = 2.0
 AGENT_WAIT_S = 120.0  # how long a cluster may say it has no job agent yet
@@ -100,7 +102,7 @@ def submit_job(
         raise ConfigError(f"cannot reach the Ray Jobs API at {address}: {e}") from None
     workdir = Path(tempfile.mkdtemp(prefix="orch-job-"))
     try:
-        shutil.copy(path, workdir / Path(path).name)
+        stage_sweep(path, sweep, workdir)  # with its prompt files: the head has none of ours
         env = {"ORCH_DB_URL": url} if url else {}
         job = _submit(
             client,
@@ -125,3 +127,29 @@ def submit_job(
             log(f"Ray job {job}: {status.value}")
             return 0 if status == JobStatus.SUCCEEDED else 1
         time.sleep(POLL_S)
+
+
+PROMPTS_DIR = "prompts"
+
+
+def stage_sweep(path: str | Path, sweep, workdir: Path) -> Path:
+    """The sweep file in the job's working directory, and each user prompt file it names
+    (engine/prompt_files.py) beside it under prompts/K/, its `path:` rewritten to that copy (the
+    head reads the file again; its sha256 is checked there against the one validated here)."""
+    path = Path(path)
+    target = workdir / path.name
+    files = [d for d in sweep.datasets if d.sha256 is not None]
+    if not files:
+        shutil.copy(path, target)
+        return target
+    data = read_yaml(path)
+    entries = data["dataset"] if isinstance(data["dataset"], list) else [data["dataset"]]
+    for k, (entry, d) in enumerate(zip(entries, sweep.datasets)):
+        if d.sha256 is None:
+            continue
+        copy = f"{PROMPTS_DIR}/{k}/{Path(d.path).name}"  # its name: part of the dataset's
+        (workdir / copy).parent.mkdir(parents=True)
+        shutil.copy(d.path, workdir / copy)
+        entry["path"] = copy
+    target.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return target

@@ -255,3 +255,25 @@ def check_checkpoints(trials: Iterable[Any]) -> None:
     params = [t.params if hasattr(t, "params") else asdict(t.cfg) for t in trials]
     for name in sorted({n for p in params for n in checkpoint_names(p)}):
         find(name)  # ConfigError: missing, unfinished
+
+
+def check_gpus_per_trial(opts: Any, trials: Iterable[Any]) -> None:
+    """A sweep's placement.gpus_per_trial (engine/placement.py) where the trials run: a local
+    Ray or the local executor needs that many GPUs here, or placement.gpu_memory to plan for
+    GPUs it does not see (the CPU stand-in of docs/models.md); a cluster (--address) is
+    checked by the Ray executor when it places its actors."""
+    wanted = max((t.gpus for t in trials), default=1)
+    if wanted <= 1 or opts.address:
+        return
+    planned = all((t.placement or {}).get("gpu_memory") for t in trials if t.gpus > 1)
+    gpus = _local_gpus()
+    if opts.executor == "local" and not planned and gpus < wanted:
+        raise PreflightError(
+            f"placement.gpus_per_trial {wanted}: this machine has {gpus} GPUs for the local "
+            f"executor (give placement.gpu_memory to plan without them, or use Ray)"
+        )
+    if opts.executor == "ray" and gpus < wanted:
+        raise PreflightError(
+            f"placement.gpus_per_trial {wanted}: the local Ray has {gpus} GPUs, so no actor "
+            f"can reserve {wanted} (use --address of a cluster with {wanted}-GPU nodes)"
+        )

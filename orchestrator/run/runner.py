@@ -30,11 +30,17 @@ from tqdm import tqdm
 
 from db.models import SweepStatus, TrialStatus
 from engine.config import ConfigError
-from engine.datasets import dataset_info, load_prompts
+from engine.datasets import DatasetError, dataset_info, load_prompts
+from engine.prompt_files import load_file_prompts, read_prompt_file
 from orchestrator.only import Only, check_only, matches
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.run.executors import Job, Worker, make_executor
-from orchestrator.run.preflight import check_checkpoints, check_run, place_trials
+from orchestrator.run.preflight import (
+    check_checkpoints,
+    check_gpus_per_trial,
+    check_run,
+    place_trials,
+)
 from orchestrator.run.runlog import run_log
 from orchestrator.run.version import code_version
 from orchestrator.spec import load_sweep
@@ -176,6 +182,7 @@ def submit(
         check_only(opts.only, trials, sweep.name)
     runs = [t for t in trials if matches(t, opts.only)]  # and how they will run: Ray, GPUs,
     check_run(opts, {t.device for t in runs}, {t.hardware for t in runs})  # devices, hardware
+    check_gpus_per_trial(opts, runs)  # a placement's GPUs per trial (engine/placement.py)
     if opts.address is None:  # a remote cluster's workers read their own ORCH_HOME
         check_checkpoints(trials)  # learned components named by the methods: trained here
     trials = place_trials(trials, opts)  # device and dtype `auto` resolved: part of the hash
@@ -185,8 +192,8 @@ def submit(
         info = store.submit(sweep.name, spec, trials, code_version(), replace=replace, rerun=rerun)
         if info.added or info.removed or info.rerun:
             log(f"sweep {sweep.name!r}: {submit_changes(info)}")
-        for d in {d.name for d in sweep.datasets}:
-            store.upsert_dataset(dataset_row(d))
+        for d in {d.name: d for d in sweep.datasets}.values():
+            store.upsert_dataset(file_row(d) if d.sha256 else dataset_row(d.name))
         log(
             f"sweep {sweep.name!r} in {store.display_url}: {info.total} trials "
             f"({info.new} new, {info.done} already done)"
@@ -302,7 +309,7 @@ def _drive(
             first = False
         if rows:
             jobs = [Job(trial_id=i, config=c, attempts=a) for i, c, a in rows]
-            _attach_prompts(jobs, prompts)
+            _attach_prompts(jobs, prompts, spec)
             if executor is None:
                 executor = make_executor(
                     opts.executor,
@@ -374,16 +381,56 @@ def _hold(path: Path) -> None:
         time.sleep(0.05)
 
 
-def _attach_prompts(jobs: list[Job], cache: dict[tuple, list]) -> None:
-    """Load each dataset slice once in the driver and ship the prompts with the jobs."""
+def _attach_prompts(jobs: list[Job], cache: dict[tuple, list], spec: dict | None = None) -> None:
+    """Load each dataset slice once in the driver and ship the prompts with the jobs (a
+    user's prompt file: read again from where the sweep's spec says, its sha256 checked)."""
     for job in jobs:
         c = job.config
         if c.is_profile:  # no dataset
             continue
-        key = (c.dataset, c.prompts, c.category)
+        key = (c.dataset, c.prompts, c.category, c.prompt_file is not None)
         if key not in cache:
-            cache[key] = load_prompts(c.dataset, n=c.prompts, category=c.category)
+            if c.prompt_file is not None:
+                cache[key] = _file_prompts(c, spec or {})
+            else:
+                cache[key] = load_prompts(c.dataset, n=c.prompts, category=c.category)
         job.prompts = cache[key]
+
+
+def _file_prompts(c: Any, spec: dict) -> list:
+    """A trial's prompts from the user's file its sweep was submitted with."""
+    pf = c.prompt_file
+    paths = [d["path"] for d in spec.get("datasets", []) if d.get("sha256") == pf["sha256"]]
+    if not paths:
+        raise ConfigError(
+            f"trial {c.label()}: its prompt file (sha256 {pf['sha256'][:12]}) is not in this "
+            f"sweep's spec: submit the sweep file that names it"
+        )
+    try:
+        return load_file_prompts(
+            paths[0],
+            pf["sha256"],
+            pf["field"],
+            pf["category_field"],
+            pf["id_field"],
+            c.prompts,
+            c.category,
+        )
+    except DatasetError as e:
+        raise ConfigError(str(e)) from None
+
+
+def file_row(d: Any) -> dict[str, Any]:
+    """The datasets row of a user's prompt file (a DatasetSel with its sha256)."""
+    pf = read_prompt_file(d.path, d.field, d.category_field, d.id_field)
+    return {
+        "name": d.name,
+        "file": d.path[-300:],
+        "items": len(pf.prompts),
+        "categories": len({p.category for p in pf.prompts}) if pf.categories else None,
+        "chat": True if d.chat is None else d.chat,
+        "sha256": pf.sha256,
+    }
 
 
 def dataset_row(name: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from typing import Any
 from engine.config import ConfigError
 from engine.datasets import encode_prompt, load_prompts
 from engine.metrics import pooled_metrics
+from engine.placement import describe
 from orchestrator.hardware import CPU, canonical, gpu_type
 from orchestrator.records import TrialConfig, TrialResult
 from orchestrator.run.preflight import checkpoint_names
@@ -71,10 +72,22 @@ def get_pair(key: tuple) -> tuple[Any, float]:
         _PAIRS.popitem(last=False)
         _free_device_memory()
     start = time.perf_counter()
-    target, draft, device, dtype, draft_dtype = (*key, None)[:5]
+    # TrialConfig.pair_key; its hardware, when set, places the worker and loads nothing
+    target, draft, device, dtype, draft_dtype, t_rev, d_rev, place = (
+        *key,
+        *(None,) * (8 - len(key)),
+    )[:8]
     if os.environ.get(STAND_IN_ENV) and str(device).startswith("cuda"):
         device = CPU  # the test hook's stand-in GPU
-    pair = load_pair(target, draft, device=device, dtype=dtype, draft_dtype=draft_dtype)
+    pair = load_pair(
+        target,
+        draft,
+        device=device,
+        dtype=dtype,
+        draft_dtype=draft_dtype,
+        revisions=(t_rev, d_rev),
+        **({"placement": dict(place)} if place else {}),
+    )
     LOADS[key] += 1
     _PAIRS[key] = pair
     return pair, time.perf_counter() - start
@@ -104,6 +117,11 @@ def _free_device_memory() -> None:
 
 
 def load_trial_prompts(config: TrialConfig) -> list:
+    if config.prompt_file is not None:  # the driver ships them: workers have no such file
+        raise ConfigError(
+            f"dataset {config.dataset}: a prompt file's prompts travel with the trial from the "
+            f"driver, and none came with it"
+        )
     key = (config.dataset, config.prompts, config.category)
     if key not in _PROMPTS:
         _PROMPTS[key] = load_prompts(config.dataset, n=config.prompts, category=config.category)
@@ -201,7 +219,7 @@ def run_trial(
         warmup_s=warmup_s,
         code_version=code_version(),
         models=[model_info(m) for m in (pair.target, pair.draft) if m is not None],
-        device_name=device_name(str(pair.target.device)),
+        device_name=device_name(str(pair.target.device)) + placed(config),
         checkpoints=checkpoints,
     )
 
@@ -226,7 +244,11 @@ def run_profile(config: TrialConfig, pair: Any = None) -> TrialResult:
         curve = measure_curve(
             m.model, name, grid["sizes"], grid["contexts"], config.engine, grid["repeats"]
         )
-        profiles.append({"curve": curve.to_dict(), "info": device_info(m.device)})
+        info, measured = device_info(m.device), curve.to_dict()
+        if m is pair.target:  # a profile is per placement: the target's curve is the placed one
+            info = {**info, "device_name": info["device_name"] + placed(config)}
+            measured["device_name"] = info["device_name"]
+        profiles.append({"curve": measured, "info": info})
     return TrialResult(
         config_hash=config.config_hash,
         metrics={},
@@ -239,7 +261,7 @@ def run_profile(config: TrialConfig, pair: Any = None) -> TrialResult:
         load_s=load_s,
         code_version=code_version(),
         models=[model_info(m) for m in (pair.target, pair.draft) if m is not None],
-        device_name=device_name(str(pair.target.device)),
+        device_name=device_name(str(pair.target.device)) + placed(config),
         profiles=profiles,
     )
 
@@ -290,6 +312,12 @@ def device_name(device: str) -> str:
     return device_info(device)["device_name"]
 
 
+def placed(config: TrialConfig) -> str:
+    """The placement's suffix of the device name results and profiles are stored under
+    (engine.placement.describe): " x4 +offload cpu"; "" on one device."""
+    return describe(config.placement)
+
+
 def _cuda_index(pair: Any) -> str | None:
     dev = pair.target.device
     return str(dev.index or 0) if dev.type == "cuda" else None
@@ -306,6 +334,10 @@ def model_info(m: Any) -> dict[str, Any]:
         "dtype": str(m.dtype).removeprefix("torch."),
         "gguf_sha256": m.gguf_sha256,
     }
+    if getattr(m, "commit", None) is not None:  # a hub id: the revision asked, the commit loaded
+        info["revision"], info["commit"] = m.revision, m.commit
+    if getattr(m, "placement", None) is not None:  # spread over GPUs or offloaded
+        info["placement"] = m.placement
     if getattr(m, "checkpoint", None) is not None:  # a trained draft (`ckpt:NAME`): the
         info["checkpoint"] = m.checkpoint  # checkpoint's name, kind, sha256, training config
     return info

@@ -13,6 +13,8 @@ from engine.datasets import DatasetError, load_prompts
 from orchestrator.hardware import device_for
 from orchestrator.records import PROFILE, TrialConfig
 from orchestrator.spec.limits import DEFAULT, Limits, check_tree
+from orchestrator.spec.pairs import pair_commits
+from orchestrator.spec.sources import prompt_file_key
 from orchestrator.spec.types import MethodSpec, Sweep
 from orchestrator.spec.values import SpecError, check_type, integer
 
@@ -26,8 +28,9 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
     Configs that resolve identically are kept once.
     """
     from engine.drafters import MODEL_FREE  # lazy: torch
-    from engine.models import NO_DRAFT, check_engine, check_positions, resolve  # lazy: torch
+    from engine.models import NO_DRAFT, check_engine, check_positions  # lazy: torch
 
+    commits = pair_commits(sweep, source, local_models)
     for i, (target, draft) in enumerate(sweep.pairs):
         needs = [m.name for m in sweep.methods if m.name not in MODEL_FREE]
         if draft == NO_DRAFT and needs:
@@ -39,7 +42,6 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
             if role == "draft" and name == NO_DRAFT:
                 continue
             try:
-                resolve(name, local=local_models)
                 for engine in sweep.engines:  # ENGINE+lean: Llama / Qwen2 only
                     check_engine(engine, name)
             except ConfigError as e:
@@ -51,6 +53,8 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
                 except ConfigError as e:
                     raise SpecError(f"{source}: profile: {e}") from None
     for d in sweep.datasets:
+        if d.sha256 is not None:  # a user's file: read and selected when parsed (sources.py)
+            continue
         try:
             load_prompts(d.name, n=d.prompts, category=d.category)
         except DatasetError as e:
@@ -66,10 +70,10 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
             )
     _check_vocabularies(sweep, points, source)
     trials: dict[str, TrialConfig] = {}
-    for cfg in profile_trials(sweep):
+    for cfg in profile_trials(sweep, commits):
         trials.setdefault(cfg.config_hash, cfg)
-    for (target, draft), d, (t, p, dt, dp) in itertools.product(
-        sweep.pairs, sweep.datasets, sweep.settings
+    for (k, (target, draft)), d, (t, p, dt, dp) in itertools.product(
+        enumerate(sweep.pairs), sweep.datasets, sweep.settings
     ):
         for i, m in enumerate(sweep.methods):
             mdt, mdp = m.draft(dt, dp)
@@ -97,6 +101,10 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
                         draft_temperature=mdt,
                         draft_top_p=mdp,
                         certify=sweep.certify,
+                        target_revision=commits[k][0],
+                        draft_revision=commits[k][1],
+                        prompt_file=prompt_file_key(d),
+                        placement=sweep.placement,
                     )
                     trials.setdefault(cfg.config_hash, cfg)
     return per_hardware(list(trials.values()), sweep.hardware)
@@ -115,13 +123,14 @@ def per_hardware(trials: list[TrialConfig], hardware: tuple[str, ...]) -> list[T
     ]
 
 
-def profile_trials(sweep: Sweep) -> list[TrialConfig]:
+def profile_trials(sweep: Sweep, commits: list | None = None) -> list[TrialConfig]:
     """One profile trial per pair and engine of a sweep with a `profile:` block (the sweep's
     device and dtypes are its own; place resolves them like any trial's).
     It has no dataset, prompts or length: its identity is the pair, placement, dtypes,
     engine and the grid in `params`."""
     if sweep.profile is None:
         return []
+    commits = commits or [sweep.pair_revisions(k) for k in range(len(sweep.pairs))]
     return [
         TrialConfig(
             target=target,
@@ -135,8 +144,11 @@ def profile_trials(sweep: Sweep) -> list[TrialConfig]:
             dtype=sweep.dtype,
             draft_dtype=sweep.draft_dtype,
             engine=e,
+            target_revision=commits[k][0],
+            draft_revision=commits[k][1],
+            placement=sweep.placement,
         )
-        for target, draft in sweep.pairs
+        for k, (target, draft) in enumerate(sweep.pairs)
         for e in sweep.engines
     ]
 

@@ -89,7 +89,6 @@ from engine.config import ENGINE_SPECS, ConfigError
 from engine.cost_model import check_grid as check_profile_grid
 from engine.cost_model import parse_ints
 from engine.datasets import default_category  # spec_bench: "all" (its 6 tasks)
-from engine.model_names import canonical_name
 from orchestrator.spec.hardware import parse_hardware
 from orchestrator.spec.limits import (
     DEFAULT,
@@ -99,6 +98,7 @@ from orchestrator.spec.limits import (
     Limits,
     text_problem,
 )
+from orchestrator.spec.sources import FILE_KEYS, file_dataset, model_entry, placement
 from orchestrator.spec.types import DatasetSel, MethodSpec, ProfileSpec, Sweep
 from orchestrator.spec.values import (
     SpecError,
@@ -142,6 +142,7 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
             "certify",
             "limits",
             "profile",
+            "placement",
         ),
         root=True,
     )
@@ -151,19 +152,21 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
     if not name.strip():
         raise SpecError(f"{at('name')}: must not be empty")
     _name(name, at("name"), NAME_MAX)
-    pairs = []
+    pairs, revisions = [], []
     for i, p in enumerate(nonempty_list(top["pairs"], at("pairs"))):
         m = mapping(p, at(f"pairs[{i}]"), required=("target", "draft"))
-        target = _name(string(m["target"], at(f"pairs[{i}].target")), at(f"pairs[{i}].target"))
-        draft = _name(string(m["draft"], at(f"pairs[{i}].draft")), at(f"pairs[{i}].draft"))
-        pairs.append((canonical_name(target), canonical_name(draft)))  # hub ids: short names
+        # a name, or {name, revision} (sources.py); the real pair's hub ids: its short names
+        target, t_rev = model_entry(m["target"], at(f"pairs[{i}].target"))
+        draft, d_rev = model_entry(m["draft"], at(f"pairs[{i}].draft"))
+        pairs.append((target, draft))
+        revisions.append((t_rev, d_rev))
     ds = top.get("dataset", {"name": "spec_bench", "prompts": 10})
     ds_list = ds if isinstance(ds, list) else [ds]
     ds_where = (
         (lambda i: at(f"dataset[{i}]")) if isinstance(ds, list) else (lambda i: at("dataset"))
     )
     datasets = tuple(
-        _dataset(d, ds_where(i), limits.max_prompts)
+        _dataset(d, ds_where(i), limits.max_prompts, source)
         for i, d in enumerate(nonempty_list(ds_list, at("dataset")))
     )
     sampling = mapping(
@@ -219,6 +222,8 @@ def parse_sweep(data: Any, source: str = "sweep") -> Sweep:
         description=string(top.get("description", ""), at("description")),
         limits=limits,
         profile=_profile(top.get("profile", False), at("profile"), limits),
+        revisions=tuple(revisions) if any(r != (None, None) for r in revisions) else (),
+        placement=placement(top["placement"], at("placement")) if "placement" in top else None,
     )
 
 
@@ -298,7 +303,10 @@ def _name(value: str, where: str, max_len: int = MODEL_MAX) -> str:
     return value
 
 
-def _dataset(value: Any, where: str, max_prompts: int) -> DatasetSel:
+def _dataset(value: Any, where: str, max_prompts: int, source: str = "sweep") -> DatasetSel:
+    if isinstance(value, dict) and "path" in value:  # a user's prompt file (sources.py)
+        keys = FILE_KEYS + ("prompts", "prompt_tokens", "category", "chat")
+        return file_dataset(mapping(value, where, optional=keys), where, max_prompts, source)
     m = mapping(
         value, where, required=("name",), optional=("prompts", "prompt_tokens", "category", "chat")
     )

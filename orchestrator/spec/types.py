@@ -19,6 +19,20 @@ class DatasetSel:
     prompt_tokens: int | None = None
     category: str | None = None
     chat: bool | None = None
+    # a user's prompt file (orchestrator/spec/sources.py): where the driver reads it, how
+    # its rows are read, and its sha256 (stored with the sweep); None for the bundled sets
+    path: str | None = None
+    field: str | None = None
+    category_field: str | None = None
+    id_field: str | None = None
+    sha256: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As stored with the sweep: a bundled set's five keys, a file's also its own."""
+        return {k: v for k, v in vars(self).items() if v is not None or k in BUNDLED_KEYS}
+
+
+BUNDLED_KEYS = ("name", "prompts", "prompt_tokens", "category", "chat")
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,12 @@ class Sweep:
     certify: bool = True
     profile: ProfileSpec | None = None  # None: no profile trials
     hardware: tuple[str, ...] = ()  # hardware types, one trial per config each; (): none named
+    # (target revision, draft revision) per pair, hub ids only; () when no pair has one
+    revisions: tuple[tuple[str | None, str | None], ...] = ()
+    placement: dict[str, Any] | None = None  # orchestrator/spec/sources.py placement
+
+    def pair_revisions(self, i: int) -> tuple[str | None, str | None]:
+        return self.revisions[i] if self.revisions else (None, None)
 
     @property
     def settings(self) -> tuple[tuple[float, float, float | None, float | None], ...]:
@@ -101,8 +121,11 @@ class Sweep:
         return {
             "name": self.name,
             "description": self.description,
-            "pairs": [{"target": t, "draft": d} for t, d in self.pairs],
-            "datasets": [vars(d) for d in self.datasets],
+            "pairs": [
+                {"target": t, "draft": d} | _revisions(self.pair_revisions(i))
+                for i, (t, d) in enumerate(self.pairs)
+            ],
+            "datasets": [d.to_dict() for d in self.datasets],
             "sampling": {"temperature": list(self.temperatures), "top_p": list(self.top_ps)}
             | ({"points": [_point(x) for x in self.points]} if self.points else {})
             | (  # only when set: the stored spec of a sweep without them is unchanged
@@ -126,6 +149,7 @@ class Sweep:
             "engine": list(self.engines),
             **({} if self.certify else {"certify": False}),
             **({} if self.profile is None else {"profile": self.profile.to_dict()}),
+            **({} if self.placement is None else {"placement": dict(self.placement)}),
             "limits": vars(self.limits),
             "methods": [
                 {
@@ -142,3 +166,8 @@ class Sweep:
 def _point(x: tuple) -> list:
     """A stored point: [temperature, top_p] plus the draft's settings where set."""
     return list(x[:2]) if x[2:] == (None, None) else list(x)
+
+
+def _revisions(revs: tuple[str | None, str | None]) -> dict[str, str]:
+    """A stored pair's revisions, only those set (a pair without any is stored as before)."""
+    return {f"{role}_revision": r for role, r in zip(("target", "draft"), revs) if r is not None}

@@ -214,8 +214,11 @@ def record_result(s: Session, trial_id: int, r: TrialResult, models_seen: Collec
         )
     s.execute(update(Trial).where(Trial.id == trial_id).values(**values))
     if inserted:
+        columns = set(ModelInfo.__table__.c.keys())
         for m in r.models:
             if m["name"] not in models_seen:
+                # the model's own facts; a trial's revision, commit and placement are its config's
+                m = {k: v for k, v in m.items() if k in columns}
                 s.execute(
                     insert(s, ModelInfo)
                     .values(**m)

@@ -41,9 +41,15 @@ def test_every_real_model_has_its_hub_id_and_the_fetcher_agrees():
         assert HUB_IDS[name] == "Qwen/" + spec.model
 
 
-def test_a_hub_id_that_is_not_ours_is_refused_in_one_line():
-    with pytest.raises(ConfigError, match="unknown model 'Qwen/Qwen2.5-Coder-7B-Instruct'"):
+def test_a_hub_id_that_is_not_ours_is_a_hub_model(tmp_path, monkeypatch):
+    """Any other hub id is resolved as the Hugging Face libraries do (engine/hub.py): offline
+    and not in the cache, it is refused in one line (tests/orchestrator/run/test_hub_models.py
+    has the rest)."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConfigError, match="model Qwen/Qwen2.5-Coder-7B-Instruct is not in the"):
         resolve("Qwen/Qwen2.5-Coder-7B-Instruct")
+    assert resolve("Qwen/Qwen2.5-Coder-7B-Instruct", local=False) == "hub"  # workers decide
 
 
 def test_fetched_model_is_found_under_its_hub_id(tmp_path, monkeypatch):

@@ -194,6 +194,7 @@ class RayExecutor:
         self._options: dict[str, Any] = {}
         self._typed: dict[str, dict[str, Any]] = {}  # hardware type -> its actors' options
         self._threads: int | None = None
+        self._gpus_per_actor = 1  # GPUs each actor reserves (the jobs' placement)
         self._spawned = 0
         self._refs: dict[int, tuple[list, Any]] = {}
         self.load_counts: dict[str, dict[str, int]] = {}
@@ -240,9 +241,15 @@ class RayExecutor:
                 "the Ray cluster has no GPUs yet: pass --actors N with "
                 "--accelerator gpu so the autoscaler can add GPU nodes"
             )
-        n = self.actors or (gpus if use_gpu else cpus)
+        per = self._gpus_per_actor  # a sweep's placement.gpus_per_trial (engine/placement.py)
+        if per > 1 and not use_gpu:
+            raise ConfigError(
+                f"placement.gpus_per_trial is {per} but the Ray cluster has no GPUs: run on GPU "
+                "nodes (or --accelerator gpu with --actors N for the autoscaler)"
+            )
+        n = self.actors or (max(1, gpus // per) if use_gpu else cpus)
         n = max(1, min(n, n_jobs))
-        self._options = {"num_gpus": 1, "num_cpus": 0} if use_gpu else {"num_cpus": 1}
+        self._options = {"num_gpus": per, "num_cpus": 0} if use_gpu else {"num_cpus": 1}
         self._threads = worker_threads(n, cpus)
         return n
 
@@ -298,6 +305,7 @@ class RayExecutor:
         if not jobs:
             return
         started_ray = self._connect()
+        self._gpus_per_actor = max(j.config.gpus for j in jobs)
         try:
             self.slots = self._spawn_all(jobs)
             # an actor Ray cannot place now (its node just died and the cluster does not know

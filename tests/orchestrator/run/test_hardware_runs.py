@@ -115,6 +115,15 @@ def test_each_type_gets_actors_pinned_to_its_nodes():
     assert hardware_actors(_jobs(None, None), NODES) == []
 
 
+def test_a_placement_reserves_its_gpus_on_each_typed_actor():
+    """A sweep's placement.gpus_per_trial with a hardware type: each actor of the type asks for
+    that many GPUs of it, and a node's GPUs hold that many fewer actors."""
+    placed = {"gpus_per_trial": 2}
+    jobs = [Job(trial_id=i, config=tiny_trial(hardware="H100", placement=placed)) for i in range(3)]
+    got = hardware_actors(jobs, NODES)
+    assert got == [("H100", {"num_gpus": 2, "num_cpus": 0, "accelerator_type": "H100"})]
+
+
 def test_an_actor_draws_only_trials_of_its_own_type():
     from orchestrator.run.executors import Worker
     from orchestrator.run.executors.ray_executor import RayExecutor, Slot

@@ -50,3 +50,30 @@ def test_another_refusal_is_not_retried(clock):
     with pytest.raises(ConfigError, match="refused the job: .*bad runtime_env"):
         jobs._submit(client, entrypoint="x")
     assert client.calls == 1
+
+
+def test_a_sweeps_prompt_files_travel_with_its_job(tmp_path):
+    """`orch submit --address http://...`: the job's working directory holds the sweep file
+    and each prompt file it names, its path rewritten to that copy; the copy validates there
+    to the same trials (the same sha256), wherever the original lived."""
+    from orchestrator.spec import load_sweep
+
+    own = tmp_path / "elsewhere" / "own.jsonl"
+    own.parent.mkdir()
+    own.write_text('{"q": "one"}\n{"q": "two"}\n')
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: j\npairs: [{target: tiny-llama, draft: tiny-llama-draft}]\n"
+        "dataset:\n  - {name: spec_bench, prompts: 1}\n"
+        "  - {path: elsewhere/own.jsonl, field: q, prompts: 2}\n"
+        "methods: [{name: linear}]\n"
+    )
+    sweep, trials = load_sweep(spec)
+    work = tmp_path / "job"
+    work.mkdir()
+    staged = jobs.stage_sweep(spec, sweep, work)
+    assert (work / "prompts" / "1" / "own.jsonl").read_bytes() == own.read_bytes()
+    own.unlink()  # the head has only the job's directory
+    again, staged_trials = load_sweep(staged)
+    assert [t.config_hash for t in staged_trials] == [t.config_hash for t in trials]
+    assert again.datasets[1].path == str(work / "prompts" / "1" / "own.jsonl")

@@ -108,7 +108,16 @@ def test_without_hardware_hashes_are_as_before(tmp_path):
     assert TrialConfig.from_dict(stored).hardware is None
     typed = TrialConfig.from_dict({**stored, "hardware": "H100"})
     assert typed.config_hash != expected
-    assert golden.pair_key == ("tiny-llama", "tiny-llama-draft", "auto", "auto", None)
+    assert golden.pair_key == (
+        "tiny-llama",
+        "tiny-llama-draft",
+        "auto",
+        "auto",
+        None,
+        None,
+        None,
+        (),
+    )
     assert typed.pair_key == (*golden.pair_key, "H100")
     # a sweep without the key: no hardware in its trials or its stored spec
     sweep, trials = _load(tmp_path)
