@@ -118,6 +118,9 @@ def load_frame(
     for r in rows:
         cfg = {**HASH_DEFAULTS, **r["config"]}  # fields added later: the old trials' values
         params = cfg.pop("params")
+        for k in ("placement", "prompt_file"):  # mappings as `k=v,...` text: keyed and grouped
+            if cfg[k] is not None:
+                cfg[k] = ",".join(f"{a}={b}" for a, b in sorted(cfg[k].items()))
         rec = {
             "trial_id": r["id"],
             "config_hash": r["config_hash"],

@@ -93,9 +93,11 @@ def _certificate_aggs(df: pd.DataFrame) -> dict:
 
 def _group_label(df: pd.DataFrame) -> pd.Series:
     """One line naming a row's group for `query`: every SETTINGS field but max_new_tokens
-    and engine (pair, dataset slice, sampling, device and dtype, machine)."""
+    and engine (pair with its revisions, dataset slice, sampling, device and dtype, placement,
+    machine)."""
 
     def label(r) -> str:
+        pair = pair_label(r)
         data = f"{r['dataset']} ({r['prompts']} prompts"
         data += f", {r['category']})" if cell_value(r["category"]) is not None else ")"
         if cell_value(r["prompt_tokens"]) is not None:
@@ -103,9 +105,19 @@ def _group_label(df: pd.DataFrame) -> pd.Series:
         if cell_value(r["chat"]) is not None:
             data += " chat" if r["chat"] else " plain"
         sampling = sampling_label(r["temperature"], r["top_p"])
-        return f"{r['pair']} · {data} · {sampling} · {r['device']}/{r['dtype']} · {r['machine']}"
+        placed = f" · {r['placement']}" if cell_value(r["placement"]) is not None else ""
+        return f"{pair} · {data} · {sampling} · {r['device']}/{r['dtype']}{placed} · {r['machine']}"
 
     return df.apply(label, axis=1)
+
+
+def pair_label(r) -> str:
+    """`target/draft`, each with `@revision` where the trial pinned one (engine/hub.py)."""
+    names = []
+    for role in ("target", "draft"):
+        rev = cell_value(r[f"{role}_revision"])
+        names.append(r[role] + (f"@{str(rev)[:12]}" if rev is not None else ""))
+    return "/".join(names)
 
 
 def compare(
@@ -191,6 +203,9 @@ def compare(
         "device",
         "dtype",
         "engine",
+        "target_revision",
+        "draft_revision",
+        "placement",
         "machine",
         "speedup",
         "speedup_lo",

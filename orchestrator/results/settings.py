@@ -42,6 +42,9 @@ SETTINGS = (
     "device",
     "dtype",
     "engine",  # a method's speedup is against autoregressive decoding on its own engine path
+    "target_revision",  # ... of the same model revisions (engine/hub.py)
+    "draft_revision",
+    "placement",  # ... placed alike (engine/placement.py; the frame's `k=v,...` text)
     "machine",  # ... and on the same device (machine())
 )
 # the draft's own settings: part of a config, not of its baseline's settings

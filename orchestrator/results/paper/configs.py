@@ -39,6 +39,9 @@ SETTING_LABELS = (
     ("dtype", "dtype"),
     ("draft_dtype", "draft dtype"),
     ("engine", "engine"),
+    ("target_revision", "target revision"),
+    ("draft_revision", "draft revision"),
+    ("placement", "placement"),
     ("machine", "machine"),
 )
 SETTING_COLS = [c for c, _ in SETTING_LABELS]

@@ -143,3 +143,33 @@ def test_the_report_keeps_machines_apart(mixed, tmp_path):
     assert EPYC in side.splitlines()[2] and H100 in side.splitlines()[2]
     assert r"| linear | 1.500 (1.500-1.500) \#1 | 1.500 (1.000-3.000) \#1 |" in side
     assert r"| autoregressive | 1.000 (1.000-1.000) \#2 | 1.000 (1.000-1.000) \#=1 |" in side
+
+
+def test_a_revision_or_placement_is_a_setting_of_the_baseline(sqlite_url):
+    """A trial of another target revision (engine/hub.py) or placement has no baseline in the
+    autoregressive trial of the first, and the frame keys a placement as `k=v` text."""
+    from orchestrator.results import load_frame
+
+    store = Store(sqlite_url)
+    base = fake_config(method="autoregressive")
+    trials = [
+        base,
+        dataclasses.replace(fake_config(k=2), target_revision="a" * 40),
+        dataclasses.replace(fake_config(k=3), placement={"gpus_per_trial": 2}),
+        fake_config(k=4),
+    ]
+    sid = store.submit("revs", {"name": "revs"}, trials, "v").sweep_id
+    store.begin_run(sid)
+    for i, cfg, _ in store.runnable(sid):
+        store.mark_running(i, "h", None)
+        store.record_result(
+            i, fake_result(cfg, throughput=20.0 if cfg.method == "linear" else 10.0)
+        )
+    store.finish_run(sid)
+    df = load_frame(store, "revs").set_index("param.k")
+    store.close()
+    assert df.loc[4.0, "speedup"] == pytest.approx(2.0)
+    for k in (2.0, 3.0):
+        assert pd.isna(df.loc[k, "speedup"])
+        assert df.loc[k, "speedup_note"] == "no autoregressive trial with these settings"
+    assert df.loc[3.0, "placement"] == "gpus_per_trial=2"

@@ -178,6 +178,7 @@ def test_predict_uses_each_roles_dtype_and_skips_unprofiled():
     its = [_iters(LIN_ITS, host=0.1)]
     prompt = [{"prompt_tokens": 4}]
     base = {k: None for k in ("dataset", "prompts", "category", "prompt_tokens", "chat")}
+    base.update(target_revision=None, draft_revision=None, placement=None)
     base.update(target="t", draft="d", temperature=0.0, top_p=1.0, max_new_tokens=4)
     base.update(device="auto", machine=CPU, method="linear", per_prompt=prompt, per_iteration=its)
     df = pd.DataFrame(
