@@ -20,6 +20,7 @@ from orchestrator.cli.profile import profile, profile_import
 from orchestrator.cli.results import compare, export, plot, query, report
 from orchestrator.cli.sweep import cancel, db, resume, status, submit
 from orchestrator.cli.train import train
+from orchestrator.cli.ui import ui
 from orchestrator.run import code_version
 
 
@@ -115,5 +116,6 @@ for cmd in (
     profile,
     profile_import,
     train,
+    ui,
 ):
     main.add_command(cmd)

@@ -1,0 +1,115 @@
+"""The dashboard's one handle on the database: a read-only Store, each sweep's signature
+(trial counts by status and the latest finish time), and answers cached per sweep until its
+signature changes (a new result, a claimed or failed trial).
+
+Nothing here writes: the Store is opened with mode="read" (no file, schema or migration is
+created), and every query below is a SELECT.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import pandas as pd
+from sqlalchemy import func, select
+
+from db.models import Sweep, SweepTrial, Trial
+from orchestrator.results import QueryError, load_frame
+from orchestrator.store import Store
+
+# answers kept per sweep (each key: a where filter, a page part); the oldest go first
+CACHE_PER_SWEEP = 64
+
+
+class Reader:
+    """A read-only Store and the per-sweep cache of frames and answers built from it."""
+
+    def __init__(self, url: str | None) -> None:
+        self.store = Store(url, mode="read")
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[tuple, dict[Any, Any]]] = {}
+
+    @property
+    def display_url(self) -> str:
+        return self.store.display_url
+
+    def close(self) -> None:
+        self.store.close()
+
+    def signatures(self) -> dict[str, tuple]:
+        """Sweep name -> (sorted (status, count) pairs, latest finished_at): what changes
+        whenever a trial of the sweep is claimed, finishes or fails."""
+        q = (
+            select(Sweep.name, Trial.status, func.count(), func.max(Trial.finished_at))
+            .join(SweepTrial, SweepTrial.sweep_id == Sweep.id)
+            .join(Trial, Trial.id == SweepTrial.trial_id)
+            .group_by(Sweep.name, Trial.status)
+        )
+        rows = self.store.transact("reading sweep signatures", lambda s: s.execute(q).all())
+        out: dict[str, list] = {}
+        for name, status, n, last in rows:
+            out.setdefault(name, []).append((str(status), int(n), float(last or 0)))
+        return {k: tuple(sorted(v)) for k, v in out.items()}
+
+    def signature(self, name: str) -> tuple:
+        """One sweep's signature (its name must exist: StoreError otherwise)."""
+        sig = self.signatures().get(name)
+        if sig is None:
+            self.store.sweep(name)  # raises for an unknown sweep
+            return ()
+        return sig
+
+    def cached(self, name: str, key: Any, build: Callable[[], Any], sig: tuple | None = None):
+        """build() once per sweep `name`, `key` and signature; a new signature drops every
+        answer kept for the sweep."""
+        sig = self.signature(name) if sig is None else sig
+        with self._lock:
+            held = self._cache.get(name)
+            if held is None or held[0] != sig:
+                held = (sig, {})
+                self._cache[name] = held
+            if key in held[1]:
+                return held[1][key]
+        value = build()
+        with self._lock:
+            answers = held[1]
+            answers[key] = value
+            while len(answers) > CACHE_PER_SWEEP:
+                answers.pop(next(iter(answers)))
+        return value
+
+    def frame(self, name: str, sig: tuple | None = None) -> pd.DataFrame | None:
+        """The results frame of sweep `name` (load_frame with per-prompt data, so with its
+        intervals and certificates: what orch query and compare read); None before any
+        trial finished."""
+
+        def build():
+            try:
+                return load_frame(self.store, name, per_prompt=True)
+            except QueryError:
+                return None
+
+        return self.cached(name, "frame", build, sig)
+
+    def sweep_rows(self) -> list[dict[str, Any]]:
+        """Every sweep's stored row (name, description, spec, code version, driver, times)."""
+        cols = [c for c in Sweep.__table__.columns if c.name != "only"]
+        q = select(*cols).order_by(Sweep.updated_at.desc(), Sweep.id.desc())
+        rows = self.store.transact("reading sweeps", lambda s: s.execute(q).mappings().all())
+        return [dict(r) for r in rows]
+
+    def trial_rows(self, name: str, columns: list, where=None) -> list[dict[str, Any]]:
+        """Selected columns of sweep `name`'s trials (any status), optionally filtered."""
+        members = (
+            select(SweepTrial.trial_id)
+            .join(Sweep, Sweep.id == SweepTrial.sweep_id)
+            .where(Sweep.name == name)
+        )
+        q = select(*columns).where(Trial.id.in_(members)).order_by(Trial.id)
+        if where is not None:
+            q = q.where(where)
+        return [
+            dict(r)
+            for r in self.store.transact("reading trials", lambda s: s.execute(q).mappings().all())
+        ]
