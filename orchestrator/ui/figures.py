@@ -146,7 +146,7 @@ def _prompt_stats(df: pd.DataFrame, top: pd.DataFrame) -> dict[str, Any]:
     if "per_prompt" not in df.columns:
         return {"depth": [], "histogram": []}
     keys = settings_keys(df, CONFIG_KEY)
-    wanted = dict(zip(settings_keys(top, CONFIG_KEY), top["label"]))
+    wanted = dict(zip(settings_keys(top, CONFIG_KEY), top["label"] + " · " + top["pair"]))
     depth: dict[str, list[list[float]]] = defaultdict(list)
     hist: dict[str, list[int]] = defaultdict(list)
     for key, prompts in zip(keys, df["per_prompt"]):
