@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from orchestrator.extras import require
-from orchestrator.results import QueryError, apply_where, export_frame, write_export
+from orchestrator.results import QueryError, apply_where, export_frame, load_frame, write_export
 from orchestrator.ui.reader import Reader
 
 TYPES = {
@@ -35,9 +35,10 @@ def export_bytes(reader: Reader, name: str, fmt: str, where: tuple[str, ...]) ->
         raise QueryError(f"unknown export format {fmt!r} (known: {', '.join(TYPES)})")
     if fmt == "parquet":
         require("pyarrow", "a Parquet download")
-    df = reader.frame(name)
-    if df is None:
-        raise QueryError(f"no finished trials of sweep {name!r} in {reader.display_url}")
+    # as orch export loads it: per-prompt data for the intervals, no certificate columns
+    df = reader.cached(
+        name, "export", lambda: load_frame(reader.store, name, per_prompt=True, certificates=False)
+    )
     out = _Out()
     write_export(export_frame(apply_where(df, where), False), fmt, None, out)
     return out.buffer.getvalue()

@@ -12,7 +12,7 @@ import threading
 from typing import Any, Callable
 
 import pandas as pd
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from db.models import Sweep, SweepTrial, Trial
 from orchestrator.results import QueryError, load_frame
@@ -22,11 +22,38 @@ from orchestrator.store import Store
 CACHE_PER_SWEEP = 64
 
 
+def read_only(engine) -> None:
+    """Every new connection of `engine` refuses writes: SQLite's query_only, PostgreSQL's
+    read-only transactions (a bug here would fail loudly instead of writing). A SQLite
+    transaction here begins deferred: the store's BEGIN IMMEDIATE takes the write lock, which a
+    query_only connection may not, and a reader has no use for (it would hold up the drivers)."""
+    if engine.dialect.name == "sqlite":
+        for fn in list(engine.dispatch.begin):
+            event.remove(engine, "begin", fn)
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn) -> None:
+            conn.exec_driver_sql("BEGIN")
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:
+        cur = dbapi_conn.cursor()
+        if engine.dialect.name == "sqlite":
+            cur.execute("PRAGMA query_only = ON")
+        else:
+            cur.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+            dbapi_conn.commit()
+        cur.close()
+
+    engine.dispose()  # the connection Store opened to check the database predates the hook
+
+
 class Reader:
     """A read-only Store and the per-sweep cache of frames and answers built from it."""
 
     def __init__(self, url: str | None) -> None:
         self.store = Store(url, mode="read")
+        read_only(self.store.engine)
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[tuple, dict[Any, Any]]] = {}
 
