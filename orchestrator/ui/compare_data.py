@@ -1,6 +1,11 @@
 """Two sweeps compared (`/api/compare?a=A&b=B`): per config present in either, its mean
 speedup in each (orch query's rows: mean over repeats, the speedup's 95% bootstrap
-interval), their ratio B/A, and whether B's interval moved clear of A's."""
+interval), their ratio B/A, and whether B's interval moved clear of A's.
+
+Configs are matched on everything but where and how they ran (device, dtype, engine,
+machine): a config that ran twice on one machine with one engine is one trial shared by both
+sweeps, so what two sweeps can differ in is exactly that (another GPU, engine path, dtype).
+Each side's speedup is over its own machine's autoregressive baseline."""
 
 from __future__ import annotations
 
@@ -13,7 +18,18 @@ from orchestrator.results.output import to_records
 from orchestrator.results.settings import CONFIG_KEY
 from orchestrator.ui.reader import Reader
 
-SHOWN = ["speedup", "speedup_lo", "speedup_hi", "tokens_per_iteration", "throughput"]
+PLACEMENT = ("device", "dtype", "engine", "machine")
+MATCH = [c for c in CONFIG_KEY if c not in PLACEMENT]
+SHOWN = [
+    "machine",
+    "engine",
+    "dtype",
+    "speedup",
+    "speedup_lo",
+    "speedup_hi",
+    "tokens_per_iteration",
+    "throughput",
+]
 
 
 def compare_sweeps(reader: Reader, a: str, b: str, where: tuple[str, ...]) -> dict[str, Any]:
@@ -26,9 +42,9 @@ def compare_sweeps(reader: Reader, a: str, b: str, where: tuple[str, ...]) -> di
         df = apply_where(df, where)
         if df.empty:
             raise QueryError(f"no finished trials of sweep {name!r} match the filters")
-        frames.append(query(df, "speedup", (), None)[[*CONFIG_KEY, "pair", *SHOWN]])
+        frames.append(query(df, "speedup", (), None)[[*MATCH, "pair", *SHOWN]])
     m = frames[0].merge(
-        frames[1].drop(columns="pair"), on=list(CONFIG_KEY), how="outer", suffixes=("_a", "_b")
+        frames[1].drop(columns="pair"), on=MATCH, how="outer", suffixes=("_a", "_b")
     )
     m["pair"] = m["pair"].fillna(m["target"] + "/" + m["draft"])
     m["ratio"] = m["speedup_b"] / m["speedup_a"]
@@ -38,7 +54,6 @@ def compare_sweeps(reader: Reader, a: str, b: str, where: tuple[str, ...]) -> di
         "pair",
         "method",
         "params",
-        "machine",
         "max_new_tokens",
         "temperature",
         *[f"{c}_{s}" for c in SHOWN for s in "ab"],

@@ -9,7 +9,8 @@ import tempfile
 from pathlib import Path
 
 from orchestrator.extras import require
-from orchestrator.results import QueryError, apply_where, export_frame, load_frame, write_export
+from orchestrator.results import QueryError, apply_where, export_frame, write_export
+from orchestrator.results.certificates import COLUMNS as CERTIFICATE_COLUMNS
 from orchestrator.ui.reader import Reader
 
 TYPES = {
@@ -36,9 +37,10 @@ def export_bytes(reader: Reader, name: str, fmt: str, where: tuple[str, ...]) ->
     if fmt == "parquet":
         require("pyarrow", "a Parquet download")
     # as orch export loads it: per-prompt data for the intervals, no certificate columns
-    df = reader.cached(
-        name, "export", lambda: load_frame(reader.store, name, per_prompt=True, certificates=False)
-    )
+    df = reader.frame(name)
+    if df is None:
+        raise QueryError(f"no finished trials of sweep {name!r} in {reader.display_url}")
+    df = df.drop(columns=list(CERTIFICATE_COLUMNS), errors="ignore")
     out = _Out()
     write_export(export_frame(apply_where(df, where), False), fmt, None, out)
     return out.buffer.getvalue()
@@ -59,4 +61,4 @@ def report_html(reader: Reader, name: str) -> tuple[str, dict[str, bytes]]:
             images = {p.name: p.read_bytes() for p in (root / "img").glob("*.png")}
         return html, images
 
-    return reader.cached(name, "report", build)
+    return reader.cached(name, "report", build, hold=False)

@@ -23,7 +23,7 @@ def figures(df: pd.DataFrame, configs: pd.DataFrame) -> dict[str, Any]:
     """Every figure's data for trials `df` and their configs (query rows by speedup)."""
     varied = varied_params(df)
     configs = configs.assign(label=configs["method"] + " " + configs["params"])
-    points = [_point(r) for _, r in configs.iterrows()]
+    points = [_point(r) for r in configs.to_dict("records")]
     top = configs[configs["speedup"].notna()].head(SHOWN_CONFIGS)
     if top.empty:
         top = configs.head(SHOWN_CONFIGS)
@@ -38,13 +38,13 @@ def figures(df: pd.DataFrame, configs: pd.DataFrame) -> dict[str, Any]:
                 "pair": r["pair"],
                 **{s: _per_iteration_ms(r, s) for s in SPLIT},
             }
-            for _, r in top.iterrows()
+            for r in top.to_dict("records")
         ],
         **_prompt_stats(df, top),
     }
 
 
-def _point(r: pd.Series) -> dict[str, Any]:
+def _point(r: dict[str, Any]) -> dict[str, Any]:
     return {
         "label": r["label"],
         "method": r["method"],
@@ -57,7 +57,7 @@ def _point(r: pd.Series) -> dict[str, Any]:
     }
 
 
-def _per_iteration_ms(r: pd.Series, col: str) -> float | None:
+def _per_iteration_ms(r: dict[str, Any], col: str) -> float | None:
     its = cell_value(r["iterations"])
     v = cell_value(r[col])
     return None if not its or v is None else 1000 * v / its
@@ -68,13 +68,16 @@ def _y(configs: pd.DataFrame) -> str:
 
 
 def _axes(configs: pd.DataFrame, varied: dict[str, list[str]]) -> list[dict[str, Any]]:
-    """Per method and varied parameter: every config's (value, speedup, interval)."""
+    """Per method and varied parameter: per pair and value of the parameter, the config with
+    the best mean speedup over the other parameters (value, speedup, its interval)."""
     y = _y(configs)
     out = []
     for method, params in varied.items():
         rows = configs[configs["method"] == method]
         for p in params:
             col = f"param.{p}"
+            have = rows[rows[col].notna() & rows[y].notna()]
+            best = have.loc[have.groupby(["pair", col], sort=False)[y].idxmax()]
             pts = [
                 {
                     "x": cell_value(r[col]),
@@ -84,8 +87,7 @@ def _axes(configs: pd.DataFrame, varied: dict[str, list[str]]) -> list[dict[str,
                     "label": r["label"],
                     "series": r["pair"],
                 }
-                for _, r in rows.iterrows()
-                if cell_value(r[col]) is not None
+                for r in best.to_dict("records")
             ]
             out.append({"method": method, "param": p, "y": y, "points": pts})
     return out
@@ -105,7 +107,7 @@ def _parallel(configs: pd.DataFrame, varied: dict[str, list[str]]) -> list[dict[
                 "label": r["label"],
                 "values": [cell_value(r[f"param.{p}"]) for p in params] + [cell_value(r[y])],
             }
-            for _, r in rows.iterrows()
+            for r in rows.to_dict("records")
         ]
         out.append({"method": method, "dims": dims, "lines": lines})
     return out

@@ -10,6 +10,7 @@ import pandas as pd
 
 from db.models import SweepStatus, Trial, TrialStatus
 from orchestrator.records import TrialConfig
+from orchestrator.results import QueryError, load_frame
 from orchestrator.results.settings import CONFIG_KEY
 from orchestrator.results.values import cell_value
 from orchestrator.run.eta import eta_s, format_eta
@@ -86,9 +87,21 @@ def _one(reader: Reader, row: dict, counts: dict, sig: tuple) -> dict[str, Any]:
         "drivers": sorted(drivers),
         "running_trials": running,
         "hosts": sorted({f"{p['worker_host'] or '?'} {p['gpu_id'] or ''}".strip() for p in placed}),
-        "best": best_per_pair(reader.frame(name, sig)),
+        "best": best_per_pair(_light_frame(reader, name, sig)),
         "updated": str(row.get("updated_at") or "")[:19],
     }
+
+
+def _light_frame(reader: Reader, name: str, sig: tuple) -> pd.DataFrame | None:
+    """The sweep's results frame without per-prompt data: no intervals, quick to load."""
+
+    def build():
+        try:
+            return load_frame(reader.store, name)
+        except QueryError:
+            return None
+
+    return reader.cached(name, "light frame", build, sig, hold=False)
 
 
 def best_per_pair(df: pd.DataFrame | None) -> list[dict[str, Any]]:

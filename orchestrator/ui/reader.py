@@ -48,6 +48,11 @@ def read_only(engine) -> None:
     engine.dispose()  # the connection Store opened to check the database predates the hook
 
 
+def version_of(sig: tuple) -> str:
+    """A short token for a signature (what the pages poll and compare)."""
+    return format(hash(sig) & 0xFFFFFFFF, "08x")
+
+
 class Reader:
     """A read-only Store and the per-sweep cache of frames and answers built from it."""
 
@@ -55,7 +60,8 @@ class Reader:
         self.store = Store(url, mode="read")
         read_only(self.store.engine)
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[tuple, dict[Any, Any]]] = {}
+        self._cache: dict[str, dict[Any, tuple]] = {}
+        self._building: set[tuple[str, Any]] = set()
 
     @property
     def display_url(self) -> str:
@@ -87,24 +93,52 @@ class Reader:
             return ()
         return sig
 
-    def cached(self, name: str, key: Any, build: Callable[[], Any], sig: tuple | None = None):
-        """build() once per sweep `name`, `key` and signature; a new signature drops every
-        answer kept for the sweep."""
+    def cached(
+        self,
+        name: str,
+        key: Any,
+        build: Callable[[], Any],
+        sig: tuple | None = None,
+        hold: bool = True,
+    ):
+        """build() once per sweep `name`, `key` and signature. Once the sweep changed, an
+        answer built before is served at once while its successor is built in the background
+        (`hold`; each answer carries the version it was built from, and a page polls until it
+        has the current one), so a page never waits on a sweep that changes every second.
+        `hold` False: always the current signature's answer (what other answers are built
+        from, downloads)."""
         sig = self.signature(name) if sig is None else sig
         with self._lock:
-            held = self._cache.get(name)
-            if held is None or held[0] != sig:
-                held = (sig, {})
-                self._cache[name] = held
-            if key in held[1]:
-                return held[1][key]
-        value = build()
+            held = self._cache.setdefault(name, {}).get(key)
+            if held is not None and held[0] == sig:
+                return held[1]
+            if hold and held is not None:
+                if (name, key) not in self._building:
+                    self._building.add((name, key))
+                    threading.Thread(
+                        target=self._rebuild, args=(name, key, build, sig), daemon=True
+                    ).start()
+                return held[1]
+        return self._store(name, key, sig, build())
+
+    def _store(self, name: str, key: Any, sig: tuple, value: Any) -> Any:
         with self._lock:
-            answers = held[1]
-            answers[key] = value
+            answers = self._cache.setdefault(name, {})
+            answers.pop(key, None)
+            answers[key] = (sig, value)
             while len(answers) > CACHE_PER_SWEEP:
                 answers.pop(next(iter(answers)))
         return value
+
+    def _rebuild(self, name: str, key: Any, build: Callable[[], Any], sig: tuple) -> None:
+        try:
+            self._store(name, key, sig, build())
+        except Exception:  # noqa: BLE001 - the next request builds it again and says why
+            with self._lock:
+                self._cache.get(name, {}).pop(key, None)
+        finally:
+            with self._lock:
+                self._building.discard((name, key))
 
     def frame(self, name: str, sig: tuple | None = None) -> pd.DataFrame | None:
         """The results frame of sweep `name` (load_frame with per-prompt data, so with its
@@ -117,7 +151,7 @@ class Reader:
             except QueryError:
                 return None
 
-        return self.cached(name, "frame", build, sig)
+        return self.cached(name, "frame", build, sig, hold=False)
 
     def sweep_rows(self) -> list[dict[str, Any]]:
         """Every sweep's stored row (name, description, spec, code version, driver, times)."""

@@ -33,8 +33,8 @@ from orchestrator.ui import pages
 from orchestrator.ui.compare_data import compare_sweeps
 from orchestrator.ui.downloads import TYPES, export_bytes, report_html
 from orchestrator.ui.overview import sweeps
-from orchestrator.ui.reader import Reader
-from orchestrator.ui.sweep_data import sweep_page
+from orchestrator.ui.reader import Reader, version_of
+from orchestrator.ui.sweep_data import paged, sweep_page
 from orchestrator.ui.trial_data import NotFound, trial_page
 
 STATIC = Path(__file__).parent / "static"
@@ -106,10 +106,10 @@ class Handler(BaseHTTPRequestHandler):
                 return self._html(pages.sweep_page(r.display_url, name))
             case ["api", "sweep", name]:
                 best_by = one.get("best_by", "speedup")
-                return self._json(sweep_page(r, name, where, one.get("columns"), best_by))
+                answer = sweep_page(r, name, where, one.get("columns"), best_by)
+                return self._json(paged(answer, _int(one.get("tp")), _int(one.get("cp"))))
             case ["api", "sweep", name, "version"]:
-                sig = r.signature(name)
-                return self._json({"version": format(hash(sig) & 0xFFFFFFFF, "08x")})
+                return self._json({"version": version_of(r.signature(name))})
             case ["sweep", name, file] if file.startswith("export."):
                 fmt = file.removeprefix("export.")
                 data = export_bytes(r, name, fmt, where)
@@ -183,6 +183,10 @@ def _trial_id(text: str) -> int:
     return int(text)
 
 
+def _int(text: str | None) -> int:
+    return int(text) if text and text.isdigit() else 0
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
@@ -198,12 +202,29 @@ def make_server(reader: Reader, host: str, port: int, log=None) -> ThreadingHTTP
     return server
 
 
+def warm(reader: Reader, say=print) -> None:
+    """Build the sweeps page's and each sweep page's default answer once, so that the first
+    visitor does not wait for the results frames (their bootstrap intervals take seconds on a
+    sweep of thousands of trials)."""
+    try:
+        listed = sweeps(reader)["sweeps"]
+        for s in listed:
+            sweep_page(reader, s["name"], (), None, "speedup")
+    except Exception as e:  # noqa: BLE001 - a page that fails says why when it is asked for
+        say(reader_line(reader, f"orch ui: warming the cache stopped: {e}"))
+
+
+def reader_line(reader: Reader, text: str) -> str:
+    return scrub(text.splitlines()[0] if text else text, reader.store.url)
+
+
 def serve(url: str | None, host: str, port: int, say=print, ready: threading.Event | None = None):
     """Run the dashboard over database `url` until interrupted."""
     reader = Reader(url)
     server = make_server(reader, host, port)
     shown = f"[{host}]" if ":" in host else host
     say(f"orch ui: {reader.display_url} (read-only) at http://{shown}:{server.server_port}/")
+    threading.Thread(target=warm, args=(reader, say), daemon=True).start()
     if ready is not None:
         ready.set()
     try:

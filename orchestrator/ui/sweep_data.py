@@ -22,7 +22,7 @@ from orchestrator.results import (
 from orchestrator.results.output import to_records
 from orchestrator.store.reads import error_line
 from orchestrator.ui.figures import figures
-from orchestrator.ui.reader import Reader
+from orchestrator.ui.reader import Reader, version_of
 
 # the trials table: one row per finished trial
 TRIAL_COLUMNS = [
@@ -49,6 +49,7 @@ EMPTY = {
     "varied": {},
 }
 BEST_TOP = 3  # configs per group in "best configs per pair"
+PAGE_ROWS = 100  # rows of the trials and configs tables per page
 
 
 def sweep_page(
@@ -66,11 +67,23 @@ def sweep_page(
     return reader.cached(name, key, lambda: _build(reader, name, where, columns, best_by, sig), sig)
 
 
+def paged(answer: dict[str, Any], trials_page: int, configs_page: int) -> dict[str, Any]:
+    """The answer with one page of its trials and configs tables (and their lengths)."""
+    out = dict(answer)
+    for key, page in (("trials", trials_page), ("configs", configs_page)):
+        rows = answer.get(key) or []
+        out[f"{key}_total"] = len(rows)
+        out[f"{key}_page"] = page
+        out[key] = rows[page * PAGE_ROWS : (page + 1) * PAGE_ROWS]
+    out["page_rows"] = PAGE_ROWS
+    return out
+
+
 def _build(reader, name, where, columns, best_by, sig) -> dict[str, Any]:
     df = reader.frame(name, sig)
     out: dict[str, Any] = {
         "name": name,
-        "version": format(hash(sig) & 0xFFFFFFFF, "08x"),
+        "version": version_of(sig),
         "where": list(where),
         "status": status(reader, name),
         "timeline": timeline(reader, name),
@@ -89,7 +102,8 @@ def _build(reader, name, where, columns, best_by, sig) -> dict[str, Any]:
     out["configs"] = to_records(ranked[keep])
     out["config_columns"] = cols
     out["best_by"] = best_by
-    best = query(shown, "speedup", (), BEST_TOP) if shown["speedup"].notna().any() else ranked
+    by_speedup = ranked if best_by == "speedup" else query(shown, "speedup", (), None)
+    best = by_speedup[by_speedup["rank"] <= BEST_TOP]
     out["best"] = to_records(
         best[
             [
@@ -109,7 +123,7 @@ def _build(reader, name, where, columns, best_by, sig) -> dict[str, Any]:
         ]
     )
     out["varied"] = varied_params(shown)
-    out["figures"] = figures(shown, ranked if best_by == "speedup" else query(shown, "speedup"))
+    out["figures"] = figures(shown, by_speedup)
     return out
 
 
@@ -163,9 +177,9 @@ def status(reader: Reader, name: str) -> dict[str, Any]:
     }
 
 
-def timeline(reader: Reader, name: str) -> list[dict[str, Any]]:
-    """One bar per started trial: its worker (host and GPU), start and end (unix seconds;
-    a running trial ends now), status and method."""
+def timeline(reader: Reader, name: str) -> dict[str, Any]:
+    """The workers (host and GPU) and one bar per started trial: [trial, worker index, start,
+    end (None while it runs), status, method] (unix seconds)."""
     rows = reader.trial_rows(
         name,
         [
@@ -179,14 +193,17 @@ def timeline(reader: Reader, name: str) -> list[dict[str, Any]]:
         ],
         Trial.started_at.is_not(None),
     )
-    return [
-        {
-            "trial": r["id"],
-            "worker": f"{r['worker_host'] or '?'}" + (f" gpu {r['gpu_id']}" if r["gpu_id"] else ""),
-            "start": r["started_at"],
-            "end": r["finished_at"],
-            "status": str(r["status"]),
-            "method": r["method"],
-        }
-        for r in rows
-    ]
+    workers = sorted({_worker(r) for r in rows})
+    index = {w: i for i, w in enumerate(workers)}
+    return {
+        "workers": workers,
+        "bars": [
+            [r["id"], index[_worker(r)], r["started_at"], r["finished_at"], str(r["status"]),
+             r["method"]]
+            for r in rows
+        ],
+    }  # fmt: skip
+
+
+def _worker(r: dict[str, Any]) -> str:
+    return f"{r['worker_host'] or '?'}" + (f" gpu {r['gpu_id']}" if r["gpu_id"] else "")

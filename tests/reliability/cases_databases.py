@@ -52,6 +52,7 @@ READ_MISSING = {
     "cancel": ("cancel", "existing"),
     "resume": ("resume", "--executor", "local"),
     "db-current": ("db", "current"),
+    "ui": ("ui", "--port", "0"),
 }
 
 CASES: list[Case] = [

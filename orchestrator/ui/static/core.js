@@ -71,19 +71,20 @@ const UI = (() => {
     return `<section><h2>${esc(title)}</h2>${extra}<div id="${id}"></div></section>`;
   }
 
-  // ---- live: poll(versionUrl, onChange); the interval doubles while nothing changes
-  function live(versionUrl, onChange, min = 1000, max = 10000) {
-    let last = null, wait = min;
+  // ---- live: poll versionUrl; when it differs from the version of the data shown, onChange()
+  // loads the data again and returns its version (an answer may lag while a sweep changes fast:
+  // then the next poll loads again). The interval grows while nothing changes.
+  function live(versionUrl, shown, onChange, min = 1000, max = 10000) {
+    let wait = min;
     const badge = document.getElementById("live");
     async function tick() {
       try {
         if (!document.hidden) {
           const v = (await getJSON(versionUrl)).version;
-          if (last !== null && v !== last) {
-            await onChange();
+          if (v !== shown) {
+            shown = await onChange();
             wait = min;
           } else wait = Math.min(max, wait * 1.6);
-          last = v;
           badge.textContent = `live · checked ${new Date().toLocaleTimeString()}`;
           badge.className = "live on";
         }

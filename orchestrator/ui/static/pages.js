@@ -121,8 +121,9 @@ function comparePage() {
       const d = await UI.getJSON("/api/compare" + UI.query(["a", "b", "where"]));
       document.getElementById("filter-error").textContent = "";
       const sp = (s) => (r) => esc(x(r["speedup_" + s]) + ci(r["speedup_lo_" + s], r["speedup_hi_" + s]));
-      UI.fill("compare2", table([col("pair"), col("method"), col("params", "config", (r) => esc(r.params)), col("machine"),
-        col("a", `A: ${d.a}`, sp("a")), col("b", `B: ${d.b}`, sp("b")), col("ratio", "ratio B/A", (r) => esc(x(r.ratio))),
+      UI.fill("compare2", table([col("pair"), col("method"), col("params", "config", (r) => esc(r.params)),
+        col("a", `A: ${d.a}`, sp("a")), col("where_a", "A ran on", (r) => esc(`${r.machine_a ?? "-"} ${r.engine_a ?? ""}`)),
+        col("b", `B: ${d.b}`, sp("b")), col("where_b", "B ran on", (r) => esc(`${r.machine_b ?? "-"} ${r.engine_b ?? ""}`)), col("ratio", "ratio B/A", (r) => esc(x(r.ratio))),
         col("moved", "interval moved", (r) => `<span class="moved ${esc(r.moved)}">${esc(r.moved || "no")}</span>`)], d.rows, { id: "compare2-table" }));
     } catch (e) {
       document.getElementById("filter-error").textContent = e.message;

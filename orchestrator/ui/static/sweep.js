@@ -6,7 +6,6 @@ function sweepPage() {
   const name = UI.state.name;
   const base = "/sweep/" + encodeURIComponent(name);
   const api = "/api/sweep/" + encodeURIComponent(name);
-  const PER = 100;
   let data = null;
   const selected = new Set(UI.params().getAll("sel"));
   const app = document.getElementById("app");
@@ -51,9 +50,10 @@ function sweepPage() {
 
   async function load() {
     try {
-      data = await UI.getJSON(api + UI.query(["where", "columns", "best_by"]));
+      data = await UI.getJSON(api + UI.query(["where", "columns", "best_by", "tp", "cp"]));
       document.getElementById("filter-error").textContent = "";
       render();
+      return data.version;
     } catch (e) {
       document.getElementById("filter-error").textContent = e.message;
     }
@@ -65,7 +65,8 @@ function sweepPage() {
     const c = data.status.counts || {};
     document.getElementById("progress").innerHTML = `<span class="status ${esc(c.status)}">${esc(c.status || "")}</span>
       <span id="counts">${c.trials ?? 0} trials: ${c.done ?? 0} done, ${c.pending ?? 0} pending, ${c.running ?? 0} running, ${c.failed ?? 0} failed</span>
-      · <span id="shown">${data.shown ?? 0} of ${data.finished ?? 0} finished trials shown</span>`;
+      · <span id="shown">${data.shown ?? 0} of ${data.finished ?? 0} finished trials shown</span>
+      <span class="small">(version ${esc(data.version)})</span>`;
     document.getElementById("note").textContent = data.note || "";
     UI.fill("compare", table([
       col("method", "method", (r) => filterLink("method", r.method)), col("pair"), col("machine"),
@@ -88,26 +89,25 @@ function sweepPage() {
       col("attempts"), col("host"), col("gpu"), col("error", "last line of its error", (r) => `<code>${esc(r.error)}</code>`),
     ], [...st.failed, ...st.running], { id: "failures-table" }) : "<p>none</p>");
     const tl = document.getElementById("timeline");
-    if (data.timeline.length) Charts.timeline(tl, "timeline", data.timeline.map((t) => ({ row: t.worker, start: t.start, end: t.end, status: t.status, label: `trial ${t.trial} ${t.method} (${t.status})`, href: `/trial/${t.trial}` })));
+    const w = data.timeline.workers;
+    if (data.timeline.bars.length) Charts.timeline(tl, "timeline", data.timeline.bars.map(([trial, i, start, end, status, method]) => ({ row: w[i], start, end, status, label: `trial ${trial} ${method} (${status}) on ${w[i]}`, href: `/trial/${trial}` })));
     else tl.textContent = "no trial started yet";
     renderFigures(data.figures || {});
   }
 
   function renderConfigs() {
-    const page = +(UI.params().get("cp") || 0);
-    const rows = data.configs.slice(page * PER, (page + 1) * PER);
+    const page = data.configs_page, rows = data.configs;
     const cols = [col("group", "group", (r) => `<span class="group">${esc(r.group)}</span>`),
       ...data.config_columns.map((k) => col(k, k.replace(/^param\./, ""), k === "params" ? (r) => esc(r.params) : k === "method" ? (r) => esc(r.method + (r.baseline ? "*" : "")) : undefined))];
-    UI.fill("configs", table(cols, rows, { id: "configs-table" }) + UI.pager("cp", data.configs.length, PER, page));
+    UI.fill("configs", table(cols, rows, { id: "configs-table" }) + UI.pager("cp", data.configs_total, data.page_rows, page));
   }
 
   function renderTrials() {
-    const page = +(UI.params().get("tp") || 0);
-    const rows = data.trials.slice(page * PER, (page + 1) * PER);
+    const page = data.trials_page, rows = data.trials;
     UI.fill("trials", table([col("trial_id", "trial", (r) => link(r.trial_id)), col("method"), col("pair"),
       col("params", "params", (r) => esc(r.params)), col("repeat"), col("speedup", "speedup", (r) => esc(x(r.speedup))),
       col("throughput", "tok/s"), col("tokens_per_iteration", "tau"), col("acceptance_rate", "accept"), col("lossless"), col("host")],
-    rows, { id: "trials-table", rowKey: (r) => r.trial_id, selected }) + UI.pager("tp", data.trials.length, PER, page));
+    rows, { id: "trials-table", rowKey: (r) => r.trial_id, selected }) + UI.pager("tp", data.trials_total, data.page_rows, page));
   }
 
   app.addEventListener("click", (e) => {
@@ -115,7 +115,7 @@ function sweepPage() {
     if (btn) {
       const which = btn.closest("[data-pager]").dataset.pager;
       UI.setParams({ [which]: btn.dataset.page === "0" ? "" : btn.dataset.page }, false);
-      which === "tp" ? renderTrials() : renderConfigs();
+      load();
       return;
     }
     const tr = e.target.closest("#trials-table tbody tr");
@@ -153,5 +153,5 @@ function sweepPage() {
   }
 
   fromURL();
-  load().then(() => UI.live(api + "/version", load));
+  load().then((v) => UI.live(api + "/version", v, load));
 }
