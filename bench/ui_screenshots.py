@@ -17,6 +17,14 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 
 
+def small(path: Path) -> None:
+    """Shrink a screenshot: 256 colours (the pages are flat colours and text)."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        im.convert("RGB").quantize(colors=256).save(path, optimize=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", default="http://127.0.0.1:8300")
@@ -49,6 +57,7 @@ def main() -> None:
                 page.locator("#figures").screenshot(path=str(out / f"{name}.png"))
             else:
                 page.screenshot(path=str(out / f"{name}.png"))
+            small(out / f"{name}.png")
             print(out / f"{name}.png")
         browser.close()
 
