@@ -11,7 +11,7 @@ import pandas as pd
 from db.models import SweepStatus, Trial, TrialStatus
 from orchestrator.records import TrialConfig
 from orchestrator.results import QueryError, load_frame
-from orchestrator.results.settings import CONFIG_KEY
+from orchestrator.results.settings import BASELINE, CONFIG_KEY
 from orchestrator.results.values import cell_value
 from orchestrator.run.eta import eta_s, format_eta
 from orchestrator.ui.reader import Reader
@@ -106,10 +106,13 @@ def _light_frame(reader: Reader, name: str, sig: tuple) -> pd.DataFrame | None:
 
 def best_per_pair(df: pd.DataFrame | None) -> list[dict[str, Any]]:
     """Per pair, the config with the largest mean speedup over its repeats (method, params,
-    speedup and its interval where the frame has one)."""
+    speedup and its interval where the frame has one), the autoregressive baseline left out
+    where a pair has any other method."""
     if df is None or df["speedup"].notna().sum() == 0:
         return []
     have = df[df["speedup"].notna()]
+    drafted = have[have["method"] != BASELINE]
+    have = pd.concat([drafted, have[~have["pair"].isin(set(drafted["pair"]))]])
     cols = [c for c in ("speedup_lo", "speedup_hi") if c in have.columns]
     g = have.groupby(list(CONFIG_KEY), dropna=False, sort=False)
     per = g.agg(speedup=("speedup", "mean"), **{c: (c, "first") for c in cols}).reset_index()
