@@ -4,6 +4,7 @@ Reader (reader.py). GET and HEAD only: every other method answers 405. Routes:
     /                          the sweeps page          /api/sweeps        its JSON
     /sweep/NAME                a sweep's page           /api/sweep/NAME    its JSON
                                                         /api/sweep/NAME/version  (polled)
+                                                        /api/sweep/NAME/predicted (cost model)
     /sweep/NAME/export.FMT     orch export's bytes (csv, json, parquet), ?where=...
     /sweep/NAME/report         the paper report (its figures under report/img/)
     /trial/ID                  a trial's page           /api/trial/ID      its JSON
@@ -33,6 +34,7 @@ from orchestrator.ui import pages
 from orchestrator.ui.compare_data import compare_sweeps
 from orchestrator.ui.downloads import TYPES, export_bytes, report_html
 from orchestrator.ui.overview import sweeps
+from orchestrator.ui.predicted import predicted
 from orchestrator.ui.reader import Reader, version_of
 from orchestrator.ui.sweep_data import paged, sweep_page
 from orchestrator.ui.trial_data import NotFound, trial_page
@@ -108,6 +110,8 @@ class Handler(BaseHTTPRequestHandler):
                 best_by = one.get("best_by", "speedup")
                 answer = sweep_page(r, name, where, one.get("columns"), best_by)
                 return self._json(paged(answer, _int(one.get("tp")), _int(one.get("cp"))))
+            case ["api", "sweep", name, "predicted"]:
+                return self._json(predicted(r, name))
             case ["api", "sweep", name, "version"]:
                 return self._json({"version": version_of(r.signature(name))})
             case ["sweep", name, file] if file.startswith("export."):

@@ -26,7 +26,9 @@ function sweepPage() {
     UI.section("trials", "trials (click a row to select it)") +
     UI.section("failures", "failed and running trials") +
     UI.section("timeline", "timeline of trials per worker and GPU") +
-    UI.section("figures", "figures (drag to zoom, double-click to reset)");
+    UI.section("figures", "figures (drag to zoom, double-click to reset)") +
+    UI.section("predicted", "predicted against measured speedup per profiled device (cost model)",
+      '<button id="predict">compute (reads every trial\'s per-iteration data)</button>');
   const form = document.getElementById("filters");
   const METRICS = ["speedup", "throughput", "tokens_per_iteration", "acceptance_rate", "mean_accepted_length",
     "ttft_s", "tpot_s", "total_s", "peak_memory_bytes", "overhead_share", "mean_tree_size"];
@@ -151,6 +153,20 @@ function sweepPage() {
     if ((f.histogram || []).length) Charts.lines(chart(host, "hist", "acceptance-length histogram (DDTree): share of iterations"), "hist", f.histogram.map((h) => { const t = h.counts.reduce((a, b) => a + b, 0); return { label: h.label, ys: h.counts.map((c) => c / t) }; }), { xlabel: "tokens accepted in an iteration", ylabel: "share" });
     window.scrollTo(0, y);
   }
+
+  async function showPredicted() {
+    const host = document.getElementById("predicted");
+    host.textContent = "computing…";
+    try {
+      const d = await UI.getJSON(api + "/predicted");
+      if (!d.points.length) { host.textContent = d.note || "nothing to predict"; return; }
+      Charts.scatter(host, "predicted", d.points.map((p) => ({ x: p.measured, y: p.predicted, label: `${p.label} on ${p.device} (measured on ${p.machine})`, series: p.device })),
+        { xlabel: "measured speedup (where it ran)", ylabel: "predicted speedup", baseline: 1 });
+      UI.setParams({ predicted: "1" }, false);
+    } catch (e) { host.textContent = e.message; }
+  }
+  document.getElementById("predict").addEventListener("click", showPredicted);
+  if (UI.params().get("predicted")) showPredicted();
 
   fromURL();
   load().then((v) => UI.live(api + "/version", v, load));

@@ -128,6 +128,20 @@ def test_trials_another_process_submits_appear_live_and_keep_the_selection(site,
     rows.first.click()  # select it
     sync_api.expect(rows.first).to_have_class("selected")
     assert "sel=" in page.url
+    sync_api.expect(page.locator("#live")).to_contain_text("live")  # polling
+    for _ in range(3):  # zoom: drag across a figure (a redraw in mid-drag drops the drag)
+        figure = page.locator("#fig-tau-speedup svg")
+        figure.scroll_into_view_if_needed()
+        box = figure.bounding_box()
+        page.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + box["height"] / 2)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] * 0.7, box["y"] + box["height"] / 2, steps=5)
+        page.mouse.up()
+        if "z.tau-speedup=" in page.url:
+            break
+    assert "z.tau-speedup=" in page.url
+    zoom = page.evaluate("Charts.zoom['tau-speedup']")
+    page.evaluate("window.scrollTo(0, 300)")
     page.evaluate("window.__same_page = true")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     second = subprocess.Popen(
@@ -142,6 +156,8 @@ def test_trials_another_process_submits_appear_live_and_keep_the_selection(site,
     assert second.returncode == 0, out
     sync_api.expect(page.locator("#counts")).to_contain_text("3 done, 0 pending", timeout=60_000)
     assert page.evaluate("window.__same_page") is True  # no reload happened
+    assert page.evaluate("Charts.zoom['tau-speedup']") == zoom and "z.tau-speedup=" in page.url
+    assert page.evaluate("window.scrollY") == 300
     sync_api.expect(page.locator("#trials-table tbody tr.selected")).to_have_count(1)
     sync_api.expect(page.locator("#trials-table tbody tr.selected")).to_contain_text(
         "autoregressive"

@@ -113,3 +113,26 @@ def test_the_trial_page_reruns_a_prompt_token_for_token(sqlite_url):
         assert json.loads(r.output)["tokens"] == p["tokens"]
         assert p["output"] is not None and p["prompt"]
     reader.close()
+
+
+def test_predicted_against_measured_per_profiled_device(sqlite_url):
+    from orchestrator.results import add_predictions, device_curves, load_frame
+    from orchestrator.store import Store
+    from orchestrator.ui.predicted import predicted
+    from orchestrator.ui.reader import Reader
+    from tests.orchestrator.profile_helpers import CPU, GPU, _measured
+
+    _measured(sqlite_url)
+    reader = Reader(sqlite_url)
+    d = predicted(reader, "s")
+    assert d["devices"] == sorted([CPU, GPU])
+    store = Store(sqlite_url, mode="read")
+    df = load_frame(store, "s", details=True, certificates=False)
+    for device in (CPU, GPU):
+        want = add_predictions(df, device_curves(store, device), device)
+        lin = want[want["method"] == "linear"].iloc[0]
+        (got,) = [p for p in d["points"] if p["device"] == device and "linear" in p["label"]]
+        assert got["predicted"] == pytest.approx(lin["predicted_speedup"])
+        assert got["measured"] == pytest.approx(1.5)
+    reader.close()
+    store.close()
