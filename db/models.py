@@ -103,6 +103,9 @@ class Sweep(Base):
     heartbeat_at: Mapped[float | None] = mapped_column(Float)  # several drivers may run a sweep
     # the --only cut of the latest run, [[key, [values]], ...]; None: the whole grid (0009)
     only: Mapped[list[Any] | None] = mapped_column(nullable=True)
+    # the lab's annotations (orch tag, orch note; migration 0012): sorted labels, free text
+    tags: Mapped[list[Any] | None] = mapped_column(nullable=True)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()

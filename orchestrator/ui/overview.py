@@ -25,7 +25,9 @@ def sweeps(reader: Reader) -> dict[str, Any]:
     for row in reader.sweep_rows():
         name = row["name"]
         sig = sigs.get(name, ())
-        out.append(reader.cached(name, "overview", lambda: _one(reader, row, counts, sig), sig))
+        one = reader.cached(name, "overview", lambda: _one(reader, row, counts, sig), sig)
+        # annotations change no signature: read with every answer
+        out.append({**one, "tags": row.get("tags") or [], "note": row.get("note") or ""})
     return {"database": reader.display_url, "version": _version(sigs), "sweeps": out}
 
 

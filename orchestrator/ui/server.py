@@ -109,7 +109,10 @@ class Handler(BaseHTTPRequestHandler):
             case ["api", "sweep", name]:
                 best_by = one.get("best_by", "speedup")
                 answer = sweep_page(r, name, where, one.get("columns"), best_by)
-                return self._json(paged(answer, _int(one.get("tp")), _int(one.get("cp"))))
+                answer = paged(answer, _int(one.get("tp")), _int(one.get("cp")))
+                info = r.store.sweep(name)  # annotations change no signature: read each time
+                answer.update(tags=info.get("tags") or [], note=info.get("note") or "")
+                return self._json(answer)
             case ["api", "sweep", name, "predicted"]:
                 return self._json(predicted(r, name))
             case ["api", "sweep", name, "version"]:

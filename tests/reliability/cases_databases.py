@@ -53,6 +53,8 @@ READ_MISSING = {
     "resume": ("resume", "--executor", "local"),
     "db-current": ("db", "current"),
     "ui": ("ui", "--port", "0"),
+    "tag": ("tag", "existing", "x"),
+    "note": ("note", "existing"),
 }
 
 CASES: list[Case] = [

@@ -4,12 +4,16 @@ function sweepsPage() {
   const { esc, num, x, ci, col, table } = UI;
   const app = document.getElementById("app");
   const checked = new Set(UI.params().getAll("pick"));
-  app.innerHTML = `<h1>sweeps</h1><p>Tick two sweeps to <a id="compare-link" href="/compare">compare them</a>.</p><div id="sweeps"></div>`;
+  app.innerHTML = `<h1>sweeps</h1><p>Tick two sweeps to <a id="compare-link" href="/compare">compare them</a>.</p><p id="tag-filter"></p><div id="sweeps"></div>`;
   async function load() {
     const d = await UI.getJSON("/api/sweeps");
-    UI.fill("sweeps", d.sweeps.length ? table([
+    const tag = UI.params().get("tag");
+    const shown = tag ? d.sweeps.filter((s) => s.tags.includes(tag)) : d.sweeps;
+    document.getElementById("tag-filter").innerHTML = tag ? `tagged <span class="tag">${esc(tag)}</span> · <a href="/">every sweep</a>` : "";
+    UI.fill("sweeps", shown.length ? table([
       col("pick", "", (s) => `<input type="checkbox" data-pick="${esc(s.name)}" ${checked.has(s.name) ? "checked" : ""}>`),
-      col("name", "sweep", (s) => `<a class="sweep-link" href="/sweep/${encodeURIComponent(s.name)}">${esc(s.name)}</a>`),
+      col("name", "sweep", (s) => `<a class="sweep-link" href="/sweep/${encodeURIComponent(s.name)}">${esc(s.name)}</a>` +
+        s.tags.map((t) => ` <a class="tag" href="/?tag=${encodeURIComponent(t)}">${esc(t)}</a>`).join("") + (s.note ? `<div class="sweep-note">${esc(s.note)}</div>` : "")),
       col("status", "status", (s) => `<span class="status ${esc(s.status)}">${esc(s.status)}</span>`),
       col("done", "done / pending / running / failed", (s) => `<span class="counts">${s.done} / ${s.pending} / ${s.running} / ${s.failed}</span> of ${s.trials}
         <div class="bar"><i style="width:${s.trials ? (100 * s.done) / s.trials : 0}%"></i></div>`),
@@ -19,7 +23,7 @@ function sweepsPage() {
       col("code_versions", "code", (s) => s.code_versions.map((v) => `<code>${esc(v.slice(0, 12))}</code>`).join(" ")),
       col("drivers", "drivers", (s) => esc(s.drivers.join(", ") || "-")),
       col("hosts", "hosts / GPUs: running", (s) => esc(s.hosts.join(", ")) + (s.running_trials.length ? "<br>" + s.running_trials.map((r) => `<span class="small">${esc(r.host)} ${esc(r.gpu)}: ${esc(r.trial)}</span>`).join("<br>") : "")),
-    ], d.sweeps, { id: "sweeps-table", rowKey: (s) => s.name }) : `<p>no sweeps in ${esc(d.database)}</p>`);
+    ], shown, { id: "sweeps-table", rowKey: (s) => s.name }) : `<p>no sweeps${tag ? " with that tag" : ""} in ${esc(d.database)}</p>`);
     updateCompare();
     return d.version;
   }

@@ -10,7 +10,7 @@ function sweepPage() {
   const selected = new Set(UI.params().getAll("sel"));
   const app = document.getElementById("app");
   app.innerHTML = `<h1>sweep <span id="sweep-name">${esc(name)}</span></h1>
-    <p id="progress"></p>
+    <p id="annotations"></p><p id="progress"></p>
     <form id="filters" class="filters">
       <label>where <input name="where" size="40" placeholder="method=dynatree; depth>=4"></label>
       <label>columns <input name="columns" size="28" placeholder="+ttft_s,depth"></label>
@@ -70,6 +70,8 @@ function sweepPage() {
       · <span id="shown">${data.shown ?? 0} of ${data.finished ?? 0} finished trials shown</span>
       <span class="small">(version ${esc(data.version)})</span>`;
     document.getElementById("note").textContent = data.note || "";
+    document.getElementById("annotations").innerHTML = data.tags.map((t) => `<span class="tag">${esc(t)}</span>`).join(" ") +
+      (data.note ? ` <span class="sweep-note">${esc(data.note)}</span>` : "");
     UI.fill("compare", table([
       col("method", "method", (r) => filterLink("method", r.method)), col("pair"), col("machine"),
       col("speedup", "speedup [95% CI]", (r) => esc(x(r.speedup) + ci(r.speedup_lo, r.speedup_hi))),
