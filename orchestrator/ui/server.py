@@ -111,7 +111,7 @@ class Handler(BaseHTTPRequestHandler):
                 answer = sweep_page(r, name, where, one.get("columns"), best_by)
                 answer = paged(answer, _int(one.get("tp")), _int(one.get("cp")))
                 info = r.store.sweep(name)  # annotations change no signature: read each time
-                answer.update(tags=info.get("tags") or [], note=info.get("note") or "")
+                answer.update(tags=info.get("tags") or [], sweep_note=info.get("note") or "")
                 return self._json(answer)
             case ["api", "sweep", name, "predicted"]:
                 return self._json(predicted(r, name))

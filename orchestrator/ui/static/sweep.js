@@ -71,7 +71,7 @@ function sweepPage() {
       <span class="small">(version ${esc(data.version)})</span>`;
     document.getElementById("note").textContent = data.note || "";
     document.getElementById("annotations").innerHTML = data.tags.map((t) => `<span class="tag">${esc(t)}</span>`).join(" ") +
-      (data.note ? ` <span class="sweep-note">${esc(data.note)}</span>` : "");
+      (data.sweep_note ? ` <span class="sweep-note">${esc(data.sweep_note)}</span>` : "");
     UI.fill("compare", table([
       col("method", "method", (r) => filterLink("method", r.method)), col("pair"), col("machine"),
       col("speedup", "speedup [95% CI]", (r) => esc(x(r.speedup) + ci(r.speedup_lo, r.speedup_hi))),

@@ -82,6 +82,13 @@ def trial_ids(url: str) -> list[int]:
 
 def test_each_page_renders_the_quickstart_results(site, page):
     url, server, _ = site
+    assert orch("tag", SWEEP, "demo", "--db", url).returncode == 0
+    assert orch("note", SWEEP, "first try on the tiny pairs", "--db", url).returncode == 0
+    page.goto(server.base + "/?tag=demo")
+    sync_api.expect(page.locator("#sweeps-table tbody tr")).to_have_count(1)
+    sync_api.expect(page.locator("#sweeps-table")).to_contain_text("first try on the tiny pairs")
+    page.goto(server.base + "/?tag=other")
+    sync_api.expect(page.locator("#sweeps")).to_contain_text("no sweeps with that tag")
     page.goto(server.base + "/")
     row = page.locator("#sweeps-table tbody tr", has_text=SWEEP)
     sync_api.expect(row).to_contain_text("finished")
@@ -91,6 +98,8 @@ def test_each_page_renders_the_quickstart_results(site, page):
     page.wait_for_url(f"**/sweep/{SWEEP}")
     table = page.locator("#compare-table tbody tr")
     sync_api.expect(table).to_have_count(6)  # 3 methods x 2 pairs, as orch compare prints
+    sync_api.expect(page.locator("#annotations")).to_contain_text("demo")
+    sync_api.expect(page.locator("#annotations")).to_contain_text("first try on the tiny pairs")
     compared = json.loads(orch("compare", "--format", "json", "--sweep", SWEEP, "--db", url).stdout)
     linear = next(r for r in compared if r["method"] == "linear")
     sync_api.expect(page.locator("#compare-table")).to_contain_text(linear["params"])
