@@ -156,6 +156,8 @@ class Trial(Base):
     # learned components it used: [{name, kind, sha256, config}] (engine/checkpoint.py
     # describe), one per checkpoint its method parameters name; None when it used none
     checkpoints: Mapped[list[Any] | None] = mapped_column(nullable=True)
+    # {python, torch, transformers, triton, driver} of its worker (migration 0012)
+    versions: Mapped[dict[str, Any] | None] = mapped_column(nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 

@@ -86,6 +86,7 @@ def trial_page(reader: Reader, trial_id: int) -> dict[str, Any]:
             "load_s": t["load_s"],
             "started_at": t["started_at"],
             "finished_at": t["finished_at"],
+            "versions": t.get("versions") or {},
             "checkpoints": t["checkpoints"] or [],
         },
         "metrics": {},

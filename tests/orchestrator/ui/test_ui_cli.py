@@ -105,6 +105,9 @@ def test_the_trial_page_reruns_a_prompt_token_for_token(sqlite_url):
     (tid,) = [r["id"] for r in reader.trial_rows("t", [__import__("db.models").models.Trial.id])]
     page = trial_page(reader, tid)
     assert page["config_hash"] == cfg.config_hash and len(page["prompts"]) == 2
+    import torch
+
+    assert page["environment"]["versions"]["torch"] == torch.__version__  # stored per trial
     for p in page["prompts"]:
         args = shlex.split(p["generate"])
         assert args[:2] == ["orch", "generate"] and "--prompt-ids" in args
