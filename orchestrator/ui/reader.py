@@ -20,6 +20,7 @@ from orchestrator.store import Store
 
 # answers kept per sweep (each key: a where filter, a page part); the oldest go first
 CACHE_PER_SWEEP = 64
+CACHED_SWEEPS = 32  # sweeps whose answers are kept; the least recently asked for go first
 
 
 def read_only(engine) -> None:
@@ -109,7 +110,8 @@ class Reader:
         from, downloads)."""
         sig = self.signature(name) if sig is None else sig
         with self._lock:
-            held = self._cache.setdefault(name, {}).get(key)
+            self._cache[name] = self._cache.pop(name, {})  # the most recently asked for: last
+            held = self._cache[name].get(key)
             if held is not None and held[0] == sig:
                 return held[1]
             if hold and held is not None:
@@ -128,6 +130,8 @@ class Reader:
             answers[key] = (sig, value)
             while len(answers) > CACHE_PER_SWEEP:
                 answers.pop(next(iter(answers)))
+            while len(self._cache) > CACHED_SWEEPS:
+                self._cache.pop(next(iter(self._cache)))
         return value
 
     def _rebuild(self, name: str, key: Any, build: Callable[[], Any], sig: tuple) -> None:

@@ -42,6 +42,7 @@ from orchestrator.ui.trial_data import NotFound, trial_page
 STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".txt": "text/plain"}
 ALLOW = "GET, HEAD"
+WARM_SWEEPS = 8  # the most recent sweeps whose pages are built at start
 
 
 class HTTPError(Exception):
@@ -210,12 +211,12 @@ def make_server(reader: Reader, host: str, port: int, log=None) -> ThreadingHTTP
 
 
 def warm(reader: Reader, say=print) -> None:
-    """Build the sweeps page's and each sweep page's default answer once, so that the first
+    """Build the sweeps page's and the recent sweeps' default answers once, so that the first
     visitor does not wait for the results frames (their bootstrap intervals take seconds on a
     sweep of thousands of trials)."""
     try:
         listed = sweeps(reader)["sweeps"]
-        for s in listed:
+        for s in listed[:WARM_SWEEPS]:
             sweep_page(reader, s["name"], (), None, "speedup")
     except Exception as e:  # noqa: BLE001 - a page that fails says why when it is asked for
         say(reader_line(reader, f"orch ui: warming the cache stopped: {e}"))

@@ -8,6 +8,7 @@ import json
 import shlex
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -25,7 +26,9 @@ def test_port_in_use_is_one_line(sqlite_url):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        r = CliRunner().invoke(main, ["ui", "--db", sqlite_url, "--port", str(port)])
+        url_file = Path(sqlite_url.removeprefix("sqlite:///")).with_suffix(".url")
+        url_file.write_text(sqlite_url + "\n")  # --db-file: resolved as every command does
+        r = CliRunner().invoke(main, ["ui", "--db-file", str(url_file), "--port", str(port)])
     assert r.exit_code == 2
     assert r.output.strip().splitlines()[-1].startswith(f"error: cannot listen on 127.0.0.1:{port}")
     assert "Traceback" not in r.output
