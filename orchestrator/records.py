@@ -188,6 +188,9 @@ class TrialResult:
     # the learned components the method's parameters name (a `checkpoint` or `*_checkpoint`
     # parameter): engine.checkpoint.describe of each, name, kind, sha256 and training config
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    # the worker's python, torch, transformers, triton and driver (orchestrator.run.trial
+    # library_versions); empty where unknown
+    versions: dict[str, str] = field(default_factory=dict)
 
     @property
     def wall_s(self) -> float:

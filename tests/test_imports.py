@@ -7,7 +7,7 @@ are left out. The layers, lowest first (a module may import its own layer and th
 
     engine:        kernels < leaf types < runtime, models < draft < drafters, verify
                    < methods, tree_bounds < iteration < decode < train, curves, certify
-    orchestrator:  records < spec, store < run < results < cli < the package's public API
+    orchestrator:  records < spec, store < run < results < ui < cli < the package's public API
     db imports nothing of ours; bench and tests may import anything.
 """
 
@@ -43,8 +43,9 @@ LAYERS = [
     ("orchestrator.store", 11),
     ("orchestrator.run", 12),
     ("orchestrator.results", 13),
-    ("orchestrator.cli", 14),
-    ("orchestrator.__init__", 15),  # `load`, the public API over results
+    ("orchestrator.ui", 14),  # orch ui: the dashboard over results
+    ("orchestrator.cli", 15),
+    ("orchestrator.__init__", 16),  # `load`, the public API over results
     ("bench", 20),
 ]
 # libraries an import inside a function may keep out of start-up (`# lazy: <library>`)

@@ -16,10 +16,12 @@ from orchestrator.cli.certify import certify
 from orchestrator.cli.data import datasets, models
 from orchestrator.cli.delete import delete
 from orchestrator.cli.generate import generate
+from orchestrator.cli.labels import note, tag
 from orchestrator.cli.profile import profile, profile_import
 from orchestrator.cli.results import compare, export, plot, query, report
 from orchestrator.cli.sweep import cancel, db, resume, status, submit
 from orchestrator.cli.train import train
+from orchestrator.cli.ui import ui
 from orchestrator.run import code_version
 
 
@@ -115,5 +117,8 @@ for cmd in (
     profile,
     profile_import,
     train,
+    ui,
+    tag,
+    note,
 ):
     main.add_command(cmd)

@@ -160,7 +160,13 @@ def _finish(run) -> None:
     help="run the file's scale: block (its grid at smaller sizes, for a CPU) as sweep "
     "NAME-scaled; default: the file's own sizes",
 )
-def submit(sweep_file, db_url, replace, rerun, scale, **kw) -> None:
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="check the file and say what would run: trials per method, how many are done, the "
+    "time past trials of the same configs took; nothing is written",
+)
+def submit(sweep_file, db_url, replace, rerun, scale, dry_run, **kw) -> None:
     """Validate SWEEP_FILE, store its trials, run those not done yet. Several drivers may
     run one sweep, or sweeps sharing configs, at once: they split the trials.
 
@@ -174,6 +180,16 @@ def submit(sweep_file, db_url, replace, rerun, scale, **kw) -> None:
       installed; no Ray start-up."""
     from orchestrator.run.jobs import is_jobs_address, submit_job  # lazy: SQLAlchemy (spec)
 
+    if dry_run:
+        from orchestrator.results import render  # lazy: pandas
+        from orchestrator.run.dry_run import dry_run as plan  # lazy: SQLAlchemy
+
+        rows, line = plan(sweep_file, db_url, _options(**kw), scaled=scale, rerun=rerun)
+        import pandas as pd  # lazy: pandas
+
+        click.echo(render(pd.DataFrame(rows).drop(columns="est_s"), "table"))
+        click.echo(line)
+        return
     if is_jobs_address(kw["address"]):
         require("ray", "--address http://... (the Ray Jobs API)")
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import socket
 import time
 from collections import Counter, OrderedDict
@@ -221,6 +222,7 @@ def run_trial(
         models=[model_info(m) for m in (pair.target, pair.draft) if m is not None],
         device_name=device_name(str(pair.target.device)) + placed(config),
         checkpoints=checkpoints,
+        versions=library_versions(str(pair.target.device)),
     )
 
 
@@ -263,6 +265,7 @@ def run_profile(config: TrialConfig, pair: Any = None) -> TrialResult:
         models=[model_info(m) for m in (pair.target, pair.draft) if m is not None],
         device_name=device_name(str(pair.target.device)) + placed(config),
         profiles=profiles,
+        versions=library_versions(str(pair.target.device)),
     )
 
 
@@ -302,6 +305,16 @@ def used_checkpoints(params: dict[str, Any]) -> list[dict[str, Any]]:
     from engine.checkpoint import describe  # lazy: torch
 
     return [describe(name) for name in checkpoint_names(params)]
+
+
+@functools.lru_cache(maxsize=8)
+def library_versions(device: str) -> dict[str, str]:
+    """python, torch, transformers, triton and the CUDA driver behind `device`."""
+    from engine.curves import device_info  # lazy: torch
+
+    info = device_info(device)
+    keep = ("torch", "transformers", "triton", "driver")
+    return {"python": platform.python_version(), **{k: str(info[k]) for k in keep}}
 
 
 @functools.lru_cache(maxsize=8)

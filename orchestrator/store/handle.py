@@ -39,6 +39,7 @@ from db.session import (
 )
 from orchestrator.only import Only
 from orchestrator.records import TrialConfig, TrialFailure, TrialResult
+from orchestrator.store import labels as store_labels
 from orchestrator.store import reads as store_reads
 from orchestrator.store import sweeps as store_sweeps
 from orchestrator.store import trials as store_trials
@@ -156,6 +157,18 @@ class Store:
     def cancel(self, name: str) -> CancelInfo:
         return self.transact(
             f"cancelling sweep {name!r}", lambda s: store_sweeps.cancel(s, name, self.display_url)
+        )
+
+    def tag(self, name: str, add: Sequence[str] = (), remove: Sequence[str] = ()) -> list[str]:
+        return self.transact(
+            f"tagging sweep {name!r}",
+            lambda s: store_labels.tag(s, name, self.display_url, add, remove),
+        )
+
+    def note(self, name: str, text: str | None) -> None:
+        self.transact(
+            f"writing the note of sweep {name!r}",
+            lambda s: store_labels.note(s, name, self.display_url, text),
         )
 
     def shared_trials(self, name: str, trial_ids: list[int]) -> int:

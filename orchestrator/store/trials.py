@@ -211,6 +211,7 @@ def record_result(s: Session, trial_id: int, r: TrialResult, models_seen: Collec
             code_version=r.code_version[:80],
             device_name=r.device_name[:200] or None,
             checkpoints=r.checkpoints or None,
+            versions=r.versions or None,
         )
     s.execute(update(Trial).where(Trial.id == trial_id).values(**values))
     if inserted:

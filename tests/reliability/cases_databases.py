@@ -52,6 +52,9 @@ READ_MISSING = {
     "cancel": ("cancel", "existing"),
     "resume": ("resume", "--executor", "local"),
     "db-current": ("db", "current"),
+    "ui": ("ui", "--port", "0"),
+    "tag": ("tag", "existing", "x"),
+    "note": ("note", "existing"),
 }
 
 CASES: list[Case] = [
