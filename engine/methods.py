@@ -103,6 +103,17 @@ def method_params(m: Method) -> dict[str, Any]:
     return out
 
 
+def check_standalone(m: Method) -> None:
+    """ConfigError (one line) for a method that needs what only a sweep measures first: Sequoia
+    with `profile: measured` (its acceptance trial, orchestrator/acceptance.py)."""
+    if m.name == "sequoia" and m.cfg.profile == "measured":
+        raise ConfigError(
+            "method 'sequoia': profile 'measured' is measured by a sweep's acceptance trial; "
+            "alone, pass --param profile=fixed or profile=p_1,...,p_K "
+            "(bench/sequoia_profile.py measures one)"
+        )
+
+
 def check_without_draft(method: str) -> None:
     """ConfigError (one line) unless `method` runs without a draft model (a pair with
     `draft: none`): the model-free methods (their record's `model_free`)."""

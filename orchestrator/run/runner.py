@@ -31,8 +31,10 @@ from tqdm import tqdm
 from db.models import SweepStatus, TrialStatus
 from engine.config import ConfigError
 from engine.datasets import dataset_info, load_prompts
+from orchestrator.acceptance import held_out, is_acceptance
 from orchestrator.only import Only, check_only, matches
 from orchestrator.records import TrialFailure, TrialResult
+from orchestrator.run.acceptance import acceptance_first, attach_acceptance, with_acceptance
 from orchestrator.run.executors import Job, Worker, make_executor
 from orchestrator.run.preflight import check_checkpoints, check_run, place_trials
 from orchestrator.run.runlog import run_log
@@ -288,7 +290,7 @@ def _drive(
     first, waiting = True, False
     while store.sweep_status(sweep_id) != SweepStatus.CANCELLED:
         rows = store.runnable(sweep_id, retry_failed=opts.retry_failed, reopen=first)
-        rows = [r for r in rows if matches(r[1], opts.only)]
+        rows = with_acceptance([r for r in rows if matches(r[1], opts.only)], rows)
         if first:
             log(
                 f"{len(rows)} to run on the {opts.executor} executor"
@@ -309,8 +311,10 @@ def _drive(
                     accelerator=opts.accelerator,
                     verbose=opts.verbose,
                 )
-            sink.add(len(jobs))
-            executor.run(jobs, sink)
+            for batch in acceptance_first(jobs):  # the profiles stored before Sequoia runs
+                attach_acceptance(store, batch)
+                sink.add(len(batch))
+                executor.run(batch, sink)
             waiting = False
             continue
         held = store.running_elsewhere(sweep_id)
@@ -376,10 +380,12 @@ def _attach_prompts(jobs: list[Job], cache: dict[tuple, list]) -> None:
         c = job.config
         if c.is_profile:  # no dataset
             continue
-        key = (c.dataset, c.prompts, c.category)
-        if key not in cache:
-            cache[key] = load_prompts(c.dataset, n=c.prompts, category=c.category)
-        job.prompts = cache[key]
+        held = is_acceptance(c)  # an acceptance trial's prompts: the dataset's last ones
+        k = (c.dataset, c.prompts, c.category, held)
+        if k not in cache:
+            load = held_out if held else (lambda d, n, cat: load_prompts(d, n=n, category=cat))
+            cache[k] = load(c.dataset, c.prompts, c.category)
+        job.prompts = cache[k]
 
 
 def dataset_row(name: str) -> dict[str, Any]:

@@ -29,7 +29,7 @@ CASES = [
     ("beam", {"N": 12, "top_k": 3, "depth": 4}),  # deep candidates lose to shallow ones
     ("beam", {"N": 50, "top_k": 2, "depth": 3}),  # N above the pool (10): every candidate
     ("beam", {"N": 5, "top_k": 4, "depth": 1}),  # the root's children: no layer fed
-    ("sequoia", {}),  # budget 64 over the real pair's profile
+    ("sequoia", {"profile": "fixed"}),  # budget 64 over the real pair's fixed profile
     ("sequoia", {"budget": 12, "max_depth": 3, "profile": [0.4, 0.3, 0.2]}),  # bushy, shallow
     ("sequoia", {"budget": 6, "max_depth": 8, "profile": [0.9]}),  # a chain
     ("ddtree", {}),  # B 256, L 16: a 15-node chain, 16 depths of 256 rows
