@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.config import ConfigError, parse_config
 from engine.drafters import DRAFTERS, MODEL_FREE
-from engine.verify import VERIFIERS
+from engine.verify import ALIASES, VERIFIERS, canonical
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,12 @@ def resolve_method(
     if method not in DRAFTERS:
         raise ConfigError(f"unknown method {method!r} (known: {', '.join(DRAFTERS)})")
     params = dict(params or {})
-    verifier = params.pop("verifier", None) or default_verifier(
+    verifier = canonical(params.pop("verifier", None)) or default_verifier(
         method, temperature, draft_temperature
-    )
+    )  # an alias (tv) resolves to the verifier whose law it is (engine/verify ALIASES)
     if verifier not in VERIFIERS:
-        raise ConfigError(f"unknown verifier {verifier!r} (known: {', '.join(VERIFIERS)})")
+        known = ", ".join([*VERIFIERS, *(f"{a} (= {v})" for a, v in ALIASES.items())])
+        raise ConfigError(f"unknown verifier {verifier!r} (known: {known})")
     ok = compatible_verifiers(method, temperature, draft_temperature)
     if verifier not in ok:
         dt = temperature if draft_temperature is None else draft_temperature
