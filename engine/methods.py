@@ -104,14 +104,23 @@ def method_params(m: Method) -> dict[str, Any]:
     return out
 
 
+def standalone(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`params` with what `method` needs to run alone (no sweep measures anything first: orch
+    generate, the benchmarks, the tests that run every method) filled in where they do not
+    say: its record's `standalone` (Sequoia: its fixed profile)."""
+    return {**dict(DRAFTERS[method].standalone), **(params or {})}
+
+
 def check_standalone(m: Method) -> None:
-    """ConfigError (one line) for a method that needs what only a sweep measures first: Sequoia
-    with `profile: measured` (its acceptance trial, orchestrator/acceptance.py)."""
-    if m.name == "sequoia" and m.cfg.profile == "measured":
+    """ConfigError (one line) for a config that needs what only a sweep measures first (its
+    record's `measured_first`: Sequoia's measured profile, orchestrator/acceptance.py)."""
+    first = DRAFTERS[m.name].measured_first
+    why = first(m.cfg) if first is not None else None
+    if why:
+        alone = ", ".join(f"{k}={v}" for k, v in DRAFTERS[m.name].standalone)
         raise ConfigError(
-            "method 'sequoia': profile 'measured' is measured by a sweep's acceptance trial; "
-            "alone, pass --param profile=fixed or profile=p_1,...,p_K "
-            "(bench/sequoia_profile.py measures one)"
+            f"method {m.name!r}: {why}; alone, pass --param {alone} or explicit values "
+            "(bench/sequoia_profile.py measures a profile)"
         )
 
 

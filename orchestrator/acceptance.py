@@ -29,7 +29,9 @@ from engine.datasets import load_prompts
 from orchestrator.records import TrialConfig
 
 ACCEPTANCE = "acceptance"  # the method name of an acceptance trial
-SEQUOIA = "sequoia"
+# the method that needs one, read here without importing torch (engine.drafters does); held to
+# its record (measured_first, profile "measured") by tests/engine/drafters/test_registry.py
+SEQUOIA, MEASURED = "sequoia", "measured"
 # how an acceptance trial measures (engine/drafters/sequoia/profile.py measure_profile): the
 # dataset's last `prompts` prompts cut to `prompt_tokens`, `new_tokens` target tokens each,
 # `samples` draw sets per position where the draft samples
@@ -39,7 +41,7 @@ DEFAULT_WIDTH = 8  # SequoiaConfig.width's default: left out of the trials' para
 
 def needs_profile(c: TrialConfig) -> bool:
     """A Sequoia trial whose tree is built from a measured acceptance profile."""
-    return c.method == SEQUOIA and c.params.get("profile") == "measured"
+    return c.method == SEQUOIA and c.params.get("profile") == MEASURED
 
 
 def is_acceptance(c: TrialConfig) -> bool:

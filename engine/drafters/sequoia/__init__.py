@@ -17,4 +17,6 @@ DRAFTER = Drafter(
     budget="budget",
     plan=plan.plan,
     grow=plan.grow,
+    measured_first=build.measured_first,
+    standalone=(("profile", build.FIXED),),
 )

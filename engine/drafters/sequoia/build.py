@@ -111,6 +111,13 @@ def with_profile(cfg: SequoiaConfig, profile: tuple[float, ...]) -> SequoiaConfi
     return dataclasses.replace(cfg, profile=vector, width=8)
 
 
+def measured_first(cfg: SequoiaConfig) -> str | None:
+    """What a sweep measures before this config runs (the record's `measured_first`)."""
+    if cfg.profile != MEASURED:
+        return None
+    return "profile 'measured' is measured by a sweep's acceptance trial"
+
+
 def vector(cfg: SequoiaConfig) -> tuple[float, ...]:
     """The profile the dynamic program runs on; ValueError for a measured one not attached."""
     if cfg.profile == MEASURED:
