@@ -107,8 +107,10 @@ def method_params(m: Method) -> dict[str, Any]:
 def standalone(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """`params` with what `method` needs to run alone (no sweep measures anything first: orch
     generate, the benchmarks, the tests that run every method) filled in where they do not
-    say: its record's `standalone` (Sequoia: its fixed profile)."""
-    return {**dict(DRAFTERS[method].standalone), **(params or {})}
+    say: its record's `standalone` (Sequoia: its fixed profile). An unknown method's are left
+    as they are, for resolve_method to name."""
+    record = DRAFTERS.get(method)
+    return {**dict(record.standalone if record else ()), **(params or {})}
 
 
 def check_standalone(m: Method) -> None:
