@@ -28,6 +28,7 @@ import torch
 
 from bench.common import markdown_table, write_record
 from engine.decode import generate
+from engine.drafters.sequoia.profile import measure_profile
 from engine.models import load_pair
 from engine.sampling import Warp, warp
 
@@ -68,6 +69,21 @@ def mean_tv(pair, prompts: list[list[int]], temperature: float) -> float:
     return statistics.mean(tvs)
 
 
+def measured(pair, prompts: list[list[int]], args, temperature: float) -> list[float]:
+    """Sequoia's acceptance profile of the pair at this sampling, on the bench's prompts."""
+    return list(
+        measure_profile(
+            pair,
+            prompts,
+            new_tokens=args.new_tokens,
+            width=8,
+            temperature=temperature,
+            samples=8,
+            draft_temperature=args.draft_temperature,
+        )
+    )
+
+
 def run(args) -> dict:
     pair = load_pair(args.target, args.draft, "cpu", "float32")
     prompts = [pair.target.tokenizer.encode(p) for p in PROMPTS[: args.prompts]]
@@ -80,6 +96,8 @@ def run(args) -> dict:
     rows = []
     for target_t in (0.0, args.temperature):
         for name, params in methods:
+            if name == "sequoia":  # the pair's own acceptance profile (Sequoia Sec. 3.1)
+                params = {**params, "profile": measured(pair, prompts, args, target_t)}
             its = []
             for seed in range(args.seeds):
                 for ids in prompts:

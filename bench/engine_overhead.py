@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import load_prompts, write_record  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.drafters import DRAFTERS  # noqa: E402
-from engine.methods import method_params, resolve_method  # noqa: E402
+from engine.methods import method_params, resolve_method, standalone  # noqa: E402
 from engine.model_names import DEFAULT_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> dict:
     rows = []
     for text in methods:
         name, params = parse_method(text)
-        m = resolve_method(name, params)
+        m = resolve_method(name, standalone(name, params))  # alone: Sequoia's fixed profile
         agg = {
             k: 0.0
             for k in (

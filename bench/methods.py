@@ -56,7 +56,7 @@ from engine.config import ENGINES, ConfigError, parse_key_values  # noqa: E402
 from engine.datasets import DatasetError, encode_prompt, load_prompts  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.drafters import DRAFTERS, MODEL_FREE  # noqa: E402
-from engine.methods import method_params, resolve_method  # noqa: E402
+from engine.methods import method_params, resolve_method, standalone  # noqa: E402
 from engine.model_names import DEFAULT_PAIR  # noqa: E402
 from engine.models import load_pair  # noqa: E402
 
@@ -280,7 +280,8 @@ def check(args: argparse.Namespace) -> tuple[dict, dict, list, list[dict]]:
     for item in args.dataset.split(","):
         name, _, category = item.partition(":")
         texts += load_prompts(name, n=args.n_prompts, category=category or None)
-    methods = {n: resolve_method(of[n], overrides.get(n)) for n in names}
+    # alone: Sequoia on its fixed profile (no sweep measures one here: engine/methods.py)
+    methods = {n: resolve_method(of[n], standalone(of[n], overrides.get(n))) for n in names}
     needs = [n for n in names if of[n] not in MODEL_FREE]
     if args.draft == "none" and needs:
         raise ConfigError(f"--draft none, but {', '.join(needs)} run a draft model")

@@ -289,6 +289,52 @@ class VerifierCheck(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
+class AcceptanceProfile(Base):
+    """Sequoia's acceptance profile p_1..p_width measured for a pair, its dtypes, a sampling
+    setting and a dataset (engine/drafters/sequoia/profile.py; orchestrator/acceptance.py;
+    migration 0011). The draft's dtype and sampling are stored resolved (the target's where a
+    trial has none), so the key has no NULLs. One row per key: the first measurement stands,
+    so every Sequoia trial of that key built its tree from this row's vector."""
+
+    __tablename__ = "acceptance_profiles"
+    __table_args__ = (
+        UniqueConstraint(
+            "target",
+            "draft",
+            "dtype",
+            "draft_dtype",
+            "dataset",
+            "temperature",
+            "top_p",
+            "draft_temperature",
+            "draft_top_p",
+            "width",
+            name="uq_acceptance_profiles_key",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    target: Mapped[str] = mapped_column(String(200))
+    draft: Mapped[str] = mapped_column(String(200))
+    dtype: Mapped[str] = mapped_column(String(16))
+    draft_dtype: Mapped[str] = mapped_column(String(16))
+    dataset: Mapped[str] = mapped_column(String(200))
+    temperature: Mapped[float] = mapped_column(Float)
+    top_p: Mapped[float] = mapped_column(Float)
+    draft_temperature: Mapped[float] = mapped_column(Float)
+    draft_top_p: Mapped[float] = mapped_column(Float)
+    width: Mapped[int] = mapped_column(Integer)
+    profile: Mapped[list[Any]]  # [p_1, ..., p_width]
+    positions: Mapped[int] = mapped_column(Integer)  # target positions it averages over
+    protocol: Mapped[dict[str, Any]]  # prompts, prompt_tokens, new_tokens, samples, seed
+    config_hash: Mapped[str] = mapped_column(String(64))  # the acceptance trial's
+    device_name: Mapped[str] = mapped_column(String(200))
+    host: Mapped[str] = mapped_column(String(200))
+    code_version: Mapped[str] = mapped_column(String(80))
+    seconds: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
 # The metric columns of `results` (everything but identity, detail JSON and timestamps).
 METRIC_COLUMNS: tuple[str, ...] = tuple(
     c.name

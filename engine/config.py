@@ -60,9 +60,17 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
         raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(str, choices))}")
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+        if len(args) < len(typing.get_args(tp)) and (
+            value is None or (isinstance(value, str) and value.lower() in ("none", "null"))
+        ):
             return None
-        return coerce(value, args[0], where)
+        errors = []
+        for arg in args:  # the first alternative the value parses as (X | Literal[...])
+            try:
+                return coerce(value, arg, where)
+            except ConfigError as e:
+                errors.append(str(e).removeprefix(f"{where}: "))
+        raise ConfigError(f"{where}: {value!r} is none of: {'; '.join(errors)}")
     if origin is tuple:
         (item,) = {a for a in typing.get_args(tp) if a is not Ellipsis}
         if isinstance(value, str):

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.config import ConfigError, parse_config
 from engine.drafters import DRAFTERS, MODEL_FREE
-from engine.verify import VERIFIERS
+from engine.verify import ALIASES, VERIFIERS, canonical
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,12 @@ def resolve_method(
     if method not in DRAFTERS:
         raise ConfigError(f"unknown method {method!r} (known: {', '.join(DRAFTERS)})")
     params = dict(params or {})
-    verifier = params.pop("verifier", None) or default_verifier(
+    verifier = canonical(params.pop("verifier", None)) or default_verifier(
         method, temperature, draft_temperature
-    )
+    )  # an alias (tv) resolves to the verifier whose law it is (engine/verify ALIASES)
     if verifier not in VERIFIERS:
-        raise ConfigError(f"unknown verifier {verifier!r} (known: {', '.join(VERIFIERS)})")
+        known = ", ".join([*VERIFIERS, *(f"{a} (= {v})" for a, v in ALIASES.items())])
+        raise ConfigError(f"unknown verifier {verifier!r} (known: {known})")
     ok = compatible_verifiers(method, temperature, draft_temperature)
     if verifier not in ok:
         dt = temperature if draft_temperature is None else draft_temperature
@@ -101,6 +102,28 @@ def method_params(m: Method) -> dict[str, Any]:
     }
     out["verifier"] = m.verifier
     return out
+
+
+def standalone(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`params` with what `method` needs to run alone (no sweep measures anything first: orch
+    generate, the benchmarks, the tests that run every method) filled in where they do not
+    say: its record's `standalone` (Sequoia: its fixed profile). An unknown method's are left
+    as they are, for resolve_method to name."""
+    record = DRAFTERS.get(method)
+    return {**dict(record.standalone if record else ()), **(params or {})}
+
+
+def check_standalone(m: Method) -> None:
+    """ConfigError (one line) for a config that needs what only a sweep measures first (its
+    record's `measured_first`: Sequoia's measured profile, orchestrator/acceptance.py)."""
+    first = DRAFTERS[m.name].measured_first
+    why = first(m.cfg) if first is not None else None
+    if why:
+        alone = ", ".join(f"{k}={v}" for k, v in DRAFTERS[m.name].standalone)
+        raise ConfigError(
+            f"method {m.name!r}: {why}; alone, pass --param {alone} or explicit values "
+            "(bench/sequoia_profile.py measures a profile)"
+        )
 
 
 def check_without_draft(method: str) -> None:

@@ -15,7 +15,7 @@ SMALL: dict[str, dict] = {
     "beam": {"N": 5, "top_k": 3, "depth": 3},
     "ddtree": {"B": 6, "L": 3},
     "specinfer": {"expansion": [2, 2]},
-    "sequoia": {"budget": 6, "max_depth": 3},
+    "sequoia": {"budget": 6, "max_depth": 3, "profile": "fixed"},  # measured: a sweep's
     "lookup": {"k": 3, "min_ngram": 1},
     "lookup_tree": {"k": 3, "min_ngram": 1, "branches": 3, "budget": 5},
     "lookup_hybrid": {"N": 6, "lookup_budget": 3, "min_ngram": 1},

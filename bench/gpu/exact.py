@@ -41,6 +41,7 @@ from engine.cost_model import CurvePoint, ForwardCurve
 from engine.decode import generate
 from engine.drafters import DRAFTERS
 from engine.drafters.delayed.selector import Latency
+from engine.methods import standalone
 from engine.models import load_pair
 from engine.train import block_drafter_train, nde
 from engine.train.nde_data import CollectConfig, collect
@@ -135,7 +136,8 @@ def run(args) -> dict:
     for engine in args.engines.split(","):  # the cheap engines first, for every method
         methods = args.compiled_methods if engine.startswith("compiled") else args.methods
         for family, pair in pairs.items():
-            cases = [(m, m, None) for m in methods.split(",")] + learned[family]
+            # alone: Sequoia on its fixed profile (engine/methods.py standalone)
+            cases = [(m, m, standalone(m) or None) for m in methods.split(",")] + learned[family]
             for method, name, params in cases:
                 case = f"{family} {method} {engine}"
                 if time.perf_counter() - start > args.time_limit_s:

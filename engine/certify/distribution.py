@@ -42,7 +42,7 @@ from engine.decode import generate
 from engine.drafters import PROBE_TREES
 from engine.models import LoadedModel, Pair, load_pair
 from engine.sampling import Warp, draft_warp, warp
-from engine.verify import VERIFIERS
+from engine.verify import VERIFIERS, canonical
 
 V_SMALL, SCALE, DRAFT_BIAS_STD, BIAS_SEED = 8, 1.5, 0.3, 5
 PROMPT = [256, 72, 105, 1, 2, 3]  # BOS "Hi" then tokens inside the small vocabulary
@@ -147,7 +147,7 @@ class Setting:
     draft_top_p: float | None = None
 
     def __post_init__(self) -> None:
-        if self.verifier not in VERIFIERS:
+        if canonical(self.verifier) not in VERIFIERS:  # an alias (tv) checks its verifier
             raise ConfigError(f"unknown verifier {self.verifier!r}")
         if self.tree_sampling not in PROBE_TREES:
             raise ConfigError(f"unknown tree sampling {self.tree_sampling!r}")
@@ -155,7 +155,7 @@ class Setting:
             raise ConfigError("a distribution check needs a temperature > 0")
         if self.draft.greedy and self.tree_sampling == "without_replacement":
             raise ConfigError("trees drawn without replacement need a draft temperature > 0")
-        if not VERIFIERS[self.verifier].accepts(self.tree_sampling, self.temperature):
+        if not VERIFIERS[canonical(self.verifier)].accepts(self.tree_sampling, self.temperature):
             raise ConfigError(
                 f"verifier {self.verifier!r} is not lossless on {self.tree_sampling} trees"
             )

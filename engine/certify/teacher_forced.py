@@ -44,7 +44,6 @@ DISTRIBUTION_TESTED = (
     "specinfer",
     "khisti",
     "khisti_tournament",
-    "tv",
     "bv",
     "traversal",
 )

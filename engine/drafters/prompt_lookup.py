@@ -33,7 +33,7 @@ builder's `expand` is never called; the tree's q is None, `draft_forwards` is 0)
   Speculative sampling on a chain (naive, Leviathan et al.) then accepts x with probability
   min(1, p(x)/q(x)) = p(x) and otherwise draws from (p - q)_+ = p without x: exactly the law of
   NSS on that chain, so it adds nothing. The i.i.d. / without-replacement verifiers (naive_tree,
-  spectr, specinfer, khisti, khisti_tournament, traversal, tv, bv) assume siblings are draws
+  spectr, specinfer, khisti, khisti_tournament, traversal, bv) assume siblings are draws
   from one q, which two distinct point-mass children are not, so the trees are declared
   "deterministic" and those verifiers are refused by engine/methods.py.
 """

@@ -80,6 +80,11 @@ class Drafter:
     # its paper's figures that `orch report` draws for its configs, by name
     # (orchestrator/results/paper/figures.py FIGURES)
     figures: tuple[str, ...] = ()
+    # what a sweep measures before a config of it runs: cfg -> a line saying what, or None
+    # (Sequoia's measured acceptance profile, orchestrator/acceptance.py); and the parameters
+    # that run it alone instead (orch generate, the benchmarks: engine/methods.py standalone)
+    measured_first: Callable[[Any], str | None] | None = None
+    standalone: tuple[tuple[str, Any], ...] = ()
 
 
 def full_tree(branch: int, depth: int, cap: int) -> int:

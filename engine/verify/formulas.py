@@ -12,9 +12,9 @@
   branching probabilities along the path (`block_efficiency`, Eq. 2-3), and the paper's
   estimator of E_T[.] as a mean over s sampled trees (`expected_block_efficiency`, Eq. 1, s = 4).
   The single-path and bottom-up verifiers are not OT-based; for them E[tau + 1 | T] is exact too:
-  naive (product of min(1, p/q) along the path), tv (the stop probabilities of Hu & Huang's
-  neighbour distribution, engine/verify/tv.py), bv (Sun et al. 2024c) and traversal (the
-  recursion of engine/verify/traversal.py), averaged over the rollout they verify.
+  naive (product of min(1, p/q) along the path), bv (Sun et al. 2024c; tv, Hu & Huang's ASpS,
+  is its alias: engine/verify/__init__.py) and traversal (the recursion of
+  engine/verify/traversal.py), averaged over the rollout they verify.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 from engine.sampling import residual
 from engine.transfer import to_device
 from engine.tree import Tree
-from engine.verify import bv, khisti, khisti_tournament, specinfer, spectr, traversal, tv
+from engine.verify import bv, canonical, khisti, khisti_tournament, specinfer, spectr, traversal
 from engine.verify.common import layout, positive_part
 
 OT_BASED = ("nss", "naive_tree", "spectr", "specinfer", "khisti", "khisti_tournament")
@@ -191,7 +191,8 @@ def _chains(tree: Tree) -> list[tuple[float, list[int]]]:
 
 
 def block_efficiency(tree: Tree, p: torch.Tensor, name: str) -> float:
-    """E[tau + 1 | tree] of verifier `name` on this tree with target rows p [N, V]."""
+    """E[tau + 1 | tree] of verifier `name` (or an alias) on this tree with target rows p [N, V]."""
+    name = canonical(name)
     if name == "greedy":
         lay, best, node, tau = layout(tree), p.argmax(-1).tolist(), 0, 0
         while (node := next((c for c in lay.kids[node] if lay.tokens[c] == best[node]), -1)) >= 0:
@@ -199,7 +200,7 @@ def block_efficiency(tree: Tree, p: torch.Tensor, name: str) -> float:
         return 1.0 + tau
     if name == "traversal":
         return 1.0 + traversal.expected_accepted(tree, p)
-    if name in ("naive", "bv", "tv"):
+    if name in ("naive", "bv"):
         out = 0.0
         for prob, chain in _chains(tree):
             if not chain:
@@ -207,8 +208,6 @@ def block_efficiency(tree: Tree, p: torch.Tensor, name: str) -> float:
             nodes, tokens = [0] + chain, tree.tokens[chain]
             if name == "bv":
                 out += prob * bv.expected_accepted(p, tree.q, nodes, tokens)
-            elif name == "tv":
-                out += prob * tv.expected_accepted(p, tree.q, nodes, tokens)
             else:
                 ratio = p[nodes[:-1], tokens].double() / tree.q[nodes[:-1], tokens].double()
                 out += prob * float(ratio.clamp(max=1.0).cumprod(0).sum())

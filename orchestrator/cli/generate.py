@@ -116,6 +116,7 @@ def generate(
     """Run one generation with one method and print the result."""
     from engine.decode import generate as run  # lazy: torch
     from engine.methods import (  # lazy: torch
+        check_standalone,
         check_without_draft,
         method_params,
         resolve_method,
@@ -133,6 +134,7 @@ def generate(
     target, draft = canonical_name(target), canonical_name(draft)  # hub ids of the real pair
     m = resolve_method(method, parse_key_values(params), temperature, draft_temperature)
     check_checkpoints([m])  # a learned component named by the method: trained here
+    check_standalone(m)  # nothing a sweep measures first (Sequoia's measured profile)
     if (prompt is None) == (prompt_ids is None):
         raise ConfigError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")
     ids = _parse_prompt_ids(prompt_ids) if prompt_ids is not None else None

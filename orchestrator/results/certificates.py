@@ -44,7 +44,7 @@ from db.models import VerifierCheck
 from engine.certify.distribution import Setting, check, check_pair
 from engine.certify.teacher_forced import GREEDY_CHECK, trial_certificate
 from engine.methods import tree_sampling
-from engine.verify import VERIFIERS
+from engine.verify import VERIFIERS, canonical
 from orchestrator.records import PROFILE, TrialConfig
 from orchestrator.results.settings import BASELINE, settings_keys
 from orchestrator.results.values import cell_value
@@ -133,7 +133,7 @@ def trial_setting(config: TrialConfig) -> Setting | None:
     they run; a trial stored otherwise has no check to rest on)."""
     if config.temperature == 0.0 or config.method == PROFILE:
         return None
-    verifier = VERIFIERS.get(config.params.get("verifier"))
+    verifier = VERIFIERS.get(canonical(config.params.get("verifier")))  # tv: bv
     dt = config.temperature if config.draft_temperature is None else config.draft_temperature
     mode = tree_sampling(config.method, dt)
     if verifier is None or mode is None or not verifier.accepts(mode, config.temperature):

@@ -32,8 +32,10 @@ from db.models import SweepStatus, TrialStatus
 from engine.config import ConfigError
 from engine.datasets import DatasetError, dataset_info, load_prompts
 from engine.prompt_files import load_file_prompts, read_prompt_file
+from orchestrator.acceptance import held_out, is_acceptance
 from orchestrator.only import Only, check_only, matches
 from orchestrator.records import TrialFailure, TrialResult
+from orchestrator.run.acceptance import acceptance_first, attach_acceptance, with_acceptance
 from orchestrator.run.executors import Job, Worker, make_executor
 from orchestrator.run.preflight import (
     check_checkpoints,
@@ -299,7 +301,7 @@ def _drive(
     first, waiting = True, False
     while store.sweep_status(sweep_id) != SweepStatus.CANCELLED:
         rows = store.runnable(sweep_id, retry_failed=opts.retry_failed, reopen=first)
-        rows = [r for r in rows if matches(r[1], opts.only)]
+        rows = with_acceptance([r for r in rows if matches(r[1], opts.only)], rows)
         if first:
             log(
                 f"{len(rows)} to run on the {opts.executor} executor"
@@ -320,8 +322,10 @@ def _drive(
                     accelerator=opts.accelerator,
                     verbose=opts.verbose,
                 )
-            sink.add(len(jobs))
-            executor.run(jobs, sink)
+            for batch in acceptance_first(jobs):  # the profiles stored before Sequoia runs
+                attach_acceptance(store, batch)
+                sink.add(len(batch))
+                executor.run(batch, sink)
             waiting = False
             continue
         held = store.running_elsewhere(sweep_id)
@@ -388,17 +392,21 @@ def _attach_prompts(jobs: list[Job], cache: dict[tuple, list], spec: dict | None
         c = job.config
         if c.is_profile:  # no dataset
             continue
-        key = (c.dataset, c.prompts, c.category, c.prompt_file is not None)
+        held = is_acceptance(c)  # an acceptance trial's prompts: the dataset's last ones
+        key = (c.dataset, c.prompts, c.category, c.prompt_file is not None, held)
         if key not in cache:
             if c.prompt_file is not None:
-                cache[key] = _file_prompts(c, spec or {})
+                cache[key] = _file_prompts(c, spec or {}, held)
+            elif held:
+                cache[key] = held_out(c.dataset, c.prompts, c.category)
             else:
                 cache[key] = load_prompts(c.dataset, n=c.prompts, category=c.category)
         job.prompts = cache[key]
 
 
-def _file_prompts(c: Any, spec: dict) -> list:
-    """A trial's prompts from the user's file its sweep was submitted with."""
+def _file_prompts(c: Any, spec: dict, held: bool = False) -> list:
+    """A trial's prompts from the user's file its sweep was submitted with (`held`: an
+    acceptance trial's, the file's last ones)."""
     pf = c.prompt_file
     paths = [d["path"] for d in spec.get("datasets", []) if d.get("sha256") == pf["sha256"]]
     if not paths:
@@ -407,15 +415,16 @@ def _file_prompts(c: Any, spec: dict) -> list:
             f"sweep's spec: submit the sweep file that names it"
         )
     try:
-        return load_file_prompts(
+        prompts = load_file_prompts(
             paths[0],
             pf["sha256"],
             pf["field"],
             pf["category_field"],
             pf["id_field"],
-            c.prompts,
+            None if held else c.prompts,
             c.category,
         )
+        return prompts[-c.prompts :] if held else prompts
     except DatasetError as e:
         raise ConfigError(str(e)) from None
 

@@ -12,7 +12,9 @@ target's greedy decoding), stored as the prompt's `certificate`, outside the tim
 
 A profile trial (records.PROFILE, a sweep's `profile:` block) runs `run_profile` instead: the
 forward-cost curves of its pair's models on this worker's device, returned in the result's
-`profiles` for the driver to store.
+`profiles` for the driver to store. An acceptance trial (orchestrator/acceptance.py) runs
+`run_acceptance`: Sequoia's acceptance profile of its pair and sampling, returned the same way;
+a Sequoia trial with a measured profile runs on the vector the driver attached (`acceptance`).
 
 A trial for a hardware type (a sweep's `hardware:`) is checked first (`check_hardware`): on a
 worker whose device is another type (a misplaced actor, a mislabelled node) it fails with one
@@ -26,6 +28,7 @@ Warmup generations run the first time a pair is used in a process (not stored).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import platform
@@ -38,6 +41,7 @@ from engine.config import ConfigError
 from engine.datasets import encode_prompt, load_prompts
 from engine.metrics import pooled_metrics
 from engine.placement import describe
+from orchestrator.acceptance import held_out, is_acceptance, key, needs_profile
 from orchestrator.hardware import CPU, canonical, gpu_type
 from orchestrator.records import TrialConfig, TrialResult
 from orchestrator.run.preflight import checkpoint_names
@@ -123,21 +127,35 @@ def load_trial_prompts(config: TrialConfig) -> list:
             f"dataset {config.dataset}: a prompt file's prompts travel with the trial from the "
             f"driver, and none came with it"
         )
-    key = (config.dataset, config.prompts, config.category)
-    if key not in _PROMPTS:
-        _PROMPTS[key] = load_prompts(config.dataset, n=config.prompts, category=config.category)
-    return _PROMPTS[key]
+    held = is_acceptance(config)  # an acceptance trial's: the dataset's last ones
+    k = (config.dataset, config.prompts, config.category, held)
+    if k not in _PROMPTS:
+        load = held_out if held else (lambda d, n, c: load_prompts(d, n=n, category=c))
+        _PROMPTS[k] = load(config.dataset, config.prompts, config.category)
+    return _PROMPTS[k]
 
 
 def run_trial(
-    config: TrialConfig, pair: Any = None, prompts: list | None = None, warmup: int = 0
+    config: TrialConfig,
+    pair: Any = None,
+    prompts: list | None = None,
+    warmup: int = 0,
+    acceptance: tuple[float, ...] | None = None,
 ) -> TrialResult:
-    """Run every prompt of `config` (a profile trial: run_profile); raises on any error (the
-    executor records it)."""
+    """Run every prompt of `config` (a profile trial: run_profile; an acceptance trial:
+    run_acceptance); a Sequoia trial with a measured profile builds from `acceptance`, the
+    stored vector the driver attached. Raises on any error (the executor records it)."""
     code_version()  # read before this process imports the engine (see code_version)
     check_hardware(config)
     if config.is_profile:
         return run_profile(config, pair)
+    if is_acceptance(config):
+        return run_acceptance(config, pair, prompts)
+    if needs_profile(config) and acceptance is None:
+        raise ValueError(
+            "sequoia: no measured acceptance profile was attached (its acceptance trial failed "
+            "or did not run in this sweep); run it, or use profile: fixed"
+        )
     from engine.certify.teacher_forced import certificate  # lazy: torch
     from engine.decode import generate  # lazy: torch
     from engine.methods import resolve_method  # lazy: torch
@@ -147,6 +165,9 @@ def run_trial(
         config.method, dict(config.params), config.temperature, config.draft_temperature
     )
     checkpoints = used_checkpoints(config.params)
+    if needs_profile(config):
+        method, used = attach_profile(method, config, acceptance)
+        checkpoints = [*checkpoints, used]
     drafting = {"draft_temperature": config.draft_temperature, "draft_top_p": config.draft_top_p}
     load_s = 0.0
     if pair is None:
@@ -296,6 +317,75 @@ def worker_hardware(device: str) -> tuple[str, str]:
     index = torch.device(device).index or 0
     name = torch.cuda.get_device_name(index)
     return gpu_type(name), f"{gpu_type(name)} ({name}, cuda:{index})"
+
+
+def attach_profile(method: Any, config: TrialConfig, profile: tuple[float, ...]) -> tuple:
+    """The Sequoia method with its measured profile attached, and the record of it the trial
+    keeps beside its learned components (trials.checkpoints)."""
+    from engine.drafters.sequoia.build import with_profile  # lazy: torch
+
+    cfg = with_profile(method.cfg, tuple(profile))
+    used = {"name": "acceptance_profile", "kind": "sequoia_profile", "profile": list(cfg.profile)}
+    return dataclasses.replace(method, cfg=cfg), {**used, "key": key(config)}
+
+
+def run_acceptance(config: TrialConfig, pair: Any = None, prompts: list | None = None):
+    """An acceptance trial: Sequoia's acceptance profile p_1..p_width of the pair at the trial's
+    sampling (engine/drafters/sequoia/profile.py measure_profile) on its held-out prompts,
+    returned in the result's `profiles` for the driver to store (no metrics)."""
+    from engine.drafters.sequoia.profile import measure_profile  # lazy: torch
+
+    started = time.time()
+    load_s = 0.0
+    if pair is None:
+        pair, load_s = get_pair(config.pair_key)
+    prompts = prompts if prompts is not None else load_trial_prompts(config)
+    tok = pair.target.tokenizer
+    ids = [
+        encode_prompt(tok, p, prompt_tokens=config.prompt_tokens, chat=config.chat) for p in prompts
+    ]
+    t0 = time.perf_counter()
+    profile = measure_profile(
+        pair,
+        ids,
+        new_tokens=config.params["new_tokens"],
+        width=config.params["width"],
+        temperature=config.temperature,
+        samples=config.params["samples"],
+        seed=config.seed,
+        top_p=config.top_p,
+        draft_temperature=config.draft_temperature,
+        draft_top_p=config.draft_top_p,
+    )
+    protocol = {
+        "prompts": [p.id for p in prompts],
+        "prompt_tokens": config.prompt_tokens,
+        "new_tokens": config.params["new_tokens"],
+        "samples": config.params["samples"],
+        "seed": config.seed,
+    }
+    measured = {
+        **key(config),
+        "profile": list(profile),
+        "positions": len(ids) * config.params["new_tokens"],
+        "protocol": protocol,
+        "seconds": time.perf_counter() - t0,
+    }
+    return TrialResult(
+        config_hash=config.config_hash,
+        metrics={},
+        per_prompt=[],
+        per_iteration=[],
+        host=socket.gethostname(),
+        gpu_id=os.environ.get("ORCH_GPU_ID") or _cuda_index(pair),
+        started_at=started,
+        finished_at=time.time(),
+        load_s=load_s,
+        code_version=code_version(),
+        models=[model_info(m) for m in (pair.target, pair.draft) if m is not None],
+        device_name=device_name(str(pair.target.device)),
+        profiles=[{"acceptance": measured}],
+    )
 
 
 def used_checkpoints(params: dict[str, Any]) -> list[dict[str, Any]]:

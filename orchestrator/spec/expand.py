@@ -1,6 +1,7 @@
 """A parsed sweep expanded into trial configs (orchestrator/spec/parse.py, DESIGN.md "Sweep file"):
-models, datasets and every method combination checked, the profile trials, and the placement
-that resolves device and dtype `auto` to where trials run."""
+models, datasets and every method combination checked, the profile trials, the acceptance
+trials of Sequoia's measured profiles, and the placement that resolves device and dtype `auto`
+to where trials run."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from engine.config import ConfigError, config_fields
 from engine.datasets import DatasetError, load_prompts
+from orchestrator.acceptance import acceptance_trial, needs_profile
 from orchestrator.hardware import device_for
 from orchestrator.records import PROFILE, TrialConfig
 from orchestrator.spec.limits import DEFAULT, Limits, check_tree
@@ -107,7 +109,18 @@ def expand(sweep: Sweep, source: str = "sweep", local_models: bool = True) -> li
                         placement=sweep.placement,
                     )
                     trials.setdefault(cfg.config_hash, cfg)
-    return per_hardware(list(trials.values()), sweep.hardware)
+    return per_hardware(with_acceptance_trials(list(trials.values())), sweep.hardware)
+
+
+def with_acceptance_trials(trials: list[TrialConfig]) -> list[TrialConfig]:
+    """The acceptance trials that Sequoia's measured profiles need (orchestrator/acceptance.py),
+    one per key, first; then the trials."""
+    first = {}
+    for t in trials:
+        if needs_profile(t):
+            a = acceptance_trial(t)
+            first.setdefault(a.config_hash, a)
+    return [*first.values(), *trials]
 
 
 def per_hardware(trials: list[TrialConfig], hardware: tuple[str, ...]) -> list[TrialConfig]:

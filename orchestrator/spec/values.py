@@ -27,8 +27,17 @@ def check_type(value: Any, tp: Any, where: str) -> None:
             choices = ", ".join(map(str, typing.get_args(tp)))
             raise SpecError(f"{where}: {value!r} is not one of {choices}")
     elif origin in (typing.Union, types.UnionType):
-        if value is not None:
-            check_type(value, [a for a in typing.get_args(tp) if a is not type(None)][0], where)
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is not None and len(args) == 1:
+            check_type(value, args[0], where)
+        elif value is not None:  # X | Literal[...]: the first alternative it checks as
+            errors = []
+            for arg in args:
+                try:
+                    return check_type(value, arg, where)
+                except SpecError as e:
+                    errors.append(str(e).removeprefix(f"{where}: "))
+            raise SpecError(f"{where}: {value!r} is none of: {'; '.join(errors)}")
     elif origin is tuple:
         if not isinstance(value, list):
             raise SpecError(f"{where}: expected a list, got {value!r}")

@@ -291,6 +291,12 @@ class Store:
             "listing profile trials", lambda s: store_reads.profile_trials(s, sweep_id)
         )
 
+    def acceptance_profile(self, key: dict[str, Any]) -> tuple[float, ...] | None:
+        """The stored acceptance profile of `key` (orchestrator.acceptance.key), or None."""
+        return self.transact(
+            "reading an acceptance profile", lambda s: store_trials.acceptance_profile(s, key)
+        )
+
     def finish_times(self, name: str, last: int = 20) -> list[tuple[float, float]]:
         return self.transact(
             "reading trial times", lambda s: store_reads.finish_times(s, name, last)

@@ -11,7 +11,9 @@ it runs. So any number of drivers can run one sweep, or sweeps sharing configs, 
 trials; a driver that stops heartbeating loses its trials once their lease runs out.
 
 A profile trial (records.PROFILE) leaves no `results` row: its curves go to `profiles`
-(`put_profiles`, replacing each key's earlier row) in the transaction that marks it done.
+(`put_profiles`, replacing each key's earlier row) in the transaction that marks it done. An
+acceptance trial (orchestrator/acceptance.py) leaves none either: its vector goes to
+`acceptance_profiles` (`put_acceptance`; the first measurement of a key stands).
 """
 
 from __future__ import annotations
@@ -23,8 +25,18 @@ from typing import Any
 from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from db.models import ModelInfo, Profile, Result, Sweep, SweepStatus, Trial, TrialStatus
+from db.models import (
+    AcceptanceProfile,
+    ModelInfo,
+    Profile,
+    Result,
+    Sweep,
+    SweepStatus,
+    Trial,
+    TrialStatus,
+)
 from engine.cost_model import ForwardCurve
+from orchestrator.acceptance import ACCEPTANCE
 from orchestrator.only import Only
 from orchestrator.records import METRICS, PROFILE, TrialConfig, TrialFailure, TrialResult
 from orchestrator.store.leases import HOST, owner_alive
@@ -191,6 +203,10 @@ def record_result(s: Session, trial_id: int, r: TrialResult, models_seen: Collec
         inserted = status != TrialStatus.DONE  # done: the first measurement stands
         if inserted:
             put_profiles(s, [(ForwardCurve.from_dict(p["curve"]), p["info"]) for p in r.profiles])
+    elif method == ACCEPTANCE:
+        inserted = status != TrialStatus.DONE
+        if inserted:
+            put_acceptance(s, stored_hash, r)
     else:
         inserted = _insert_result(s, trial_id, stored_hash, status, r)
     values: dict[str, Any] = {
@@ -310,6 +326,49 @@ def put_profiles(s: Session, measured: Sequence[tuple[ForwardCurve, dict[str, An
             )
         )
         s.flush()  # the delete and the insert of one key in order
+
+
+def put_acceptance(s: Session, config_hash: str, r: TrialResult) -> None:
+    """Store an acceptance trial's measured profile inside transaction `s`, unless its key has
+    one already (the first measurement stands: the Sequoia trials of that key built from it)."""
+    for m in (p["acceptance"] for p in r.profiles):
+        key = {k: m[k] for k in ACCEPTANCE_KEY}
+        if s.scalar(select(AcceptanceProfile.id).filter_by(**key)) is not None:
+            continue
+        s.add(
+            AcceptanceProfile(
+                **key,
+                profile=list(m["profile"]),
+                positions=int(m["positions"]),
+                protocol=m["protocol"],
+                config_hash=config_hash,
+                device_name=r.device_name[:200],
+                host=r.host[:200],
+                code_version=r.code_version[:80],
+                seconds=float(m["seconds"]),
+            )
+        )
+        s.flush()
+
+
+def acceptance_profile(s: Session, key: dict[str, Any]) -> tuple[float, ...] | None:
+    """The stored acceptance profile of `key` (orchestrator.acceptance.key), or None."""
+    row = s.scalar(select(AcceptanceProfile.profile).filter_by(**key))
+    return None if row is None else tuple(float(p) for p in row)
+
+
+ACCEPTANCE_KEY = (
+    "target",
+    "draft",
+    "dtype",
+    "draft_dtype",
+    "dataset",
+    "temperature",
+    "top_p",
+    "draft_temperature",
+    "draft_top_p",
+    "width",
+)
 
 
 def _insert_result(

@@ -49,7 +49,7 @@ METHODS = {
     "beam": [{}, {"N": 5, "top_k": 3, "depth": 3}],
     "ddtree": [{}, {"B": 8, "L": 4}],
     "specinfer": [{}, {"expansion": (3, 1, 2)}],
-    "sequoia": [{}, {"budget": 10, "max_depth": 3, "profile": (0.5, 0.3, 0.1)}],
+    "sequoia": [{"profile": "fixed"}, {"budget": 10, "max_depth": 3, "profile": (0.5, 0.3, 0.1)}],
 }
 
 

@@ -57,7 +57,7 @@ SMALL_TREES = {
     "salf": {"N": 32, "B": 8},
     "beam": {"N": 32, "top_k": 4, "depth": 5},
     "ddtree": {"B": 32, "L": 8},
-    "sequoia": {"budget": 32},
+    "sequoia": {"budget": 32, "profile": "fixed"},
     "fixed_tree": {"budget": 24},
 }
 

@@ -93,6 +93,22 @@ CASES: list[Case] = [
         (*GEN, "--method", "dynatree", "--param", "adjust_step=nan"),
         "parameter 'adjust_step': expected a finite number, got 'nan'",
     ),
+    Case(
+        "sequoia-profile-wrong-shape",
+        SUBMIT,
+        "methods[0].params.profile: [[0.5, 0.2]] is none of: expected a number",
+        spec=sweep(methods="  - name: sequoia\n    params: {profile: [[0.5, 0.2]]}\n"),
+    ),
+    Case(
+        "sequoia-profile-not-probabilities",
+        (*GEN, "--method", "sequoia", "--param", "profile=0.9,0.3"),
+        "profile must be measured, fixed, or a non-empty list of probabilities",
+    ),
+    Case(
+        "sequoia-measured-profile-alone",
+        (*GEN, "--method", "sequoia"),
+        "profile 'measured' is measured by a sweep's acceptance trial",
+    ),
     # -- prompt ids, devices, seeds
     Case(
         "prompt-ids-out-of-range",

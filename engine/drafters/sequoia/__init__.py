@@ -1,5 +1,5 @@
-"""Sequoia (Chen et al. 2024): its host builder (build.py, the dynamic program's tree) and its
-device plan (plan.py)."""
+"""Sequoia (Chen et al. 2024): its host builder (build.py, the dynamic program's tree), its
+device plan (plan.py) and the measurement of its acceptance profile (profile.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ DRAFTER = Drafter(
     sampling=build.SAMPLING,
     default_verifier="specinfer",
     nodes=lambda c: c.budget,
-    children=lambda c: ("profile", len(c.profile)),
+    children=lambda c: ("width" if c.profile == build.MEASURED else "profile", c.ranks),
     budget="budget",
     plan=plan.plan,
     grow=plan.grow,
+    measured_first=build.measured_first,
+    standalone=(("profile", build.FIXED),),
 )

@@ -18,30 +18,40 @@ Children: greedy -> the draft's most probable tokens in rank order (deterministi
 draws without replacement from the warped q in draw order (sampling="without_replacement", for
 Sequoia's verifier, SpecInfer-style rejection with the drawn tokens removed from the residual).
 
-`measure_profile` measures p_1..p_K for a model pair (greedy: how often the target's token is
-the draft's k-th choice along target continuations; sampling: Monte Carlo of the verifier). The
-default profile was measured with it on qwen2.5-coder-1.5b / -0.5b at temperature 0 (see
-DEFAULT_PROFILE); measure and pass your own for other pairs or temperatures
-(bench/sequoia_profile.py prints the --param value).
+The profile (`profile`), p_1..p_K:
+- "measured" (the default, the paper's: Sec. 3.1 fits the tree to the acceptance vector
+  measured for the pair and sampling it runs with): the vector of the trial's pair, dtypes,
+  temperature and top-p (and the draft's own sampling), measured once by an acceptance trial
+  (engine/drafters/sequoia/profile.py measure_profile, run by the driver before the Sequoia
+  trials: orchestrator/acceptance.py), stored in the database and attached to each Sequoia
+  job as an explicit vector (`with_profile`). An unattached "measured" profile cannot build.
+- "fixed" (a variant, for reproducing the earlier trials): DEFAULT_PROFILE, measured once on
+  qwen2.5-coder-1.5b / -0.5b at temperature 0; it resolves to that vector, so those trials keep
+  their config hashes.
+- an explicit vector p_1, .., p_K (e.g. printed by bench/sequoia_profile.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import torch
 
+from engine.config import ADDED_LATER
 from engine.draft import DecodeState, TreeBuilder
-from engine.runtime.eager import CachedModel
-from engine.sampling import Warp, draws_without_replacement, residual, warp
-from engine.transfer import read_pair, to_device
+from engine.sampling import draws_without_replacement
+from engine.transfer import read_pair
 from engine.tree import Tree, TreeSampling
 
 # measure_profile(qwen2.5-coder-1.5b / 0.5b, first 6 Spec-Bench prompts with the chat template,
 # 48 target tokens each, temperature 0, width 8): bench/sequoia_profile.py, 288 positions.
 DEFAULT_PROFILE = (0.6875, 0.1215, 0.066, 0.0278, 0.0174, 0.0104, 0.0069, 0.0069)
+MEASURED, FIXED = "measured", "fixed"  # the named profiles
+MAX_WIDTH = 64  # K of a measured profile at most
 
 
 # how this method draws siblings, at temperature 0 and above (engine/tree.py)
@@ -52,19 +62,70 @@ SAMPLING = TreeSampling(greedy="deterministic", sampled="without_replacement")
 class SequoiaConfig:
     budget: int = 64  # n: drafted nodes (Sequoia's tree sizes 64 / 128 ...)
     max_depth: int = 10  # D: depth bound of the dynamic program
-    profile: tuple[float, ...] = DEFAULT_PROFILE  # p_1..p_K, acceptance by child rank
+    # p_1..p_K, acceptance by child rank: "measured" (the paper's), "fixed" (DEFAULT_PROFILE)
+    # or explicit values (module docstring)
+    profile: tuple[float, ...] | Literal["measured", "fixed"] = MEASURED
+    width: int = field(default=8, metadata=ADDED_LATER)  # K: ranks a measured profile has
 
     def __post_init__(self) -> None:
         if self.budget < 1 or self.max_depth < 1:
             raise ValueError(
                 f"budget and max_depth must be >= 1, got {self.budget}, {self.max_depth}"
             )
+        if not 1 <= self.width <= MAX_WIDTH:
+            raise ValueError(f"width must be in 1..{MAX_WIDTH}, got {self.width}")
+        if self.profile == FIXED:
+            object.__setattr__(self, "profile", DEFAULT_PROFILE)
+        if self.profile == MEASURED:
+            return
+        if self.width != 8:
+            raise ValueError("width is the length of a measured profile (profile: measured)")
         if (
-            not self.profile
+            not isinstance(self.profile, tuple)
+            or not self.profile
+            or any(isinstance(p, bool) or not isinstance(p, (int, float)) for p in self.profile)
             or any(not 0.0 <= p <= 1.0 for p in self.profile)
             or sum(self.profile) > 1.0 + 1e-6
         ):
-            raise ValueError("profile must be non-empty probabilities p_k in [0, 1] with sum <= 1")
+            raise ValueError(
+                "profile must be measured, fixed, or a non-empty list of probabilities p_k "
+                "in [0, 1] with sum <= 1"
+            )
+
+    @property
+    def ranks(self) -> int:
+        """K: the most children a node gets (the profile's length)."""
+        return self.width if self.profile == MEASURED else len(self.profile)
+
+
+def with_profile(cfg: SequoiaConfig, profile: tuple[float, ...]) -> SequoiaConfig:
+    """`cfg` with a measured profile attached: its vector p_1..p_width (ValueError, one line,
+    for a vector of another length or not probabilities)."""
+    if cfg.profile != MEASURED:
+        raise ValueError(f"sequoia: profile is {cfg.profile!r}, not measured")
+    vector = tuple(float(p) for p in profile)
+    if len(vector) != cfg.width:
+        raise ValueError(
+            f"sequoia: measured profile has {len(vector)} ranks, the config's width is {cfg.width}"
+        )
+    return dataclasses.replace(cfg, profile=vector, width=8)
+
+
+def measured_first(cfg: SequoiaConfig) -> str | None:
+    """What a sweep measures before this config runs (the record's `measured_first`)."""
+    if cfg.profile != MEASURED:
+        return None
+    return "profile 'measured' is measured by a sweep's acceptance trial"
+
+
+def vector(cfg: SequoiaConfig) -> tuple[float, ...]:
+    """The profile the dynamic program runs on; ValueError for a measured one not attached."""
+    if cfg.profile == MEASURED:
+        raise ValueError(
+            "sequoia: profile 'measured' has no vector attached (a sweep measures it in an "
+            "acceptance trial first); pass profile=fixed or p_1,...,p_K to run it alone"
+        )
+    return cfg.profile
 
 
 @functools.lru_cache(maxsize=64)
@@ -120,7 +181,7 @@ def expected_accepted(profile: tuple[float, ...], shape: tuple[int, ...]) -> flo
 
 
 def build(draft: TreeBuilder, state: DecodeState, cfg: SequoiaConfig, gen: torch.Generator) -> Tree:
-    shape = optimal_shape(cfg.profile, cfg.budget, cfg.max_depth)
+    shape = optimal_shape(vector(cfg), cfg.budget, cfg.max_depth)
     first_child = [1]  # BFS index of the first child of every shape node
     for c in shape[:-1]:
         first_child.append(first_child[-1] + c)
@@ -140,66 +201,3 @@ def build(draft: TreeBuilder, state: DecodeState, cfg: SequoiaConfig, gen: torch
                 if q[row][k] > 0:  # exhausted) drops its subtree
                     level[first_child[s] + k] = draft.add(u, tokens[row][k])
     return draft.tree(SAMPLING.at(state.draft_warp.greedy))
-
-
-@torch.inference_mode()
-def measure_profile(
-    pair,
-    prompts: list[list[int]],
-    new_tokens: int = 64,
-    width: int = 8,
-    temperature: float = 0.0,
-    samples: int = 32,
-    seed: int = 0,
-) -> tuple[float, ...]:
-    """p_1..p_width for a model pair: along target continuations of the prompts, the
-    probability that the k-th child (rank k) of an accepted node is the accepted one."""
-    gen = torch.Generator().manual_seed(seed)
-    w = Warp(temperature)
-    counts, positions = torch.zeros(width, dtype=torch.float64), 0
-    t_model, d_model = pair.target.model, pair.draft.model
-    for ids in prompts:
-        seq, cached = list(ids), CachedModel(t_model)
-        logits = cached.extend(seq)[-1]
-        for _ in range(new_tokens):  # the target's own continuation
-            seq.append(
-                int(logits.argmax())
-                if w.greedy
-                else int(torch.multinomial(warp(logits, w).cpu(), 1, generator=gen))
-            )
-            logits = cached.extend(seq[-1:])[-1]
-        x = to_device([seq], t_model.device)
-        p = warp(t_model(input_ids=x).logits[0, len(ids) - 1 : -1].float().cpu(), w)  # [T, V]
-        qd = d_model(input_ids=x.to(d_model.device)).logits[0, len(ids) - 1 : -1].float().cpu()
-        q = torch.softmax(qd, -1) if w.greedy else warp(qd, w)  # [T, V]
-        target_tok = torch.tensor(seq[len(ids) :])
-        positions += target_tok.shape[0]
-        if w.greedy:  # rank of the target's token among the draft's choices
-            rank = (q > q.gather(-1, target_tok[:, None])).sum(-1)  # [T]
-            counts += torch.bincount(rank[rank < width], minlength=width)[:width].double()
-            continue
-        for t in range(p.shape[0]):  # Monte Carlo of the verifier with `samples` draw sets
-            tokens, _ = draws_without_replacement(q[t].expand(samples, -1), width, False, gen)
-            for draws in tokens.tolist():
-                k = _accepted_rank(p[t], q[t], draws, gen)
-                if k is not None:
-                    counts[k] += 1.0 / samples
-    return tuple(round(float(c) / max(positions, 1), 4) for c in counts)
-
-
-def _accepted_rank(
-    p: torch.Tensor, q: torch.Tensor, draws: list[int], gen: torch.Generator
-) -> int | None:
-    """Which draw (without replacement, in draw order) SpecInfer-style rejection accepts:
-    draw k is accepted with probability min(1, p_k(x_k) / q_k(x_k)), then p_{k+1} =
-    norm((p_k - q_k)_+) and q_{k+1} = q_k without x_k; None if every draw is rejected."""
-    p_res, q_res = p, q.clone()
-    for k, x in enumerate(draws):
-        if q_res[x] <= 0:
-            return None
-        if float(torch.rand((), generator=gen)) < min(1.0, float(p_res[x] / q_res[x])):
-            return k
-        p_res = residual(p_res, q_res)
-        q_res[x] = 0.0
-        q_res = q_res / q_res.sum().clamp(min=1e-30)
-    return None

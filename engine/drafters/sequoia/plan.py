@@ -19,7 +19,7 @@ import torch
 
 from engine.draft import DecodeState
 from engine.draft.growth import Level, Plan, feed, pack_levels, root
-from engine.drafters.sequoia.build import SequoiaConfig, optimal_shape
+from engine.drafters.sequoia.build import SequoiaConfig, optimal_shape, vector
 from engine.transfer import to_device
 from kernels.reference import ancestor_matrix
 
@@ -88,7 +88,7 @@ def plan(cfg: SequoiaConfig, state: DecodeState) -> Plan | None:
     """This iteration's shapes: the optimal shape to its depth, or as deep as the tokens left
     (a few graphs, not one per iteration); None for a shape without children (the Python
     builder's root-only tree)."""
-    shape = optimal_shape(cfg.profile, cfg.budget, cfg.max_depth)
+    shape = optimal_shape(vector(cfg), cfg.budget, cfg.max_depth)
     depth = min(state.remaining, len(steps(shape, cfg.max_depth)))
     if depth == 0:
         return None

@@ -34,6 +34,9 @@ class Job:
     config: TrialConfig
     attempts: int = 0  # dispatches so far, this one included once started
     prompts: list | None = None  # shipped by the driver so workers need no data files
+    # a Sequoia trial's measured acceptance profile, attached by the driver from the database
+    # (orchestrator/acceptance.py) so workers need none
+    acceptance: tuple[float, ...] | None = None
     worker: Worker | None = field(default=None, compare=False)
 
 

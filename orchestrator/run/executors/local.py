@@ -54,7 +54,9 @@ class LocalExecutor:
             torch.set_num_threads(trial_threads(job.config, self.threads))
             started = time.time()
             try:
-                result = run_trial(job.config, prompts=job.prompts, warmup=self.warmup)
+                result = run_trial(
+                    job.config, prompts=job.prompts, warmup=self.warmup, acceptance=job.acceptance
+                )
             except Exception as e:  # noqa: BLE001 - recorded as the trial's failure
                 sink.failed(
                     job,

@@ -94,13 +94,17 @@ class TrialActor:
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
         }
 
-    def run(self, config: TrialConfig, prompts: list | None) -> TrialResult | TrialFailure:
+    def run(
+        self, config: TrialConfig, prompts: list | None, acceptance: tuple | None = None
+    ) -> TrialResult | TrialFailure:
         import torch  # lazy: torch
 
         torch.set_num_threads(trial_threads(config, self.threads))
         started = time.time()
         try:
-            result = trial.run_trial(config, prompts=prompts, warmup=self.warmup)
+            result = trial.run_trial(
+                config, prompts=prompts, warmup=self.warmup, acceptance=acceptance
+            )
             return dataclasses.replace(result, node=self.node)
         except Exception as e:  # noqa: BLE001 - e.g. out of memory: the trial failed
             _free_cuda()
@@ -384,7 +388,7 @@ class RayExecutor:
                     continue
                 job.attempts += 1
                 job.worker = slot.worker
-                ref = slot.actor.run.remote(job.config, self._shared(job.prompts))
+                ref = slot.actor.run.remote(job.config, self._shared(job.prompts), job.acceptance)
                 inflight[ref] = (slot, job)
                 slot.inflight.add(ref)
 

@@ -29,7 +29,7 @@ DEFAULTS = {
     "beam": {"N": 60, "top_k": 10, "depth": 7},
     "ddtree": {"B": 256, "L": 15, "drafter": "ar"},  # block size 16: the bonus + 15
     "specinfer": {"k": 2, "depth": 4, "expansion": ()},
-    "sequoia": {"budget": 64, "max_depth": 10},
+    "sequoia": {"budget": 64, "max_depth": 10, "profile": "measured"},
 }
 
 
@@ -54,6 +54,9 @@ def test_paper_defaults(method):
         ("ddtree", {"drafter": "dflash"}, "not one of"),
         ("specinfer", {"expansion": "8,8,8,8,8"}, "nodes"),
         ("sequoia", {"profile": "0.7,0.5"}, "sum <= 1"),
+        ("sequoia", {"profile": [[0.5], [0.2]]}, "expected a number"),  # wrong shape
+        ("sequoia", {"profile": "learned"}, "not one of measured, fixed"),
+        ("sequoia", {"profile": "fixed", "width": "4"}, "length of a measured profile"),
     ],
 )
 def test_bad_values_are_config_errors(method, params, needle):

@@ -40,8 +40,8 @@ CASES = [
     ("specinfer", {"k": 2, "depth": 3}, "specinfer"),
     ("specinfer", {"k": 2, "depth": 3}, "spectr"),
     ("specinfer", {"k": 2, "depth": 3}, "khisti"),
-    ("sequoia", {"budget": 12, "max_depth": 3}, "specinfer"),
-    ("sequoia", {"budget": 12, "max_depth": 3}, "traversal"),
+    ("sequoia", {"budget": 12, "max_depth": 3, "profile": "fixed"}, "specinfer"),
+    ("sequoia", {"budget": 12, "max_depth": 3, "profile": "fixed"}, "traversal"),
 ]
 
 

@@ -17,6 +17,7 @@ from engine.drafters import DRAFTERS, salf
 from engine.drafters.beam import build as beam
 from engine.drafters.ddtree import build as ddtree
 from engine.drafters.sequoia import build as sequoia
+from engine.drafters.sequoia.profile import measure_profile
 from engine.drafters.specinfer import build as specinfer
 from tests.engine.drafters.fakes import (
     PathFeed,
@@ -281,9 +282,7 @@ def test_sequoia_measure_profile(llama_pair):
     to the target accepts its first draw (p_1 = 1 when greedy)."""
     prompts = [[256, 72, 105], [256, 65]]
     for t in (0.0, 1.0):
-        prof = sequoia.measure_profile(
-            llama_pair, prompts, new_tokens=6, width=4, temperature=t, samples=4
-        )
+        prof = measure_profile(llama_pair, prompts, new_tokens=6, width=4, temperature=t, samples=4)
         assert len(prof) == 4 and all(0 <= x <= 1 for x in prof) and sum(prof) <= 1 + 1e-6
     same = type(llama_pair)(target=llama_pair.target, draft=llama_pair.target)
-    assert sequoia.measure_profile(same, prompts, new_tokens=6, width=3)[0] == 1.0
+    assert measure_profile(same, prompts, new_tokens=6, width=3)[0] == 1.0

@@ -25,6 +25,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     "it without importing torch (engine.drafters does); held equal to AUTOREGRESSIVE below",
     ("orchestrator/cli/generate.py", "linear"): "orch generate's --method default, shown by "
     "--help, which imports no torch; held to the registry below",
+    ("orchestrator/acceptance.py", "sequoia"): "the method whose measured profile the driver "
+    "and the store handle without importing torch; held to the registry below",
 }
 
 
@@ -35,6 +37,10 @@ def test_the_names_kept_outside_are_the_registry_s():
     assert BASELINE == AUTOREGRESSIVE
     generate = main.commands["generate"]
     assert next(p.default for p in generate.params if p.name == "method") in DRAFTERS
+    from orchestrator.acceptance import MEASURED, SEQUOIA
+
+    needs = [n for n, d in DRAFTERS.items() if d.measured_first is not None]
+    assert needs == [SEQUOIA] and DRAFTERS[SEQUOIA].config().profile == MEASURED
 
 
 def test_method_cases_cover_the_registry():

@@ -15,6 +15,7 @@ from bench.host_time import EagerOps, HostReads
 from engine.decode import generate
 from engine.drafters.fixed_tree import plan as fixed_tree_step
 from engine.iteration import static_tree
+from engine.methods import standalone
 from tests.engine.golden import PROMPTS, counters_except_padded, reference
 
 CASES = [
@@ -29,7 +30,7 @@ CASES = [
     ("beam", {"N": 12, "top_k": 3, "depth": 4}),  # deep candidates lose to shallow ones
     ("beam", {"N": 50, "top_k": 2, "depth": 3}),  # N above the pool (10): every candidate
     ("beam", {"N": 5, "top_k": 4, "depth": 1}),  # the root's children: no layer fed
-    ("sequoia", {}),  # budget 64 over the real pair's profile
+    ("sequoia", {"profile": "fixed"}),  # budget 64 over the real pair's fixed profile
     ("sequoia", {"budget": 12, "max_depth": 3, "profile": [0.4, 0.3, 0.2]}),  # bushy, shallow
     ("sequoia", {"budget": 6, "max_depth": 8, "profile": [0.9]}),  # a chain
     ("ddtree", {}),  # B 256, L 16: a 15-node chain, 16 depths of 256 rows
@@ -80,9 +81,10 @@ def test_one_host_read_and_a_few_ops_per_iteration(llama_pair, method):
     per level, and a few device ops outside the graph replays (56-114 with the Python builders
     on `graphs`, bench/gpu_exact.py)."""
     ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
-    generate(llama_pair, ids, method, 32, engine="graphs")  # the captures
+    params = standalone(method)  # Sequoia alone: its fixed profile
+    generate(llama_pair, ids, method, 32, engine="graphs", params=params)  # the captures
     with HostReads() as reads, EagerOps() as ops:
-        g = generate(llama_pair, ids, method, 32, engine="graphs")
+        g = generate(llama_pair, ids, method, 32, engine="graphs", params=params)
     its = len(g.stats.iterations)
     assert sum(reads.counts.values()) == its, reads.counts
     assert ops.matmuls() == 0

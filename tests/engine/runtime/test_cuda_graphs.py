@@ -12,6 +12,7 @@ import torch
 from bench.host_time import EagerOps
 from engine.decode import generate
 from engine.drafters import DRAFTERS
+from engine.methods import standalone
 from engine.runtime import cached_model
 from engine.runtime.cuda_graphs import GraphedForward
 from engine.runtime.eager import CachedModel
@@ -37,7 +38,7 @@ def _greedy_equals_autoregressive(tiny_pair, method, prompts=((PROMPTS[0], 40), 
     accepted = 0
     for prompt, n in prompts:  # 37: a truncated last iteration
         ids = tiny_pair.target.tokenizer.encode(prompt)
-        got = generate(tiny_pair, ids, method, n, engine="graphs")
+        got = generate(tiny_pair, ids, method, n, engine="graphs", params=standalone(method))
         assert tuple(got.tokens) == reference(tiny_pair, prompt, n), (method, prompt)
         accepted += sum(s.accepted for s in got.stats.iterations)
     assert method == "autoregressive" or accepted > 0
@@ -131,7 +132,7 @@ def test_every_forward_of_a_graphs_generation_is_a_replay(llama_pair, method):
     graphs' largest size and ran eager, about 20 ms a forward on the H100 (docs/gpu.md)."""
     ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
     with EagerOps() as ops:
-        got = generate(llama_pair, ids, method, 24, engine="graphs")
+        got = generate(llama_pair, ids, method, 24, engine="graphs", params=standalone(method))
     its = len(got.stats.iterations)
     assert ops.matmuls() == 0, (method, ops.counts.most_common(8))
     forwards = sum(it.draft_forwards for it in got.stats.iterations) + its + 1  # + prefill

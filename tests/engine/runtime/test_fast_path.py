@@ -10,6 +10,7 @@ from engine.config import ConfigError
 from engine.decode import generate
 from engine.draft import DraftModel
 from engine.drafters import DRAFTERS
+from engine.methods import standalone
 from engine.runtime import cached_model
 from engine.runtime.eager import CachedModel
 from engine.runtime.static import StaticCachedModel, bucket
@@ -18,7 +19,8 @@ from tests.engine.golden import COUNTED, METHODS, PROMPTS, reference
 from tests.engine.runtime.cache_helpers import PARENTS, PROMPT, TOKENS, tree_then_commit
 
 # every registered method with its defaults, plus the stress variants of the greedy golden test
-CASES = [(m, {}) for m in DRAFTERS] + [(m, p) for m, sets in METHODS.items() for p in sets[1:]]
+CASES = [(m, standalone(m)) for m in DRAFTERS]
+CASES += [(m, p) for m, sets in METHODS.items() for p in sets[1:]]
 
 
 @pytest.mark.parametrize("method,params", CASES, ids=[f"{m}-{i}" for i, (m, _) in enumerate(CASES)])

@@ -11,6 +11,7 @@ import torch
 from engine.config import ConfigError
 from engine.decode import generate
 from engine.drafters import DRAFTERS
+from engine.methods import standalone
 from engine.models import check_engine, load_pair
 from engine.runtime.lean import LeanLM, lean
 from engine.runtime.static import StaticCachedModel
@@ -110,7 +111,7 @@ def test_every_method_emits_the_autoregressive_tokens(llama, method, engine):
     accepted = 0
     for prompt in PROMPTS[:2]:
         ids = llama.target.tokenizer.encode(prompt)
-        got = generate(llama, ids, method, 40, engine=engine)
+        got = generate(llama, ids, method, 40, engine=engine, params=standalone(method))
         assert tuple(got.tokens) == reference(llama, prompt, 40), (method, prompt)
         accepted += sum(s.accepted for s in got.stats.iterations)
     assert method == "autoregressive" or accepted > 0

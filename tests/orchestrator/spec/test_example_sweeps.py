@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from orchestrator.acceptance import is_acceptance
 from orchestrator.cli import main
 from orchestrator.spec import load_sweep
 from orchestrator.spec.values import SpecError
@@ -25,11 +26,11 @@ COUNTS = {
         (6 * 3 * 5 * 5 + 3 * 6 + 8) * 2,  # grid x lengths + 3 baselines x 6 lengths + ablation
         6 * 3 * 5 + 3 + 8 - 1,  # one length, one repeat: ablation all-off = grid point
     ),
-    "delayed_verifiers.yaml": (8 * (9 * (4 * 3 + 3 * 3 * 2) + 1),) * 2,
-    "dyspec.yaml": (2 * (2 * 5 + 5 + 5 + 1),) * 2,
+    "delayed_verifiers.yaml": (8 * (8 * (4 * 3 + 3 * 3 * 2) + 1),) * 2,  # tv: bv's alias
+    "dyspec.yaml": (2 * (2 * 5 + 5 + 5 + 1 + 1),) * 2,  # + Sequoia's acceptance trial per T
     "salf.yaml": (3 * 2 * (5 + 1 + 1),) * 2,
     "ddtree.yaml": (3 * (9 + 10),) * 2,  # two chains at T = 1, one at T = 0
-    "cross_model.yaml": (3 * 2 * 12 + 3,) * 2,  # + one profile trial per pair
+    "cross_model.yaml": (3 * 2 * (12 + 1) + 3,) * 2,  # + acceptance per pair and T, profiles
 }
 PAPERS = sorted(COUNTS)
 
@@ -49,7 +50,9 @@ def _points(trials) -> set:
 
 
 def _measured(trials) -> list:
-    return [t for t in trials if not t.is_profile]
+    """The method trials: not the profile and acceptance trials, which measure pairs (the
+    acceptance trials are the same at both scales: orchestrator/acceptance.py)."""
+    return [t for t in trials if not t.is_profile and not is_acceptance(t)]
 
 
 def test_every_example_file_is_listed():
@@ -69,7 +72,7 @@ def test_example_expands_at_both_scales_to_its_stated_counts(name):
     assert (len(full), len(small)) == COUNTS[name]
     assert small_sweep.name == sweep.name + "-scaled"
     assert _points(small) == _points(full)  # the grid is unchanged
-    assert not {t.config_hash for t in small} & {t.config_hash for t in full}
+    assert not {t.config_hash for t in _measured(small)} & {t.config_hash for t in _measured(full)}
     small, full = _measured(small), _measured(full)
     assert {t.max_new_tokens for t in small} < {t.max_new_tokens for t in full} or max(
         t.max_new_tokens for t in small
@@ -112,7 +115,7 @@ def test_delayed_verifiers_runs_every_verifier_at_the_papers_8_settings():
     )
     for method in ("iid", "delayed"):
         verifiers = {t.params["verifier"] for t in trials if t.method == method}
-        assert len(verifiers) == 9 and "greedy" not in verifiers
+        assert len(verifiers) == 8 and not {"greedy", "tv"} & verifiers
 
 
 def test_dyspec_drafts_at_0_6_for_both_target_temperatures():

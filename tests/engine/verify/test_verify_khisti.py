@@ -1,15 +1,12 @@
-"""Paper-step checks of Khisti's truncated LP (engine/verify/khisti.py) and of Hu & Huang's tree
-verification (engine/verify/tv.py), exact (no Monte Carlo; their output laws are tested with
-every verifier in test_verifier_contract.py and test_verifier_e2e.py).
+"""Paper-step checks of Khisti's truncated LP (engine/verify/khisti.py), exact (no Monte Carlo;
+its output law is tested with every verifier in test_verifier_contract.py and
+test_verifier_e2e.py). Hu & Huang's TV: test_verify_tv_alias.py.
 
 Khisti et al. (ICLR 2025): the s-truncated LP of Sec. 4 / App. I solved by hand on V = 3, its
 optimum against scipy's linprog on the LP as the paper writes it (w per ordered pair of
 Omega_1, z_i <= p(i), z_i <= r_w(i)), and, without truncation and k = 2, the optimal acceptance
 of their Thm. 3, min_S sum_S p + 1 - (sum_S q)^2, which no selection rule (our tournament
-included) exceeds. Hu & Huang (ICML 2024): E[tau] of ASpS at least naive speculative
-sampling's (their claim; delayed-tree paper Sec. 3.1) and at most block verification's (Sun et
-al. 2024c, optimal among single-path verifiers), with the exact law of the first two emitted
-tokens equal to the target's.
+included) exceeds.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ import pytest
 import torch
 from scipy.optimize import linprog
 
-from engine.verify import bv, formulas, khisti, tv
+from engine.verify import formulas, khisti
 
 D = torch.float64
 
@@ -139,108 +136,3 @@ def test_untruncated_lp_is_optimal_and_bounds_every_selection_rule():
         assert full == pytest.approx(best, abs=1e-12)
         assert _alpha(p, khisti.importance_sample(p, q, 2, s=2).r) <= best + 1e-12
         assert formulas.acceptance("khisti_tournament", p, q, 2) <= best + 1e-12
-
-
-# ---- TV: Hu & Huang's accelerated speculative sampling ----------------------------------------
-
-V, L = 3, 3
-
-
-def _world(g: torch.Generator):
-    """Target and draft rows for every context of up to L tokens (V-ary heap numbering)."""
-    n = sum(V**d for d in range(L + 1))
-    return _dist(g, n, V), _dist(g, n, V)
-
-
-def _paths():
-    """Every draft path of L tokens: (tokens, contexts root..a_{1:L})."""
-    for path in itertools.product(range(V), repeat=L):
-        ctx = [0]
-        for t in path:
-            ctx.append(ctx[-1] * V + 1 + t)
-        yield torch.tensor(path), ctx
-
-
-def test_tv_expected_accepted_between_naive_and_bv():
-    """E[tau] over draft paths a ~ q, exactly: naive <= TV (Hu & Huang) = BV (Sun et al.
-    2024c); on a one-token path TV is naive."""
-    g = torch.Generator().manual_seed(3)
-    nodes = list(range(L + 1))
-    strict = 0
-    for _ in range(20):
-        P, Q = _world(g)
-        e = {"naive": 0.0, "tv": 0.0, "bv": 0.0}
-        for tokens, ctx in _paths():
-            p, q = P[ctx], Q[ctx]
-            prob = float(q[nodes[:-1], tokens].prod())
-            ratio = (p[nodes[:-1], tokens] / q[nodes[:-1], tokens]).clamp(max=1.0)
-            e["naive"] += prob * float(ratio.cumprod(0).sum())
-            e["tv"] += prob * tv.expected_accepted(p, q, nodes, tokens)
-            e["bv"] += prob * bv.expected_accepted(p, q, nodes, tokens)
-            one = tv.expected_accepted(p, q, nodes[:2], tokens[:1])
-            assert one == pytest.approx(float(ratio[0]), abs=1e-12)
-        assert e["naive"] <= e["tv"] + 1e-12 and e["tv"] == pytest.approx(e["bv"], abs=1e-12), e
-        strict += e["tv"] > e["naive"] + 1e-6
-    assert strict >= 15  # a real gain, not equality
-
-
-def _asps_walk(p, q, tokens) -> list[float]:
-    """Hu & Huang's walk as the module docstring of engine/verify/tv.py states it, step by
-    step: at node i, C1 = (Q_i - w P_i)_+, C2 = C1(a_(i+1)) / sum(C1); the earlier stops and
-    the new stop row (w P_i - Q_i)_+ are scaled by C2 / Q_i(a_(i+1)); w <- min(1, w P/Q);
-    after the last node, the row w P_L. Returns the stop masses s_0..s_L."""
-    w, stops = 1.0, []
-    for i, a in enumerate(tokens.tolist()):
-        P, Q = p[i], q[i]
-        c1 = (Q - w * P).clamp(min=0)
-        scale = float(c1[a]) / float(c1.sum()) / float(Q[a])
-        stops = [m * scale for m in stops] + [float((w * P - Q).clamp(min=0).sum()) * scale]
-        w = min(1.0, w * float(P[a]) / float(Q[a]))
-    return stops + [w]
-
-
-def test_tv_is_the_asps_walk_with_block_verifications_law():
-    """On every draft path of random worlds, tv.neighbour's closed form (s_i = R_i c_i
-    prod_(j>i) c_j) gives the stop probabilities of the walk done step by step, and they are
-    block verification's h_i prod_(j>i) (1 - h_j), with BV's correction rows: TV's law of
-    (tau, correction) is BV's exactly (engine/verify/tv.py); only the draws differ."""
-    g = torch.Generator().manual_seed(5)
-    nodes = list(range(L + 1))
-    for _ in range(5):
-        P, Q = _world(g)
-        for tokens, ctx in _paths():
-            p, q = P[ctx], Q[ctx]
-            stop, res = tv.neighbour(p, q, nodes, tokens)
-            assert stop == pytest.approx(_asps_walk(p, q, tokens), abs=1e-12)
-            _, h, res_bv = bv.chain_terms(p, q, nodes, tokens)
-            deeper, law = 1.0, [0.0] * (L + 1)
-            for i in range(L, 0, -1):
-                law[i], deeper = h[i] * deeper, deeper * (1 - h[i])
-            law[0] = deeper
-            assert stop == pytest.approx(law, abs=1e-12)
-            assert torch.allclose(res, res_bv, atol=1e-12)
-
-
-def test_tv_output_law_is_exactly_the_target():
-    """Summing the neighbour distribution over every draft path: the first two emitted tokens
-    (a second step from p after a one-token output) follow p exactly."""
-    g = torch.Generator().manual_seed(4)
-    nodes = list(range(L + 1))
-    for _ in range(4):
-        P, Q = _world(g)
-        law = torch.zeros(V, V, dtype=D)
-        for tokens, ctx in _paths():
-            p, q = P[ctx], Q[ctx]
-            prob = float(q[nodes[:-1], tokens].prod())
-            stop, res = tv.neighbour(p, q, nodes, tokens)
-            assert sum(stop) == pytest.approx(1.0, abs=1e-12)
-            for tau, s in enumerate(stop):
-                row = p[L] if tau == L else res[tau] / max(float(res[tau].sum()), 1e-300)
-                for y in range(V):
-                    out = tokens[:tau].tolist() + [y]
-                    mass = prob * s * float(row[y])
-                    if len(out) >= 2:
-                        law[out[0], out[1]] += mass
-                    else:  # the next verification starts after y: its first token ~ p
-                        law[y] += mass * P[1 + y]
-        assert torch.allclose(law, P[0][:, None] * P[1 : 1 + V], atol=1e-12)
