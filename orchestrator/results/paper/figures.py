@@ -58,9 +58,11 @@ def drawing(figure: str) -> list[str]:
 
 
 def groups(cf: pd.DataFrame, inside: list[str]) -> list[tuple[str, pd.DataFrame]]:
-    """The rows of `cf` split by every setting but `inside`, in value order, each with a label
-    naming the settings that tell the groups apart."""
-    by = [c for c in SETTING_COLS if c not in inside]
+    """The rows of `cf` split by every setting but `inside` and the machine, in value order,
+    each with a label naming the settings that tell the groups apart. A figure pools machines:
+    tokens per iteration does not depend on them, and each speedup it draws is its own
+    config's, over its own machine's baseline (never a ratio across machines)."""
+    by = [c for c in SETTING_COLS if c not in inside and c != "machine"]
     keys = [tuple(vkey(r[c]) for c in by) for r in cf[by].to_dict("records")]
     rows: dict[tuple, list[int]] = {}
     for i, k in enumerate(keys):
