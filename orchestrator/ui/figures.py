@@ -113,6 +113,21 @@ def _parallel(configs: pd.DataFrame, varied: dict[str, list[str]]) -> list[dict[
     return out
 
 
+def _heatmap_axes(method: str, params: list[str]) -> tuple[str, str]:
+    """The two parameters a method's heatmap spans: the depth and branch axes of a method whose
+    record draws its paper's depth x branch figure (DynaTree's, under its sweep's names, e.g.
+    depth and branch), else its first two varied parameters."""
+    from engine.drafters import DRAFTERS  # lazy: torch
+
+    record = DRAFTERS.get(method)
+    if record is not None and "depth_branch" in record.figures:
+        aliases = getattr(record.config, "SWEEP_ALIASES", {}).items()  # (sweep name, paper's)
+        pick = [next((n for n in names if n in params), None) for names in aliases][:2]
+        if len(pick) == 2 and None not in pick:
+            return pick[0], pick[1]
+    return params[0], params[1]
+
+
 def _heatmaps(configs: pd.DataFrame, varied: dict[str, list[str]]) -> list[dict[str, Any]]:
     """Per method and pair over its first two varied parameters (depth x branch for DynaTree,
     as its paper's figure): the best mean speedup in each cell, over the other parameters."""
@@ -121,8 +136,7 @@ def _heatmaps(configs: pd.DataFrame, varied: dict[str, list[str]]) -> list[dict[
     for method, params in varied.items():
         if len(params) < 2:
             continue
-        pick = [p for p in ("depth", "branch") if p in params] if method == "dynatree" else []
-        a, b = pick if len(pick) == 2 else params[:2]
+        a, b = _heatmap_axes(method, params)
         for pair, rows in configs[configs["method"] == method].groupby("pair", sort=False):
             cells = rows.groupby([f"param.{a}", f"param.{b}"])[y].max().reset_index()
             out.append(

@@ -158,7 +158,7 @@ def test_local_executor_sets_torch_threads_per_trial_and_puts_them_back(monkeypa
 
     seen = {}
 
-    def run_trial(config, prompts=None, warmup=0):
+    def run_trial(config, prompts=None, warmup=0, acceptance=None):
         seen[config.target] = torch.get_num_threads()
         return fake_result(config)
 
