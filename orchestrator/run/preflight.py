@@ -124,11 +124,22 @@ def cluster_hardware(address: str | None) -> dict[str, tuple[str, float]]:
         return node_types(ray.nodes())
     if not address:
         return {h: (h, 1.0) for h in local_hardware()}
+    # quiet: a refusal is one line, without Ray's "Connecting to ..." lines before it
+    return _ask_cluster(ray, address, lambda: node_types(ray.nodes()), quiet=True)
+
+
+def _ask_cluster(ray: Any, address: str, ask: Any, quiet: bool = False) -> Any:
+    """`ask()` answered while connected to the Ray cluster at `address` (the database URL
+    kept out of the connection's environment), the connection closed again; PreflightError
+    in one line when the cluster cannot be joined."""
     hidden = {k: os.environ.pop(k) for k in ("ORCH_DB_URL",) if k in os.environ}
     try:
-        # quiet: a refusal is one line, without Ray's "Connecting to ..." lines before it
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-        return node_types(ray.nodes())
+        ray.init(
+            address=address,
+            log_to_driver=False,
+            **({"logging_level": logging.WARNING} if quiet else {}),
+        )
+        return ask()
     except Exception as e:  # noqa: BLE001 - ray raises many kinds for a cluster it cannot join
         first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
         raise PreflightError(f"cannot join the Ray cluster at {address}: {first}") from None
@@ -170,17 +181,7 @@ def _cluster_gpus(address: str) -> int:
     ray = importlib.import_module("ray")
     if ray.is_initialized():
         return int(ray.cluster_resources().get("GPU", 0))
-    hidden = {k: os.environ.pop(k) for k in ("ORCH_DB_URL",) if k in os.environ}
-    try:
-        ray.init(address=address, log_to_driver=False)
-        return int(ray.cluster_resources().get("GPU", 0))
-    except Exception as e:  # noqa: BLE001 - ray raises many kinds for a cluster it cannot join
-        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-        raise PreflightError(f"cannot join the Ray cluster at {address}: {first}") from None
-    finally:
-        os.environ.update(hidden)
-        if ray.is_initialized():
-            ray.shutdown()
+    return _ask_cluster(ray, address, lambda: int(ray.cluster_resources().get("GPU", 0)))
 
 
 def check_address(address: str) -> None:

@@ -42,25 +42,17 @@ from engine.datasets import encode_prompt, load_prompts
 from engine.metrics import pooled_metrics
 from engine.placement import describe
 from orchestrator.acceptance import held_out, is_acceptance, key, needs_profile
-from orchestrator.hardware import CPU, canonical, gpu_type
+from orchestrator.hardware import CPU
 from orchestrator.records import TrialConfig, TrialResult
 from orchestrator.run.preflight import checkpoint_names
 from orchestrator.run.version import code_version
+from orchestrator.run.worker_hardware import STAND_IN_ENV, check_hardware
 
 PAIR_CACHE_SIZE = 1
 LOADS: Counter = Counter()  # pair key -> loads in this process
 _PAIRS: "OrderedDict[tuple, Any]" = OrderedDict()
 _WARM: set[tuple] = set()
 _PROMPTS: dict[tuple, list] = {}
-# Test hook: this worker's GPU is a stand-in of the named type (a fake GPU node on a CPU
-# machine, `ray start --num-gpus 1 --resources '{"accelerator_type:H100": 1}'`, as the
-# multi-node test starts them): trials for cuda load on the CPU, and check_hardware takes
-# the stand-in's type for the device's.
-STAND_IN_ENV = "ORCH_TEST_GPU_TYPE"
-
-
-class HardwareMismatch(ConfigError):
-    """The trial's hardware type is not the type of the device this worker runs it on."""
 
 
 def get_pair(key: tuple) -> tuple[Any, float]:
@@ -272,6 +264,14 @@ def run_profile(config: TrialConfig, pair: Any = None) -> TrialResult:
             info = {**info, "device_name": info["device_name"] + placed(config)}
             measured["device_name"] = info["device_name"]
         profiles.append({"curve": measured, "info": info})
+    return measurement(config, pair, started, load_s, profiles)
+
+
+def measurement(
+    config: TrialConfig, pair: Any, started: float, load_s: float, profiles: list
+) -> TrialResult:
+    """The result of a trial that measures rather than generates (a profile or acceptance
+    trial): its `profiles` for the driver to store, where and with what it ran, no metrics."""
     return TrialResult(
         config_hash=config.config_hash,
         metrics={},
@@ -288,35 +288,6 @@ def run_profile(config: TrialConfig, pair: Any = None) -> TrialResult:
         profiles=profiles,
         versions=library_versions(str(pair.target.device)),
     )
-
-
-def check_hardware(config: TrialConfig) -> None:
-    """HardwareMismatch unless this worker runs the trial on its hardware type (None: any)."""
-    if config.hardware is None:
-        return
-    actual, shown = worker_hardware(config.device)
-    if actual != config.hardware:
-        raise HardwareMismatch(
-            f"hardware {config.hardware}: the worker on {socket.gethostname()} would run the "
-            f"trial on {shown}, not on {config.hardware} (not run)"
-        )
-
-
-def worker_hardware(device: str) -> tuple[str, str]:
-    """(the hardware type this process runs `device` on, how to show it): cpu, or the GPU's
-    type as Ray names it (orchestrator.hardware.gpu_type of the device's name)."""
-    if not device.startswith("cuda"):
-        return CPU, device
-    stand_in = os.environ.get(STAND_IN_ENV)
-    if stand_in:
-        return canonical(stand_in), f"a stand-in {canonical(stand_in)} ({STAND_IN_ENV})"
-    import torch  # lazy: torch
-
-    if not torch.cuda.is_available():
-        return CPU, "cpu (this worker has no GPU)"
-    index = torch.device(device).index or 0
-    name = torch.cuda.get_device_name(index)
-    return gpu_type(name), f"{gpu_type(name)} ({name}, cuda:{index})"
 
 
 def attach_profile(method: Any, config: TrialConfig, profile: tuple[float, ...]) -> tuple:
@@ -371,21 +342,7 @@ def run_acceptance(config: TrialConfig, pair: Any = None, prompts: list | None =
         "protocol": protocol,
         "seconds": time.perf_counter() - t0,
     }
-    return TrialResult(
-        config_hash=config.config_hash,
-        metrics={},
-        per_prompt=[],
-        per_iteration=[],
-        host=socket.gethostname(),
-        gpu_id=os.environ.get("ORCH_GPU_ID") or _cuda_index(pair),
-        started_at=started,
-        finished_at=time.time(),
-        load_s=load_s,
-        code_version=code_version(),
-        models=[model_info(m) for m in (pair.target, pair.draft) if m is not None],
-        device_name=device_name(str(pair.target.device)),
-        profiles=[{"acceptance": measured}],
-    )
+    return measurement(config, pair, started, load_s, [{"acceptance": measured}])
 
 
 def used_checkpoints(params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from collections import deque
 import pytest
 import torch
 
-from orchestrator.run import preflight, trial
+from orchestrator.run import preflight, trial, worker_hardware
 from orchestrator.run.executors import Job
 from orchestrator.run.executors.hardware_actors import hardware_actors
 from orchestrator.run.preflight import PreflightError, check_run
@@ -24,27 +24,31 @@ no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine 
 
 @no_gpu
 def test_the_worker_refuses_a_trial_of_another_type(monkeypatch):
-    monkeypatch.delenv(trial.STAND_IN_ENV, raising=False)
+    monkeypatch.delenv(worker_hardware.STAND_IN_ENV, raising=False)
     loads = dict(trial.LOADS)
-    with pytest.raises(trial.HardwareMismatch) as e:
+    with pytest.raises(worker_hardware.HardwareMismatch) as e:
         trial.run_trial(tiny_trial(device="cuda", hardware="H100"))
     host = socket.gethostname()
     assert str(e.value) == (
         f"hardware H100: the worker on {host} would run the trial on cpu (this worker has no "
         "GPU), not on H100 (not run)"
     )
-    monkeypatch.setenv(trial.STAND_IN_ENV, "a100")  # a worker whose GPU is an A100
-    with pytest.raises(trial.HardwareMismatch, match="would run the trial on a stand-in A100"):
+    monkeypatch.setenv(worker_hardware.STAND_IN_ENV, "a100")  # a worker whose GPU is an A100
+    with pytest.raises(
+        worker_hardware.HardwareMismatch, match="would run the trial on a stand-in A100"
+    ):
         trial.run_trial(tiny_trial(device="cuda", hardware="H100"))
-    with pytest.raises(trial.HardwareMismatch, match="not on L4"):  # a profile trial too
+    with pytest.raises(worker_hardware.HardwareMismatch, match="not on L4"):  # a profile trial too
         trial.run_trial(tiny_trial(device="cuda", hardware="L4", method="profile", params={}))
     assert dict(trial.LOADS) == loads  # refused before any model loaded
 
 
 def test_the_worker_runs_a_trial_of_its_own_type(monkeypatch):
-    monkeypatch.setenv(trial.STAND_IN_ENV, "H100")  # the test hook: cuda trials on the CPU
+    monkeypatch.setenv(
+        worker_hardware.STAND_IN_ENV, "H100"
+    )  # the test hook: cuda trials on the CPU
     typed = trial.run_trial(tiny_trial(device="cuda", hardware="H100"))
-    monkeypatch.delenv(trial.STAND_IN_ENV)
+    monkeypatch.delenv(worker_hardware.STAND_IN_ENV)
     on_cpu = trial.run_trial(tiny_trial(device="cpu", hardware="cpu"))
     plain = trial.run_trial(tiny_trial(device="cpu"))
     tokens = [p["tokens"] for p in plain.per_prompt]

@@ -30,7 +30,7 @@ import pytest
 
 from orchestrator.run.executors.reaper import session_processes
 from orchestrator.run.runner import PAUSE_ENV
-from orchestrator.run.trial import STAND_IN_ENV
+from orchestrator.run.worker_hardware import STAND_IN_ENV
 from tests.orchestrator.orch_helpers import REPO, sweep_24
 
 pytestmark = pytest.mark.slow
@@ -81,7 +81,7 @@ def _kill(procs: list) -> None:
 @pytest.fixture(scope="module")
 def cluster():
     """Head (no CPUs, no GPUs: it only schedules) + two worker nodes with one GPU each, the
-    GPUs stand-ins of the types in TYPES (orchestrator.run.trial.STAND_IN_ENV: their cuda
+    GPUs stand-ins of the types in TYPES (orchestrator.run.worker_hardware.STAND_IN_ENV: their cuda
     trials run on the CPU)."""
     temp = tempfile.mkdtemp(prefix="orch-ray-", dir="/tmp")  # short: Ray's socket paths
     ports = free_ports(2 + 7 + 6 * len(TYPES) + WORKER_PORTS * (1 + len(TYPES)))
