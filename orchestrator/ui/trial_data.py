@@ -5,6 +5,7 @@ per-iteration JSON."""
 
 from __future__ import annotations
 
+import functools
 import shlex
 from typing import Any
 
@@ -13,7 +14,8 @@ from sqlalchemy import select
 from db.models import Result, Sweep, SweepTrial, Trial
 from engine.datasets import DatasetError, encode_prompt, load_prompts
 from engine.model_names import TINY_MODELS
-from engine.models import ByteTokenizer
+from engine.models import ByteTokenizer, local_folder
+from engine.tokenizers import HFTokenizer
 from orchestrator.records import HASH_DEFAULTS, TrialConfig
 from orchestrator.results.values import cell_value
 from orchestrator.store.reads import error_line
@@ -95,7 +97,7 @@ def trial_page(reader: Reader, trial_id: int) -> dict[str, Any]:
         "iterations": [],
     }
     prompts = _dataset_prompts(cfg)
-    tok = ByteTokenizer() if _tiny(cfg.target) else None
+    tok = tokenizer(cfg.target, cfg.target_revision)
     if r is not None:
         skip = {"id", "trial_id", "config_hash", "per_prompt", "per_iteration", "created_at"}
         out["metrics"] = {k: cell_value(v) for k, v in r.items() if k not in skip}
@@ -110,7 +112,7 @@ def trial_page(reader: Reader, trial_id: int) -> dict[str, Any]:
             row["tokens"] = tokens
             source = prompts.get(p.get("id"))
             row["prompt"] = source.text if source else None
-            row["generate"] = generate_command(cfg, source, i)
+            row["generate"] = generate_command(cfg, source, i, tok)
             out["prompts"].append(row)
         out["iterations"] = r["per_iteration"] or []
     return out
@@ -118,6 +120,24 @@ def trial_page(reader: Reader, trial_id: int) -> dict[str, Any]:
 
 def _tiny(name: str) -> bool:
     return name in TINY_MODELS
+
+
+@functools.lru_cache(maxsize=8)
+def tokenizer(name: str, revision: str | None = None) -> Any:
+    """The target's tokenizer where this machine has it (the built-in byte tokenizer, or the
+    tokenizer files of the model's local folder or hub cache: no weights are read), to show
+    outputs as text and give `orch generate` the prompt's exact ids; None elsewhere."""
+    if _tiny(name):
+        return ByteTokenizer()
+    folder = local_folder(name, revision)
+    if folder is None:
+        return None
+    try:
+        from transformers import AutoTokenizer  # lazy: transformers
+
+        return HFTokenizer(AutoTokenizer.from_pretrained(str(folder)))  # the engine's protocol
+    except Exception:  # noqa: BLE001 - no tokenizer files, or ones this transformers cannot read
+        return None
 
 
 def _dataset_prompts(cfg: TrialConfig) -> dict[str, Any]:
@@ -141,10 +161,11 @@ def _from_frame(reader: Reader, sweeps: list[str], trial_id: int) -> dict[str, A
     return {}
 
 
-def generate_command(cfg: TrialConfig, prompt: Any, index: int) -> str:
-    """`orch generate ...` with the trial's pair, method, parameters, sampling, engine and
-    the seed its `index`-th prompt ran with (orchestrator/run/trial.py), on that prompt: its
-    token ids for the built-in tiny models (exactly as the trial encoded it), else its text."""
+def generate_command(cfg: TrialConfig, prompt: Any, index: int, tok: Any = None) -> str:
+    """`orch generate ...` with the trial's pair and revisions, method, parameters, sampling,
+    engine and the seed its `index`-th prompt ran with (orchestrator/run/trial.py), on that
+    prompt: its token ids where the target's tokenizer `tok` is here (exactly as the trial
+    encoded it: length cut and chat template), else its text."""
     args = [
         "orch",
         "generate",
@@ -171,10 +192,13 @@ def generate_command(cfg: TrialConfig, prompt: Any, index: int) -> str:
         args += ["--draft-top-p", f"{cfg.draft_top_p:g}"]
     args += ["--seed", str((cfg.seed * 1_000_003 + index) % 2**64), "--engine", cfg.engine]
     args += ["--device", cfg.device, "--dtype", cfg.dtype]
+    for role, rev in (("target", cfg.target_revision), ("draft", cfg.draft_revision)):
+        if rev is not None:
+            args += [f"--{role}-revision", rev]
     if prompt is None:
         args += ["--prompt", "PROMPT"]
-    elif _tiny(cfg.target):
-        ids = encode_prompt(ByteTokenizer(), prompt, prompt_tokens=cfg.prompt_tokens, chat=cfg.chat)
+    elif tok is not None:
+        ids = encode_prompt(tok, prompt, prompt_tokens=cfg.prompt_tokens, chat=cfg.chat)
         args += ["--prompt-ids", ",".join(map(str, ids))]
     else:
         args += ["--prompt", prompt.text]

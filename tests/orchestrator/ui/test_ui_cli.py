@@ -142,3 +142,26 @@ def test_predicted_against_measured_per_profiled_device(sqlite_url):
         assert got["measured"] == pytest.approx(1.5)
     reader.close()
     store.close()
+
+
+def test_the_trial_page_reads_a_real_targets_tokenizer_without_its_weights():
+    """Outputs as text and `orch generate` with the prompt's exact ids for a target whose
+    tokenizer files are here (the fetched real pair; skipped where it is not), nothing for a
+    model this machine does not have."""
+    from engine.datasets import encode_prompt, load_prompts
+    from engine.fetch import is_fetched
+    from orchestrator.ui.trial_data import generate_command, tokenizer
+    from tests.orchestrator.orch_helpers import tiny_trial
+
+    assert tokenizer("no-org/no-such-model") is None
+    assert tokenizer("tiny-llama").decode([104, 105]) == "hi"
+    if not is_fetched("qwen2.5-coder-1.5b"):
+        pytest.skip("real pair not fetched")
+    tok = tokenizer("qwen2.5-coder-1.5b")
+    ids = tok.encode("def add(a, b):")
+    assert tok.decode(ids) == "def add(a, b):"
+    cfg = tiny_trial(target="qwen2.5-coder-1.5b", draft="qwen2.5-coder-0.5b", prompt_tokens=16)
+    prompt = load_prompts("spec_bench", n=1)[0]
+    command = generate_command(cfg, prompt, 0, tok)
+    expected = encode_prompt(tok, prompt, prompt_tokens=16, chat=cfg.chat)
+    assert f"--prompt-ids {','.join(map(str, expected))}" in command
