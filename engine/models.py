@@ -38,6 +38,7 @@ from engine.hub import cached, check, check_tokenizers, download, is_hub_id
 from engine.model_names import TINY_MODELS, canonical_name
 from engine.placement import load_placed, model_bytes
 from engine.runtime.lean import check_supported
+from engine.tiny_models import TINY_POSITIONS, build_tiny
 from engine.tokenizers import (  # noqa: F401 - engine.models.ByteTokenizer etc., as before
     BOS_ID,
     BYTE_VOCAB,
@@ -46,13 +47,6 @@ from engine.tokenizers import (  # noqa: F401 - engine.models.ByteTokenizer etc.
     ByteTokenizer,
     HFTokenizer,
 )
-
-TINY_POSITIONS = 4096
-
-# Larger than the usual 0.02 so attention and MLPs shape the output (with 0.02 a random
-# model repeats a few tokens). Drafts are noisy full-depth copies: a truncated copy of a
-# random model agrees with it on under 5% of greedy tokens, too rare to exercise long paths.
-TINY_INIT_STD = 0.1
 
 
 @dataclass(frozen=True)
@@ -73,45 +67,6 @@ class LoadedModel:
 class Pair:
     target: LoadedModel
     draft: LoadedModel | None  # None: no draft model (model-free methods, engine/draft/none.py)
-
-
-def _tiny_config(family: str, layers: int) -> Any:
-    from transformers import GPTNeoXConfig, LlamaConfig  # lazy: transformers
-
-    common = dict(
-        vocab_size=TINY_VOCAB,
-        hidden_size=64,
-        intermediate_size=192,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        max_position_embeddings=TINY_POSITIONS,
-        bos_token_id=BOS_ID,
-        eos_token_id=EOS_ID,
-        initializer_range=TINY_INIT_STD,
-    )
-    if family == "llama":
-        return LlamaConfig(num_key_value_heads=2, tie_word_embeddings=False, **common)
-    return GPTNeoXConfig(rotary_pct=0.5, use_parallel_residual=True, **common)
-
-
-def _build_tiny(name: str) -> Any:
-    from transformers import GPTNeoXForCausalLM, LlamaForCausalLM  # lazy: transformers
-
-    spec = TINY_MODELS[name]
-    cls = LlamaForCausalLM if spec.family == "llama" else GPTNeoXForCausalLM
-    if spec.draft_of is None:  # seeded init on a forked RNG: the caller's RNG is left as it was
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(spec.seed)
-            return cls(_tiny_config(spec.family, spec.layers))
-    target = _build_tiny(spec.draft_of)
-    draft = cls(_tiny_config(spec.family, spec.layers))
-    state = dict(target.state_dict())
-    gen = torch.Generator().manual_seed(spec.seed)
-    for k, v in state.items():
-        if v.is_floating_point() and v.dim() >= 2:
-            state[k] = v + spec.noise * v.std() * torch.randn(v.shape, generator=gen)
-    draft.load_state_dict(state)
-    return draft
 
 
 def real_model_names() -> list[str]:
@@ -372,7 +327,7 @@ def load_model(
     dev = pick_device(device)
     sha256 = commit = None
     if kind == "tiny":
-        model = _build_tiny(name)
+        model = build_tiny(name)
         dt = torch.float32 if dtype in (None, "auto") else pick_dtype(dtype, dev)
         tokenizer: Any = ByteTokenizer()
     else:

@@ -64,9 +64,9 @@ def save_tiny(name: str, folder: Path, tokenizer=None, perturb: float = 0.0) -> 
     tokenizer); `perturb` adds that much to every weight (another revision's weights)."""
     import torch
 
-    from engine.models import _build_tiny
+    from engine.tiny_models import build_tiny
 
-    model = _build_tiny(name)
+    model = build_tiny(name)
     if perturb:
         with torch.no_grad():
             for p in model.parameters():

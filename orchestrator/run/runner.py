@@ -17,7 +17,6 @@ result per config hash whatever happens.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import threading
@@ -30,13 +29,11 @@ from tqdm import tqdm
 
 from db.models import SweepStatus, TrialStatus
 from engine.config import ConfigError
-from engine.datasets import DatasetError, dataset_info, load_prompts
-from engine.prompt_files import load_file_prompts, read_prompt_file
-from orchestrator.acceptance import held_out, is_acceptance
 from orchestrator.only import Only, check_only, matches
 from orchestrator.records import TrialFailure, TrialResult
 from orchestrator.run.acceptance import acceptance_first, attach_acceptance, with_acceptance
 from orchestrator.run.executors import Job, Worker, make_executor
+from orchestrator.run.job_prompts import attach_prompts, dataset_row, file_row
 from orchestrator.run.preflight import (
     check_checkpoints,
     check_gpus_per_trial,
@@ -311,7 +308,7 @@ def _drive(
             first = False
         if rows:
             jobs = [Job(trial_id=i, config=c, attempts=a) for i, c, a in rows]
-            _attach_prompts(jobs, prompts, spec)
+            attach_prompts(jobs, prompts, spec)
             if executor is None:
                 executor = make_executor(
                     opts.executor,
@@ -383,75 +380,3 @@ def _hold(path: Path) -> None:
     path.touch()
     while path.exists():
         time.sleep(0.05)
-
-
-def _attach_prompts(jobs: list[Job], cache: dict[tuple, list], spec: dict | None = None) -> None:
-    """Load each dataset slice once in the driver and ship the prompts with the jobs (a
-    user's prompt file: read again from where the sweep's spec says, its sha256 checked)."""
-    for job in jobs:
-        c = job.config
-        if c.is_profile:  # no dataset
-            continue
-        held = is_acceptance(c)  # an acceptance trial's prompts: the dataset's last ones
-        key = (c.dataset, c.prompts, c.category, c.prompt_file is not None, held)
-        if key not in cache:
-            if c.prompt_file is not None:
-                cache[key] = _file_prompts(c, spec or {}, held)
-            elif held:
-                cache[key] = held_out(c.dataset, c.prompts, c.category)
-            else:
-                cache[key] = load_prompts(c.dataset, n=c.prompts, category=c.category)
-        job.prompts = cache[key]
-
-
-def _file_prompts(c: Any, spec: dict, held: bool = False) -> list:
-    """A trial's prompts from the user's file its sweep was submitted with (`held`: an
-    acceptance trial's, the file's last ones)."""
-    pf = c.prompt_file
-    paths = [d["path"] for d in spec.get("datasets", []) if d.get("sha256") == pf["sha256"]]
-    if not paths:
-        raise ConfigError(
-            f"trial {c.label()}: its prompt file (sha256 {pf['sha256'][:12]}) is not in this "
-            f"sweep's spec: submit the sweep file that names it"
-        )
-    try:
-        prompts = load_file_prompts(
-            paths[0],
-            pf["sha256"],
-            pf["field"],
-            pf["category_field"],
-            pf["id_field"],
-            None if held else c.prompts,
-            c.category,
-        )
-        return prompts[-c.prompts :] if held else prompts
-    except DatasetError as e:
-        raise ConfigError(str(e)) from None
-
-
-def file_row(d: Any) -> dict[str, Any]:
-    """The datasets row of a user's prompt file (a DatasetSel with its sha256)."""
-    pf = read_prompt_file(d.path, d.field, d.category_field, d.id_field)
-    return {
-        "name": d.name,
-        "file": d.path[-300:],
-        "items": len(pf.prompts),
-        "categories": len({p.category for p in pf.prompts}) if pf.categories else None,
-        "chat": True if d.chat is None else d.chat,
-        "sha256": pf.sha256,
-    }
-
-
-def dataset_row(name: str) -> dict[str, Any]:
-    info = dataset_info(name)
-    sha = None
-    if info["path"]:
-        sha = hashlib.sha256(Path(info["path"]).read_bytes()).hexdigest()
-    return {
-        "name": name,
-        "file": info["file"],
-        "items": info["items"],
-        "categories": info["categories"],
-        "chat": info["chat"],
-        "sha256": sha,
-    }

@@ -78,13 +78,13 @@ def test_defaults_and_tiny_registry():
 def test_building_a_tiny_model_leaves_the_global_rng_alone():
     """Seeded weights come from a forked RNG: the caller's random stream is unchanged, and the
     weights are the same whatever the caller's seed."""
-    from engine.models import _build_tiny
+    from engine.tiny_models import build_tiny
 
     torch.manual_seed(7)
     expected = torch.rand(3)
     torch.manual_seed(7)
-    a = _build_tiny("tiny-llama")
+    a = build_tiny("tiny-llama")
     assert torch.equal(torch.rand(3), expected)
     torch.manual_seed(8)
-    b = _build_tiny("tiny-llama")
+    b = build_tiny("tiny-llama")
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))

@@ -55,7 +55,7 @@ def use_fake_executor(executor: FakeExecutor, set_attr: Callable = setattr) -> N
     """Make orchestrator.run.runner run sweeps on `executor` (pass pytest's monkeypatch.setattr
     to undo it after a test)."""
     set_attr(runner, "make_executor", lambda *args, **kw: executor)
-    set_attr(runner, "_attach_prompts", lambda jobs, cache, spec=None: None)
+    set_attr(runner, "attach_prompts", lambda jobs, cache, spec=None: None)
 
 
 def executions(log: str) -> dict[str, int]:

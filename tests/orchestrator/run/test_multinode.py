@@ -15,14 +15,10 @@ worker node).
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,120 +26,22 @@ import pytest
 
 from orchestrator.run.executors.reaper import session_processes
 from orchestrator.run.runner import PAUSE_ENV
-from orchestrator.run.worker_hardware import STAND_IN_ENV
 from tests.orchestrator.orch_helpers import REPO, sweep_24
+from tests.orchestrator.run.ray_nodes import kill, ray_cluster, worker_nodes, worker_resources
 
 pytestmark = pytest.mark.slow
 psutil = pytest.importorskip("psutil")
 pytest.importorskip("ray")
 
-RAY = str(Path(sys.executable).with_name("ray"))
 TYPES = ("H100", "A100")  # the worker nodes' (fake) GPU types, in node order
-WORKER_PORTS = 24  # per node: its worker processes (actors, idle workers, job drivers)
-
-
-def free_ports(n: int) -> list[int]:
-    """`n` distinct free ports: every socket is bound before any is read and all are closed
-    together (one socket at a time, the system may hand a just-closed port out again: the
-    dashboard and the runtime-env agent both got 36929 once and `ray start --head` failed)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def node_ports(ports: list[int], head: bool) -> list[str]:
-    """`ray start` options naming every port the node would otherwise pick itself (each its
-    own, from `ports`, which the caller reserved at once for the whole cluster), so the nodes
-    collide neither with each other nor with any other Ray on this machine."""
-    names = ["--node-manager-port", "--object-manager-port", "--dashboard-agent-listen-port"]
-    names += ["--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port"]
-    if head:
-        names += ["--ray-client-server-port"]
-    out = [x for name in names for x in (name, str(ports.pop()))]
-    workers = [str(ports.pop()) for _ in range(WORKER_PORTS)]
-    return out + ["--worker-port-list", ",".join(workers)]
-
-
-def _kill(procs: list) -> None:
-    for p in procs:
-        try:
-            p.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=30)
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Head (no CPUs, no GPUs: it only schedules) + two worker nodes with one GPU each, the
-    GPUs stand-ins of the types in TYPES (orchestrator.run.worker_hardware.STAND_IN_ENV: their cuda
-    trials run on the CPU)."""
-    temp = tempfile.mkdtemp(prefix="orch-ray-", dir="/tmp")  # short: Ray's socket paths
-    ports = free_ports(2 + 7 + 6 * len(TYPES) + WORKER_PORTS * (1 + len(TYPES)))
-    port, dashboard = ports.pop(), ports.pop()
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `orch`
-    common = ["--node-ip-address", "127.0.0.1", "--temp-dir", temp, "--disable-usage-stats"]
-
-    try:
-        subprocess.run(
-            [
-                RAY,
-                "start",
-                "--head",
-                "--port",
-                str(port),
-                "--num-cpus",
-                "0",
-                "--num-gpus",
-                "0",
-                "--dashboard-host",
-                "127.0.0.1",
-                "--dashboard-port",
-                str(dashboard),
-                *common,
-                *node_ports(ports, head=True),
-            ],
-            env=env,
-            check=True,
-            capture_output=True,
-            timeout=180,
-        )
-        for i, gpu in enumerate(TYPES):
-            subprocess.run(
-                [
-                    RAY,
-                    "start",
-                    "--address",
-                    f"127.0.0.1:{port}",
-                    "--num-cpus",
-                    "1",
-                    "--num-gpus",
-                    "1",
-                    "--resources",
-                    json.dumps({f"worker{i}": 1, f"accelerator_type:{gpu}": 1}),
-                    *common,
-                    *node_ports(ports, head=False),
-                ],
-                env={**env, STAND_IN_ENV: gpu},
-                check=True,
-                capture_output=True,
-                timeout=180,
-            )
-        yield {
-            "address": f"127.0.0.1:{port}",
-            "jobs": f"http://127.0.0.1:{dashboard}",
-            "temp": temp,
-            "env": env,
-        }
-    finally:
-        _kill(session_processes(temp))
-        assert not session_processes(temp), "Ray processes of the test cluster outlived it"
+    """Head + two worker nodes with one GPU each, stand-ins of the types in TYPES
+    (tests/orchestrator/run/ray_nodes.py), the Jobs API on the head."""
+    with ray_cluster(types=TYPES, dashboard=True) as c:
+        yield c
 
 
 def _orch_async(args: list[str], env: dict) -> subprocess.Popen:
@@ -166,29 +64,6 @@ def _driver_env(cluster: dict, tmp_path: Path) -> dict:
 def _rows(db: Path, sql: str) -> list[tuple]:
     with sqlite3.connect(db) as c:
         return c.execute(sql).fetchall()
-
-
-def _worker_nodes(cluster: dict) -> set[str]:
-    """The ids of the live nodes that have a GPU (the worker nodes)."""
-    return set(_worker_resources(cluster))
-
-
-def _worker_resources(cluster: dict) -> dict[str, dict[str, float]]:
-    """{node id: its resources} of the live nodes that have a GPU (the worker nodes)."""
-    code = (
-        "import ray, json; ray.init(address='%s', log_to_driver=False); "
-        "print(json.dumps({n['NodeID']: n['Resources'] for n in ray.nodes() "
-        "if n['Alive'] and n['Resources'].get('GPU')}))" % cluster["address"]
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env=cluster["env"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def on_cpu(spec: Path) -> Path:
@@ -233,7 +108,7 @@ def test_cross_hardware_sweep_runs_each_config_on_each_type(cluster, tmp_path):
         node: {
             k.removeprefix("accelerator_type:") for k in res if k.startswith("accelerator_type:")
         }
-        for node, res in _worker_resources(cluster).items()
+        for node, res in worker_resources(cluster).items()
     }
     assert sorted(t for ts in types.values() for t in ts) == sorted(TYPES), types
     db = tmp_path / "orch.db"
@@ -269,7 +144,7 @@ def test_cross_hardware_sweep_runs_each_config_on_each_type(cluster, tmp_path):
 def test_tiny_sweep_survives_a_dead_worker_node(cluster, tmp_path):
     """The driver is held at its 6th claim (the ORCH_TEST_PAUSE hook: both actors have run
     trials and hold more), a worker node's raylet is killed, then the driver goes on."""
-    nodes = _worker_nodes(cluster)
+    nodes = worker_nodes(cluster)
     assert len(nodes) == 2
     db = tmp_path / "orch.db"
     pause = tmp_path / "paused"
@@ -301,7 +176,7 @@ def test_tiny_sweep_survives_a_dead_worker_node(cluster, tmp_path):
         if "raylet" in p.name() and f"--node_id={busy}" in p.cmdline()
     ]
     assert len(victim) == 1
-    _kill(victim)
+    kill(victim)
     pause.unlink()  # the driver goes on, with one node fewer
     out, err = driver.communicate(timeout=600)
     assert driver.returncode == 0, err
@@ -317,7 +192,7 @@ def test_real_pair_from_a_driver_without_models(cluster, tmp_path):
 
     if not all(is_fetched(m) for m in REAL_PAIR):
         pytest.skip("real pair not fetched on this machine (the workers' cache)")
-    nodes = _worker_nodes(cluster)  # the survivors of the test above, if it ran first
+    nodes = worker_nodes(cluster)  # the survivors of the test above, if it ran first
     db = tmp_path / "orch.db"
     spec = tmp_path / "real.yaml"
     spec.write_text(
@@ -355,7 +230,7 @@ def test_real_pair_from_a_driver_without_models(cluster, tmp_path):
 def test_submit_through_the_ray_jobs_api(cluster, tmp_path, monkeypatch):
     """`orch submit --address http://head:8265` from a machine outside the cluster: the driver
     runs as a Ray job on the head; the database URL is not on the job's command line."""
-    nodes = _worker_nodes(cluster)
+    nodes = worker_nodes(cluster)
     db = tmp_path / "jobs.db"
     spec = on_cpu(sweep_24(tmp_path / "j.yaml", name="via-jobs"))
     driver = _orch_async(
