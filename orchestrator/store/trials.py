@@ -138,7 +138,10 @@ def runnable(
 
 
 def running_elsewhere(s: Session, sweep_id: int, owner: str) -> int:
-    """Trials of the sweep that other drivers hold under a live lease."""
+    """Trials of the sweep that other drivers hold, whether or not their lease still runs:
+    one that ran out since the last `runnable` is taken back by the next, so a driver that
+    waits on this count never leaves such a trial unrun (a lease that ends between the two
+    calls stopped a resume one trial short)."""
     return s.scalar(
         select(func.count())
         .select_from(Trial)
@@ -146,7 +149,6 @@ def running_elsewhere(s: Session, sweep_id: int, owner: str) -> int:
             Trial.id.in_(members(sweep_id)),
             Trial.status == TrialStatus.RUNNING,
             Trial.owner != owner,
-            Trial.lease_until >= now(s),
         )
     )
 
