@@ -21,7 +21,7 @@ import torch
 @contextlib.contextmanager
 def stock_attention(model):
     """Run Hugging Face's contenders as a user of transformers gets them: the engine loads
-    models with its own attention (kernels/sdpa_gqa.py); inside, the model runs stock sdpa."""
+    models with its own attention (tree_kernels/sdpa_gqa.py); inside, the model runs stock sdpa."""
     ours = model.config._attn_implementation
     if ours == "sdpa_gqa":
         model.set_attn_implementation("sdpa")

@@ -1,4 +1,4 @@
-"""The engine's default attention (kernels/sdpa_gqa.py) against transformers' sdpa, side by side
+"""The engine's default attention (tree_kernels/sdpa_gqa.py) against transformers' sdpa, side by side
 on one loaded target: forward cost per tree size, then generation, with the attention switched
 between runs (`model.set_attn_implementation`), interleaved so load drift hits both alike.
 
@@ -27,7 +27,7 @@ from bench.engine_overhead import parse_method  # noqa: E402
 from engine.datasets import encode_prompt, load_prompts  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.models import load_pair  # noqa: E402
-from kernels.sdpa_gqa import NAME  # noqa: E402
+from tree_kernels.sdpa_gqa import NAME  # noqa: E402
 
 ATTENTIONS = ("sdpa", NAME)
 

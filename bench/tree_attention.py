@@ -95,11 +95,11 @@ def run(args: argparse.Namespace, cuda: bool) -> dict:
     import torch.nn.functional as F
     import triton
 
-    from kernels.block_mask import block_visibility, tree_masks
-    from kernels.reference import tree_attention_mask
-    from kernels.reorder import dfs_order, inverse_permutation, permute_tree
-    from kernels.triton_tree_attention import tree_attention
     from tests.trees import random_bushy_tree
+    from tree_kernels.block_mask import block_visibility, tree_masks
+    from tree_kernels.reference import tree_attention_mask
+    from tree_kernels.reorder import dfs_order, inverse_permutation, permute_tree
+    from tree_kernels.triton_tree_attention import tree_attention
 
     device = "cuda" if cuda else "cpu"
     dtype = torch.float16

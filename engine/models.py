@@ -14,7 +14,10 @@ Names resolve in this order (DESIGN.md, "Built-in model names"):
 4. A Hugging Face hub id (`meta-llama/Llama-2-7b-hf`), optionally at a `revision` (branch, tag
    or commit): resolved as the Hugging Face libraries do on the machine that loads it, from its
    cache, downloaded there on first use where it is online (engine/hub.py, docs/models.md).
-5. `ckpt:NAME`: a draft trained by `orch train talf` (engine/train/talf_train.py), the
+5. `synthetic:ARCH[@align=A][,seed=S]`: an aligned synthetic model at a published shape
+   (engine/synthetic.py), built from its name alone; a synthetic draft takes its target's
+   vocabulary.
+6. `ckpt:NAME`: a draft trained by `orch train talf` (engine/train/talf_train.py), the
    checkpoint's base draft with its trained tensors put in; the loaded model records the
    checkpoint's name, kind, sha256 and training config (`LoadedModel.checkpoint`).
 """
@@ -35,9 +38,11 @@ from engine.checkpoint import apply_weights, describe, find, load
 from engine.config import ConfigError, split_engine
 from engine.fetch import REAL_MODELS, ensure_fetched, model_dir, read_manifest
 from engine.hub import cached, check, check_tokenizers, download, is_hub_id
-from engine.model_names import TINY_MODELS, canonical_name
+from engine.model_names import TINY_MODELS, canonical_name, parse_synthetic
 from engine.placement import load_placed, model_bytes
 from engine.runtime.lean import check_supported
+from engine.shapes import SYNTHETIC_ARCHS
+from engine.synthetic import build_synthetic
 from engine.tiny_models import TINY_POSITIONS, build_tiny
 from engine.tokenizers import (  # noqa: F401 - engine.models.ByteTokenizer etc., as before
     BOS_ID,
@@ -46,6 +51,7 @@ from engine.tokenizers import (  # noqa: F401 - engine.models.ByteTokenizer etc.
     TINY_VOCAB,
     ByteTokenizer,
     HFTokenizer,
+    SyntheticTokenizer,
 )
 
 
@@ -84,13 +90,22 @@ def checkpoint_base(name: str) -> str:
     return find(name[len(CHECKPOINT_PREFIX) :], "talf").config["draft"]
 
 
+def synthetic(name: str):
+    """The SyntheticName `name` is (engine/model_names.py), None for any other kind of name;
+    ConfigError with one line for a malformed `synthetic:` name."""
+    try:
+        return parse_synthetic(name)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 def is_folder_name(name: str) -> bool:
     """A model given as a path (not a registry name): it has a separator or starts with ~ or ."""
     return "/" in name or name.startswith(("~", "."))
 
 
 def resolve(name: str, local: bool = True, revision: str | None = None) -> str:
-    """locate(...)'s kind: "tiny", "real", "folder", "hub" or "checkpoint"."""
+    """locate(...)'s kind: "tiny", "synthetic", "real", "folder", "hub" or "checkpoint"."""
     return locate(name, local, revision)[0]
 
 
@@ -115,6 +130,8 @@ def locate(name: str, local: bool = True, revision: str | None = None) -> tuple[
         )
     if name in TINY_MODELS:
         return "tiny", None
+    if synthetic(name) is not None:
+        return "synthetic", None
     if name in real_model_names():
         return "real", None
     path = Path(name).expanduser()
@@ -190,6 +207,9 @@ def model_config(name: str, revision: str | None = None) -> dict[str, Any] | Non
         folder = local_folder(name, revision)
         return None if folder is None else read_model_config(folder)
     kind = resolve(name, local=False)
+    if kind == "synthetic":
+        spec = SYNTHETIC_ARCHS[synthetic(name).arch]
+        return {**spec.config(tied=False).to_dict(), "model_type": spec.model_type()}
     if kind == "tiny":
         spec = TINY_MODELS[name]
         return {
@@ -279,7 +299,7 @@ def auto_dtype(name: str, device: str) -> str:
     return str(pick_dtype("auto", torch.device(device))).removeprefix("torch.")
 
 
-# sdpa_gqa (kernels/sdpa_gqa.py, the default): transformers' sdpa without its key/value copy
+# sdpa_gqa (tree_kernels/sdpa_gqa.py, the default): transformers' sdpa without its key/value copy
 # per query head under a mask; tree_triton: the Triton tree kernel for verification forwards
 ATTENTION = ("sdpa_gqa", "sdpa", "eager", "tree_triton")
 
@@ -309,15 +329,17 @@ def load_model(
     revision: str | None = None,
     placement: dict[str, Any] | None = None,
     draft_bytes: int = 0,
+    vocab: int | None = None,
 ) -> LoadedModel:
     """Load a model by name (a hub id at `revision`). attn="tree_triton" switches its
-    attention to the Triton tree kernel (kernels/hf_attention.py) for tree-verification
+    attention to the Triton tree kernel (tree_kernels/hf_attention.py) for tree-verification
     forwards, sdpa elsewhere. `placement` (engine/placement.py): spread over the GPUs the
-    trial reserved, or offloaded, `draft_bytes` of GPU 0 left to the draft."""
+    trial reserved, or offloaded, `draft_bytes` of GPU 0 left to the draft. `vocab`: a
+    synthetic model's vocabulary (its target's, for a draft; default its shape's)."""
     name = canonical_name(name)
     kind = resolve(name, revision=revision)
     check_attn(attn)
-    if placement and kind in ("tiny", "checkpoint"):
+    if placement and kind in ("tiny", "synthetic", "checkpoint"):
         raise ConfigError(
             f"placement applies to models loaded from files (a hub id or a folder), not {name}"
         )
@@ -330,6 +352,10 @@ def load_model(
         model = build_tiny(name)
         dt = torch.float32 if dtype in (None, "auto") else pick_dtype(dtype, dev)
         tokenizer: Any = ByteTokenizer()
+    elif kind == "synthetic":
+        dt = pick_dtype(dtype, dev)
+        model = build_synthetic(synthetic(name), dev, dt, vocab)
+        tokenizer = SyntheticTokenizer(model.config.vocab_size)
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: transformers
         from transformers.utils import logging as hf_logging  # lazy: transformers
@@ -358,11 +384,11 @@ def load_model(
                 f"cannot load model {name}: {type(e).__name__}: {first}"[:500]
             ) from None
     if attn == "tree_triton":
-        from kernels.hf_attention import register  # lazy: transformers
+        from tree_kernels.hf_attention import register  # lazy: transformers
 
         register()
     elif attn == "sdpa_gqa":
-        from kernels.sdpa_gqa import register  # lazy: transformers
+        from tree_kernels.sdpa_gqa import register  # lazy: transformers
 
         register()
     model.set_attn_implementation(attn)
@@ -416,7 +442,9 @@ def load_pair(
         return Pair(target=load_model(target, device, dtype, attn, t_rev, placement), draft=None)
     resolve(draft, revision=d_rev)
     check_pair_tokenizers(target, draft, revisions, fetch=True)
-    d = load_model(draft, device, dtype if draft_dtype is None else draft_dtype, revision=d_rev)
+    d_vocab = vocab_size(target) if resolve(draft) == "synthetic" else None  # the pair's
+    d_dtype = dtype if draft_dtype is None else draft_dtype
+    d = load_model(draft, device, d_dtype, revision=d_rev, vocab=d_vocab)
     used = 0
     if placement:
         used = model_bytes(d.model)

@@ -51,3 +51,31 @@ class HFTokenizer:
         turns = [{"role": r, "content": c} for r, c in messages or (("user", text),)]
         out = self.tok.apply_chat_template(turns, add_generation_prompt=True, tokenize=True)
         return list(out["input_ids"] if hasattr(out, "keys") else out)
+
+
+class SyntheticTokenizer:
+    """The tokenizer of random-weight and synthetic models (engine/synthetic.py): UTF-8 bytes
+    as ids 0..255 of a `vocab_size` vocabulary, no BOS, no EOS (no token ends a generation
+    early: a planted successor may be any id), other ids decoded as `<N>`; no chat template."""
+
+    eos_token_id = None
+    bos_token_id = None
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: list[int]) -> str:
+        out, run = [], bytearray()
+        for i in ids:
+            if i < BYTE_VOCAB:
+                run.append(i)
+                continue
+            out.append(run.decode("utf-8", errors="replace") + f"<{i}>")
+            run = bytearray()
+        return "".join(out) + run.decode("utf-8", errors="replace")
+
+    def chat_template_encode(self, text: str, messages=None) -> list[int] | None:
+        return None

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from engine.transfer import to_device
-from kernels.reference import ancestor_matrix
+from tree_kernels.reference import ancestor_matrix
 
 SAMPLING_MODES = ("iid", "without_replacement", "deterministic")
 
@@ -145,7 +145,7 @@ def _zero(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
 
 
 def ancestor_rows(parents: list[int]) -> torch.Tensor:
-    """[N, N] bool on the CPU, kernels/reference.py ancestor_matrix from host lists: row i is
+    """[N, N] bool on the CPU, tree_kernels/reference.py ancestor_matrix from host lists: row i is
     its parent's row plus i itself (topological order). N row copies in numpy cost less than
     the pointer doubling's ~5 log2(N) tensor ops on the host (65 nodes: 22 us against 180 us
     on this CPU; docs/fast_path.md), and the result is one host-to-device copy."""
@@ -167,7 +167,7 @@ def depth_from_parents(parents: list[int]) -> list[int]:
 
 def dfs_preorder(parents: list[int]) -> list[int]:
     """The DFS preorder of a tree given by its parents (root 0, topological), children in
-    their own order: kernels/reorder.py dfs_order(heavy_first=False) on host lists, for
+    their own order: tree_kernels/reorder.py dfs_order(heavy_first=False) on host lists, for
     builders that hold their tree in Python (perm[new] = old)."""
     children: list[list[int]] = [[] for _ in parents]
     for i in range(1, len(parents)):

@@ -5,7 +5,7 @@ Read from the source with `ast` (no module is imported), counting imports inside
 so that a cycle hidden behind one is still a cycle. `if TYPE_CHECKING:` blocks never run and
 are left out. The layers, lowest first (a module may import its own layer and those below):
 
-    engine:        kernels < leaf types < runtime, models < draft < drafters, verify
+    engine:        tree_kernels < leaf types < runtime, models < draft < drafters, verify
                    < methods, tree_bounds < iteration < decode < train, curves, certify
     orchestrator:  records < spec, store < run < results < ui < cli < the package's public API
     db imports nothing of ours; bench and tests may import anything.
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("kernels", "engine", "db", "orchestrator", "bench")
+PACKAGES = ("tree_kernels", "engine", "db", "orchestrator", "bench")
 
 # (module prefix, layer); a module's layer is its longest matching prefix's
 LAYERS = [
-    ("kernels", 0),
+    ("tree_kernels", 0),
     ("engine", 1),  # leaf types: config, transfer, clock, sampling, tree, metrics, ...
     ("engine.runtime", 2),
     ("engine.models", 2),
@@ -230,10 +230,10 @@ def test_imports_point_down_the_layers():
 
 def test_packages_import_only_what_their_part_may():
     allowed = {
-        "kernels": ("kernels",),
+        "tree_kernels": ("tree_kernels",),
         "db": ("db",),
-        "engine": ("engine", "kernels"),
-        "orchestrator": ("orchestrator", "engine", "db", "kernels"),
+        "engine": ("engine", "tree_kernels"),
+        "orchestrator": ("orchestrator", "engine", "db", "tree_kernels"),
     }
     never = {"engine": {"orchestrator", "db", "ray", "sqlalchemy", "click", "alembic"}}
     bad = []

@@ -1,11 +1,9 @@
 """Random-weight models with the published shapes, and the bandwidth floor of decoding with them.
 
-Used by the bench.gpu programs: no hub, no weights, only torch and transformers. Each
-`ArchSpec` holds the shape numbers of a published config (hidden size, layers, heads, KV heads,
-MLP size, vocabulary, tied embeddings, RoPE base); `build` makes a transformers model from it
-with seeded random weights directly on the device, in the chosen dtype. `--tiny`
-(`ArchSpec.tiny`) keeps the architecture and shrinks every size, so the whole benchmark runs
-on a CPU in seconds. `loaded`, `ar_pair` and `random_prompt` hand them to our engine.
+Used by the bench.gpu programs: no hub, no weights, only torch and transformers. The shapes
+(`ArchSpec`, `ARCHS`) and `build` live in engine/shapes.py; `--tiny` (`ArchSpec.tiny`) keeps the
+architecture and shrinks every size, so the whole benchmark runs on a CPU in seconds.
+`loaded`, `ar_pair` and `random_prompt` hand them to our engine.
 
 Bandwidth floor of autoregressive decoding (one token per step, batch 1): every step reads each
 weight matrix once, the KV cache of the context, and writes one token's keys/values:
@@ -21,73 +19,12 @@ second of a large device-to-device copy), the rate a memory-bound kernel can str
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 import torch
 
 from engine.models import LoadedModel, Pair
+from engine.shapes import ARCHS, ArchSpec, build  # noqa: F401 - bench.gpu.models.ARCHS etc.
+from engine.tokenizers import SyntheticTokenizer
 
-
-@dataclass(frozen=True)
-class ArchSpec:
-    family: str  # "qwen2" | "llama"
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    intermediate: int
-    vocab: int
-    tied: bool  # input embedding shared with the LM head
-    rope_theta: float
-    max_positions: int
-    rms_eps: float
-
-    def tiny(self) -> ArchSpec:
-        """The same architecture (family, GQA or not, tying) at toy sizes: 2 layers, hidden
-        64, 4 heads, a 512-token vocabulary."""
-        return replace(
-            self,
-            hidden=64,
-            layers=min(self.layers, 2),
-            heads=4,
-            kv_heads=4 if self.kv_heads == self.heads else 2,
-            intermediate=160,
-            vocab=512,
-            max_positions=4096,
-        )
-
-    def config(self, vocab: int | None = None):
-        """A transformers config; `vocab` overrides the vocabulary (a draft padded to its
-        target's embedding size, as Qwen2.5 checkpoints of one tokenizer are)."""
-        from transformers import LlamaConfig, Qwen2Config  # lazy: transformers
-
-        common = dict(
-            vocab_size=vocab or self.vocab,
-            hidden_size=self.hidden,
-            intermediate_size=self.intermediate,
-            num_hidden_layers=self.layers,
-            num_attention_heads=self.heads,
-            num_key_value_heads=self.kv_heads,
-            max_position_embeddings=self.max_positions,
-            rms_norm_eps=self.rms_eps,
-            rope_theta=self.rope_theta,
-            tie_word_embeddings=self.tied,
-            bos_token_id=None,
-            eos_token_id=None,  # random weights: no token ends a generation early
-            pad_token_id=None,
-        )
-        if self.family == "qwen2":
-            return Qwen2Config(**common)
-        return LlamaConfig(**common)
-
-
-# Published configs (config.json of each checkpoint on the Hugging Face hub).
-ARCHS: dict[str, ArchSpec] = {
-    "qwen2.5-0.5b": ArchSpec("qwen2", 896, 24, 14, 2, 4864, 151936, True, 1e6, 32768, 1e-6),
-    "qwen2.5-1.5b": ArchSpec("qwen2", 1536, 28, 12, 2, 8960, 151936, True, 1e6, 32768, 1e-6),
-    "qwen2.5-7b": ArchSpec("qwen2", 3584, 28, 28, 4, 18944, 152064, False, 1e6, 32768, 1e-6),
-    "llama-2-7b": ArchSpec("llama", 4096, 32, 32, 32, 11008, 32000, False, 1e4, 4096, 1e-5),
-}
 # orch's model names of the same shapes (../shared/MODELS.md: the Coder models' hidden size,
 # layers, heads, KV heads; their configs' MLP size, vocabulary and tying match too): a profile
 # curve measured here is stored under these names, so `orch compare --predict-on DEVICE`
@@ -100,37 +37,6 @@ PAIRS: dict[str, tuple[str, str]] = {
     "qwen2.5-1.5b/qwen2.5-0.5b": ("qwen2.5-1.5b", "qwen2.5-0.5b"),
     "qwen2.5-7b/qwen2.5-0.5b": ("qwen2.5-7b", "qwen2.5-0.5b"),
 }
-
-
-class NoTokenizer:
-    """What engine.decode.generate reads of a tokenizer: no EOS, so every generation runs to
-    max_new_tokens (random weights would emit an EOS at random)."""
-
-    eos_token_id = None
-    bos_token_id = None
-
-    def __init__(self, vocab: int) -> None:
-        self.vocab_size = vocab
-
-
-def build(
-    spec: ArchSpec, device: torch.device, dtype: torch.dtype, seed: int, vocab: int | None = None
-):
-    """A causal LM of `spec`'s shapes with seeded random weights (the config's initializer),
-    created on `device` in `dtype`, eval mode, no gradients, SDPA attention."""
-    from transformers import AutoModelForCausalLM  # lazy: transformers
-
-    cfg = spec.config(vocab)
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(seed)
-        with torch.device(device):
-            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
-    model.set_attn_implementation("sdpa")
-    model.generation_config.eos_token_id = None
-    model.generation_config.pad_token_id = 0
-    model = model.to(device=device, dtype=dtype).eval()
-    model.requires_grad_(False)
-    return model
 
 
 def weight_bytes_read(model) -> int:
@@ -190,11 +96,12 @@ class Models:
 
 
 def loaded(name: str, model) -> LoadedModel:
-    """A built model as our engine loads one (NoTokenizer: no EOS)."""
+    """A built model as our engine loads one (its tokenizer has no EOS: every generation runs
+    to max_new_tokens; random weights would emit one at random)."""
     return LoadedModel(
         name=name,
         model=model,
-        tokenizer=NoTokenizer(model.config.vocab_size),
+        tokenizer=SyntheticTokenizer(model.config.vocab_size),
         device=model.device,
         dtype=model.dtype,
     )

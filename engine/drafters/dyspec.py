@@ -35,12 +35,12 @@ Node order (App. C): DySpec renumbers the finished tree in depth-first order so 
 block-sparse tree-attention kernel skips more tiles (a DFS preorder is topological, and with
 children in their original order it keeps every sibling list in draw order, as the
 without-replacement verifiers need). With `reorder` (default, as in the paper) the builder
-numbers the tree in the DFS order of kernels/reorder.py `dfs_order(parents, heavy_first=False)`
+numbers the tree in the DFS order of tree_kernels/reorder.py `dfs_order(parents, heavy_first=False)`
 (engine/tree.py dfs_preorder, the same order on the builder's host lists);
 the target forward, the verifier and both cache commits then all use that numbering, so
 nothing has to be mapped back. It changes no token, only the order nodes are fed to the target
 (useful with the "tree_triton" attention, neutral with dense masks). The heavy-path-first
-variant of kernels/reorder.py would reorder siblings and is not used here.
+variant of tree_kernels/reorder.py would reorder siblings and is not used here.
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ class CachedModel:
 
     def _tree_kernel(self, n: int, parents, start: int) -> contextlib.AbstractContextManager:
         """The context a verification forward runs in: the Triton tree kernel's parents when
-        the model was switched to the "tree_triton" attention (kernels/hf_attention.py) and the
+        the model was switched to the "tree_triton" attention (tree_kernels/hf_attention.py) and the
         n new tokens are one tree right after the committed prefix (start: the cache length
         before them); else nothing."""
         if (
@@ -174,7 +174,7 @@ class CachedModel:
             or self.model.config._attn_implementation != "tree_triton"
         ):
             return NO_CONTEXT
-        from kernels.hf_attention import tree_parents  # lazy: transformers
+        from tree_kernels.hf_attention import tree_parents  # lazy: transformers
 
         return tree_parents(parents)
 

@@ -7,12 +7,12 @@ token for Qwen2.5-7B on `graphs`, docs/gpu.md): the matrix products took 1.15x t
 and its unfused norms, rotary embedding, casts and cache copies another 2.7 ms per token. This
 forward runs the same model with the same weights in about ten launches per layer:
 
-    h = norm(x)                                    kernels/rms_norm.py (first layer only)
+    h = norm(x)                                    tree_kernels/rms_norm.py (first layer only)
     qkv = h W_qkv^T (+ b)                          one product: q, k, v projections fused
-    q = rope(q); cache[slots] = rope(k), v         kernels/rope_append.py
+    q = rope(q); cache[slots] = rope(k), v         tree_kernels/rope_append.py
     a = attention(q, cache[:width], mask)          SDPA, query heads packed per key/value head
-    h, x = norm(x + a W_o^T)                       kernels/rms_norm.py (add and norm fused)
-    m = silu(g) * u, [g | u] = h W_gu^T            one product, kernels/silu_mul.py
+    h, x = norm(x + a W_o^T)                       tree_kernels/rms_norm.py (add and norm fused)
+    m = silu(g) * u, [g | u] = h W_gu^T            one product, tree_kernels/silu_mul.py
     h, x = norm(x + m W_down^T)                    the next layer's input norm (the last: the
                                                    final norm, over the rows kept for logits)
 
@@ -40,9 +40,9 @@ import torch.nn.functional as F
 
 from engine.config import ConfigError
 from engine.runtime.slots import SlotCache
-from kernels.rms_norm import rms_norm, rms_norm_reference
-from kernels.rope_append import rope_append, rope_append_reference
-from kernels.silu_mul import silu_mul, silu_mul_reference
+from tree_kernels.rms_norm import rms_norm, rms_norm_reference
+from tree_kernels.rope_append import rope_append, rope_append_reference
+from tree_kernels.silu_mul import silu_mul, silu_mul_reference
 
 FAMILIES = ("llama", "qwen2")
 KERNELS = ("auto", "triton", "torch")

@@ -22,8 +22,8 @@ the tree nodes of this iteration); what changes is how the keys/values are kept:
 
 Uncompiled, a forward attends to the first length + n slots only (views of the buffer), so
 attention costs what the eager path's does, and a target loaded with the "tree_triton"
-attention runs its verification forwards through the Triton tree kernel (kernels/hf_attention.py)
-as on the eager path.
+attention runs its verification forwards through the Triton tree kernel
+(tree_kernels/hf_attention.py) as on the eager path.
 """
 
 from __future__ import annotations

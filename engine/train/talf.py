@@ -36,7 +36,7 @@ import torch
 
 from engine.runtime.eager import CachedModel
 from engine.tree import Tree, make_tree
-from kernels.reference import ancestor_matrix
+from tree_kernels.reference import ancestor_matrix
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.tree import Tree, ancestor_matrix, ancestor_rows, dfs_preorder, make_tree
-from kernels.reorder import dfs_order
 from tests.trees import parent_arrays
+from tree_kernels.reorder import dfs_order
 
 
 @st.composite
@@ -98,7 +98,7 @@ def test_tree_rejects_bad_sampling_and_q_shape():
 @settings(max_examples=100, deadline=None)
 @given(parent_arrays(60))
 def test_dfs_preorder_is_the_kernels_dfs_order_on_host_lists(parents):
-    """DySpec numbers its tree with dfs_preorder (App. C): the order of kernels/reorder.py
+    """DySpec numbers its tree with dfs_preorder (App. C): the order of tree_kernels/reorder.py
     dfs_order(heavy_first=False), every parent before its children, each node once."""
     order = dfs_preorder(parents)
     assert order == dfs_order(torch.tensor(parents), heavy_first=False).tolist()

@@ -19,7 +19,7 @@ import torch
 from engine.draft import DecodeState
 from engine.draft.growth import Level, Plan, feed, pack_levels, ranks, root
 from engine.drafters.beam.build import BeamConfig
-from kernels.reference import ancestor_matrix
+from tree_kernels.reference import ancestor_matrix
 
 
 def _best(v: torch.Tensor, k: int) -> torch.Tensor:

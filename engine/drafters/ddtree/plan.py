@@ -34,7 +34,7 @@ import torch
 from engine.draft import DecodeState
 from engine.draft.growth import Level, Plan, feed, pack_levels, root
 from engine.drafters.ddtree.build import DDTreeConfig
-from kernels.reference import ancestor_matrix
+from tree_kernels.reference import ancestor_matrix
 
 
 @functools.cache

@@ -30,7 +30,7 @@ import torch
 from engine.draft import DecodeState
 from engine.draft.growth import Fed, Level, Plan, feed, pack, ranks, root
 from engine.drafters.dynatree.build import DynaTreeConfig, adapted
-from kernels.reference import ancestor_matrix
+from tree_kernels.reference import ancestor_matrix
 
 
 def _children(

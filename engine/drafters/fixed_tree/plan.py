@@ -19,7 +19,7 @@ import torch
 from engine.draft import DecodeState
 from engine.draft.growth import Fed, Level, Plan, feed, pack, root
 from engine.drafters.fixed_tree.build import FixedTreeConfig
-from kernels.reference import ancestor_matrix
+from tree_kernels.reference import ancestor_matrix
 
 
 def widths(cfg: FixedTreeConfig, levels: int) -> tuple[int, ...]:

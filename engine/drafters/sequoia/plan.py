@@ -21,7 +21,7 @@ from engine.draft import DecodeState
 from engine.draft.growth import Level, Plan, feed, pack_levels, root
 from engine.drafters.sequoia.build import SequoiaConfig, optimal_shape, vector
 from engine.transfer import to_device
-from kernels.reference import ancestor_matrix
+from tree_kernels.reference import ancestor_matrix
 
 
 @functools.cache

@@ -17,7 +17,7 @@ import math
 from engine.draft import DecodeState
 from engine.draft.growth import Fed, Level, Plan, feed, pack, ranks, root
 from engine.drafters.specinfer.build import SpecInferConfig
-from kernels.reference import ancestor_matrix
+from tree_kernels.reference import ancestor_matrix
 
 
 def _children(fed: Fed) -> Level:

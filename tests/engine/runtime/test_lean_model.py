@@ -15,9 +15,9 @@ from engine.methods import standalone
 from engine.models import check_engine, load_pair
 from engine.runtime.lean import LeanLM, lean
 from engine.runtime.static import StaticCachedModel
-from kernels.triton_tree_attention import is_interpreted
 from tests.engine.golden import PROMPTS, reference
 from tests.engine.runtime.cache_helpers import tree_then_commit
+from tree_kernels.triton_tree_attention import is_interpreted
 
 # the Triton kernels run on CPU tensors only under the interpreter
 KERNELS = ["torch"] + (["triton"] if is_interpreted() or torch.cuda.is_available() else [])

@@ -37,7 +37,7 @@ def tiny_d64(attn: str, noise: float, seed: int = 5) -> LoadedModel:
                 if p.dim() >= 2:
                     p.add_(noise * p.std() * torch.randn(p.shape, generator=gen))
     if attn == "tree_triton":
-        from kernels.hf_attention import register
+        from tree_kernels.hf_attention import register
 
         register()
     model.set_attn_implementation(attn)
@@ -50,16 +50,16 @@ def tiny_d64(attn: str, noise: float, seed: int = 5) -> LoadedModel:
     "method,params", [("linear", {"k": 3}), ("fixed_tree", {"depth": 3, "branch": 2, "budget": 10})]
 )
 def test_tree_kernel_switch_is_lossless(method, params, engine, monkeypatch):
-    import kernels
+    import tree_kernels
 
     calls = []
-    real = kernels.tree_attention
+    real = tree_kernels.tree_attention
 
     def spy(q, *a, **k):
-        calls.append(kernels.uses_triton(q))
+        calls.append(tree_kernels.uses_triton(q))
         return real(q, *a, **k)
 
-    monkeypatch.setattr(kernels, "tree_attention", spy)
+    monkeypatch.setattr(tree_kernels, "tree_attention", spy)
     draft = tiny_d64("sdpa", noise=0.03)
     ref_pair = Pair(tiny_d64("sdpa", 0.0), draft)
     tri_pair = Pair(tiny_d64("tree_triton", 0.0), draft)

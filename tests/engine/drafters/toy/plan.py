@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from engine.draft import DecodeState
 from engine.draft.growth import Fed, Level, Plan, feed, pack, ranks, root
-from kernels.reference import ancestor_matrix
 from tests.engine.drafters.toy.build import ToyConfig
+from tree_kernels.reference import ancestor_matrix
 
 
 def _children(fed: Fed) -> Level:

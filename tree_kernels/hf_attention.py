@@ -4,7 +4,7 @@
 transformers' ``AttentionInterface`` and gives it sdpa's mask builder. A model switched
 to it (``model.set_attn_implementation(name)``) behaves exactly like ``"sdpa"`` except
 inside ``with tree_parents(parents):``, where every attention layer runs
-``kernels.tree_attention`` over (cached prefix + tree) with the ancestor-only mask of the
+``tree_kernels.tree_attention`` over (cached prefix + tree) with the ancestor-only mask of the
 given tree (DDTree Sec. 4.4): the Triton kernel on CUDA / under TRITON_INTERPRET=1, else
 the torch reference. Works for every model whose attention calls the interface with
 query [B, H, N, D] and key/value [B, Hkv, P + N, D] already holding the cache (Llama,
@@ -33,10 +33,10 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-import kernels
-from kernels.block_mask import TreeMasks, tree_masks
-from kernels.reference import check_parents
-from kernels.sdpa_gqa import sdpa_gqa_forward
+import tree_kernels
+from tree_kernels.block_mask import TreeMasks, tree_masks
+from tree_kernels.reference import check_parents
+from tree_kernels.sdpa_gqa import sdpa_gqa_forward
 
 NAME = "tree_triton"
 
@@ -79,7 +79,7 @@ def tree_attention_forward(
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """transformers attention function: query [B, H, N, D], key/value [B, Hkv, P + N, D]
-    -> (attn_output [B, N, H, D], None). Falls back to sdpa (kernels/sdpa_gqa.py, grouped
+    -> (attn_output [B, N, H, D], None). Falls back to sdpa (tree_kernels/sdpa_gqa.py, grouped
     heads inside the kernel) outside ``tree_parents``."""
     active = _ACTIVE.get()
     if active is None:
@@ -95,8 +95,8 @@ def tree_attention_forward(
         raise NotImplementedError(
             "tree attention supports neither dropout, softcap nor sliding windows"
         )
-    masks = active.masks_on(query.device) if kernels.uses_triton(query) else None
-    out = kernels.tree_attention(
+    masks = active.masks_on(query.device) if tree_kernels.uses_triton(query) else None
+    out = tree_kernels.tree_attention(
         query, key, value, active.parents, scale=scaling, masks=masks
     )  # [B, H, N, D]
     return out.transpose(1, 2).contiguous(), None

@@ -9,7 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.block_mask import (
+from tests.trees import parent_arrays, random_bushy_tree
+from tree_kernels.block_mask import (
     BLOCK_M,
     BLOCK_N,
     block_visibility,
@@ -17,9 +18,8 @@ from kernels.block_mask import (
     unpack_bits,
     visible_block_count,
 )
-from kernels.reference import ancestor_matrix, node_depths
-from kernels.reorder import dfs_order, inverse_permutation, permute_tree, subtree_sizes
-from tests.trees import parent_arrays, random_bushy_tree
+from tree_kernels.reference import ancestor_matrix, node_depths
+from tree_kernels.reorder import dfs_order, inverse_permutation, permute_tree, subtree_sizes
 
 trees = parent_arrays(60, forest=True)
 

@@ -5,7 +5,7 @@ committed prefix positions, all visible, and to the tree itself under the ancest
 mask (DDTree Sec. 4.4). Like DySpec's custom-mask FlashAttention (App. C.1) the kernel
 runs an online softmax (FlashAttention) over key blocks of 32 and skips every
 (query block, key block) tile of the tree part that holds no visible pair; the DFS
-reorder (``kernels/reorder.py``, App. C Def. 1) makes such tiles common.
+reorder (``tree_kernels/reorder.py``, App. C Def. 1) makes such tiles common.
 
 Host side (vectorised torch, once per tree, reusable across layers):
   * ``tree_masks(parents)`` packs the ancestor matrix into one 32-bit word per
@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.block_mask import BLOCK_M, BLOCK_N, TreeMasks, tree_masks
+from tree_kernels.block_mask import BLOCK_M, BLOCK_N, TreeMasks, tree_masks
 
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -168,7 +168,7 @@ def is_interpreted() -> bool:
     return type(_tree_attention_fwd).__name__ == "InterpretedFunction"
 
 
-# BLOCK_M and BLOCK_N are baked into the masks of kernels/block_mask.py (one int32 word of
+# BLOCK_M and BLOCK_N are baked into the masks of tree_kernels/block_mask.py (one int32 word of
 # ancestor bits per 32 tree keys, one key-block list per 32 queries), so no config changes
 # them: only the prefix step, warps and stages are tuned. (PREFIX_BLOCK, num_stages) pairs
 # are those whose pipelined K/V tiles fit the 227 KB of shared memory of an H100 in the

@@ -6,14 +6,14 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from kernels.reference import (
+from tests.trees import parent_arrays
+from tree_kernels.reference import (
     ancestor_matrix,
     check_parents,
     node_depths,
     tree_attention_mask,
     tree_attention_reference,
 )
-from tests.trees import parent_arrays
 
 # parents[j] in [-1, j - 1]: every topologically ordered forest under the prefix.
 trees = parent_arrays(40, forest=True)

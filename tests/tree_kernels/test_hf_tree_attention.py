@@ -10,10 +10,10 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-import kernels  # noqa: E402
-from kernels.hf_attention import register, tree_parents  # noqa: E402
-from kernels.reference import node_depths, tree_attention_mask  # noqa: E402
+import tree_kernels  # noqa: E402
 from tests.trees import random_bushy_tree  # noqa: E402
+from tree_kernels.hf_attention import register, tree_parents  # noqa: E402
+from tree_kernels.reference import node_depths, tree_attention_mask  # noqa: E402
 
 PREFIX, NODES, VOCAB = 13, 40, 256
 
@@ -76,20 +76,20 @@ def test_tree_forward_matches_sdpa_with_ancestor_mask(arch, monkeypatch):
     model = tiny_model(arch)
     name = register()
     calls = []
-    inner = kernels.tree_attention
+    inner = tree_kernels.tree_attention
 
     def counted(q, *args, **kw):
-        calls.append(kernels.uses_triton(q))
+        calls.append(tree_kernels.uses_triton(q))
         return inner(q, *args, **kw)
 
-    monkeypatch.setattr(kernels, "tree_attention", counted)
+    monkeypatch.setattr(tree_kernels, "tree_attention", counted)
     prefix, parents, tokens = tree_case()
     expected = tree_logits(model, "sdpa", prefix, parents, tokens)
     got = tree_logits(model, name, prefix, parents, tokens)
     # One call per layer, on the Triton kernel wherever it can run (here: interpreter or CUDA).
     assert (
         calls
-        == [kernels.uses_triton(torch.zeros(1, 2, NODES, 64))] * model.config.num_hidden_layers
+        == [tree_kernels.uses_triton(torch.zeros(1, 2, NODES, 64))] * model.config.num_hidden_layers
     )
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
     # Sensitivity: the oracle under a different tree (a chain) gives other logits.

@@ -1,4 +1,4 @@
-"""The lean forward's Triton kernels (kernels/rms_norm.py, rope_append.py, silu_mul.py) against
+"""The lean forward's Triton kernels (tree_kernels/rms_norm.py, rope_append.py, silu_mul.py) against
 their pure-torch references, which compute what transformers' Llama / Qwen2 modules do.
 
 Runs on CUDA when present, else under the Triton CPU interpreter (TRITON_INTERPRET=1 set
@@ -9,10 +9,10 @@ where a GPU rounds to nearest)."""
 import pytest
 import torch
 
-from kernels.rms_norm import rms_norm, rms_norm_reference
-from kernels.rope_append import rope_append, rope_append_reference
-from kernels.silu_mul import BLOCK, silu_mul, silu_mul_reference
-from kernels.triton_tree_attention import is_interpreted
+from tree_kernels.rms_norm import rms_norm, rms_norm_reference
+from tree_kernels.rope_append import rope_append, rope_append_reference
+from tree_kernels.silu_mul import BLOCK, silu_mul, silu_mul_reference
+from tree_kernels.triton_tree_attention import is_interpreted
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 if DEVICE == "cpu" and not is_interpreted():

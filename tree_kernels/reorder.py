@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.reference import check_parents, node_depths
+from tree_kernels.reference import check_parents, node_depths
 
 
 def inverse_permutation(perm: torch.Tensor) -> torch.Tensor:

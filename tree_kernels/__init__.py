@@ -3,20 +3,20 @@
 ``tree_attention`` runs the Triton kernel when Triton is importable and the tensors are
 on CUDA (or the kernel was built for the interpreter, TRITON_INTERPRET=1) with a supported
 head dim (64, 128) and dtype (fp32, fp16, bf16), else the reference. Importing this
-package never requires Triton; the kernel itself is ``kernels.triton_tree_attention``, the
-Hugging Face switch is ``kernels.hf_attention``.
+package never requires Triton; the kernel itself is ``tree_kernels.triton_tree_attention``, the
+Hugging Face switch is ``tree_kernels.hf_attention``.
 """
 
 from __future__ import annotations
 
 import torch
 
-from kernels.block_mask import block_visibility, visible_block_count
-from kernels.reference import ancestor_matrix, tree_attention_reference
-from kernels.reorder import dfs_order, inverse_permutation, permute_tree
+from tree_kernels.block_mask import block_visibility, visible_block_count
+from tree_kernels.reference import ancestor_matrix, tree_attention_reference
+from tree_kernels.reorder import dfs_order, inverse_permutation, permute_tree
 
 try:
-    from kernels import triton_tree_attention as _triton_impl
+    from tree_kernels import triton_tree_attention as _triton_impl
 except ImportError:  # no triton on this machine
     _triton_impl = None
 
@@ -45,7 +45,7 @@ def tree_attention(
 ) -> torch.Tensor:
     """q: [B, H, N, D]; k, v: [B, Hkv, P + N, D]; parents: LongTensor[N] -> [B, H, N, D].
 
-    ``masks`` (optional, Triton path only) is ``kernels.block_mask.tree_masks(parents,
+    ``masks`` (optional, Triton path only) is ``tree_kernels.block_mask.tree_masks(parents,
     device)``, precomputed once per tree and shared by all layers.
     """
     if uses_triton(q):

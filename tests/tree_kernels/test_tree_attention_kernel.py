@@ -28,13 +28,13 @@ import torch
 
 pytest.importorskip("triton")
 
-import kernels  # noqa: E402
-from kernels.block_mask import block_visibility, tree_masks, visible_block_count  # noqa: E402
-from kernels.reference import tree_attention_reference  # noqa: E402
-from kernels.reorder import dfs_order, inverse_permutation, permute_tree  # noqa: E402
-from kernels.triton_tree_attention import GPU_CONFIGS, INTERPRETER_CONFIG, is_interpreted  # noqa: E402
-from kernels.triton_tree_attention import tree_attention as triton_tree_attention  # noqa: E402
+import tree_kernels  # noqa: E402
 from tests.trees import random_bushy_tree  # noqa: E402
+from tree_kernels.block_mask import block_visibility, tree_masks, visible_block_count  # noqa: E402
+from tree_kernels.reference import tree_attention_reference  # noqa: E402
+from tree_kernels.reorder import dfs_order, inverse_permutation, permute_tree  # noqa: E402
+from tree_kernels.triton_tree_attention import GPU_CONFIGS, INTERPRETER_CONFIG, is_interpreted  # noqa: E402
+from tree_kernels.triton_tree_attention import tree_attention as triton_tree_attention  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 if DEVICE == "cpu" and not is_interpreted():
@@ -148,9 +148,9 @@ def test_strided_batched_inputs_and_custom_scale():
 
 def test_package_dispatches_to_triton():
     parents, q, k, v = make_inputs(7, 17, 64, 2, 1, torch.float16, seed=2)
-    assert kernels.uses_triton(q)
+    assert tree_kernels.uses_triton(q)
     assert torch.equal(
-        kernels.tree_attention(q, k, v, parents), triton_tree_attention(q, k, v, parents)
+        tree_kernels.tree_attention(q, k, v, parents), triton_tree_attention(q, k, v, parents)
     )
 
 

@@ -1,4 +1,4 @@
-"""kernels/sdpa_gqa.py, the engine's default attention: under a tree mask it gives transformers'
+"""tree_kernels/sdpa_gqa.py, the engine's default attention: under a tree mask it gives transformers'
 sdpa's outputs without copying keys/values to every query head, and it is what models load with."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""``kernels.tree_attention`` picks the reference where Triton cannot run, and the package
+"""``tree_kernels.tree_attention`` picks the reference where Triton cannot run, and the package
 imports on a machine without triton. Each case runs in a fresh interpreter because the
 choice depends on what was importable and on TRITON_INTERPRET at import time."""
 
@@ -13,15 +13,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 CHECK = """
 import torch
-import kernels
-from kernels.reference import tree_attention_reference
+import tree_kernels
+from tree_kernels.reference import tree_attention_reference
 parents = torch.tensor([-1, 0, 0, 1])
 g = torch.Generator().manual_seed(0)
 q = torch.randn(1, 2, 4, 64, generator=g)
 k = torch.randn(1, 1, 9, 64, generator=g)
 assert kernels.HAS_TRITON is EXPECT_TRITON, kernels.HAS_TRITON
-assert not kernels.uses_triton(q)
-assert torch.equal(kernels.tree_attention(q, k, k, parents), tree_attention_reference(q, k, k, parents))
+assert not tree_kernels.uses_triton(q)
+assert torch.equal(tree_kernels.tree_attention(q, k, k, parents), tree_attention_reference(q, k, k, parents))
 """
 
 

@@ -30,7 +30,7 @@ COMPILE = """
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kernels.triton_tree_attention import GPU_CONFIGS, _tree_attention_fwd as fn
+from tree_kernels.triton_tree_attention import GPU_CONFIGS, _tree_attention_fwd as fn
 
 def footprint(config):
     return config.kwargs["PREFIX_BLOCK"] * config.num_stages, config.num_warps
@@ -65,9 +65,9 @@ LEAN = """
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kernels.rms_norm import _rms_norm_kernel
-from kernels.rope_append import _rope_append_kernel
-from kernels.silu_mul import BLOCK, _silu_mul_kernel
+from tree_kernels.rms_norm import _rms_norm_kernel
+from tree_kernels.rope_append import _rope_append_kernel
+from tree_kernels.silu_mul import BLOCK, _silu_mul_kernel
 
 SHAPES = [(3584, 28, 4, 128), (1536, 12, 2, 128), (896, 14, 2, 64), (4096, 32, 32, 128)]
 

@@ -1,6 +1,6 @@
 """Host-side mask tables for the block-sparse tree attention kernel.
 
-The kernel (``kernels/triton_tree_attention.py``) works on tiles of BLOCK_M queries by BLOCK_N
+The kernel (``tree_kernels/triton_tree_attention.py``) works on tiles of BLOCK_M queries by BLOCK_N
 tree keys (32 x 32, the block size of DySpec App. C.1). Per tree it needs:
   * the ancestor mask (DDTree Sec. 4.4) packed into one int32 word per (query, key block),
   * per query block, the list of tree key blocks that hold any visible pair; all other
@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import torch
 
-from kernels.reference import ancestor_matrix
+from tree_kernels.reference import ancestor_matrix
 
 BLOCK_M = 32  # queries per program (DySpec App. C.1 uses blocks of 32)
 BLOCK_N = 32  # tree keys per tile: one int32 word of ancestor bits per query row
