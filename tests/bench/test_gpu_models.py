@@ -29,3 +29,4 @@ def test_floor_is_weight_and_kv_bytes_over_bandwidth():
     }
     assert counts["qwen2.5-0.5b"] == 494_032_768 and counts["llama-2-7b"] == 6_738_415_616
     assert 1.54e9 < counts["qwen2.5-1.5b"] < 1.55e9 and 7.61e9 < counts["qwen2.5-7b"] < 7.62e9
+    assert 67.9e6 < counts["llama-68m"] < 68.1e6
