@@ -83,3 +83,27 @@ def hf_run(pair, ids: list[int], max_new_tokens: int, prompt_lookup_num_tokens: 
         "build_s": 0.0,
         "tokens": tokens,
     }
+
+
+def hf_generate(pair, ids: list[int], n: int, assisted: bool) -> tuple[list[int], float]:
+    """Hugging Face greedy `generate`, or assisted generation with the pair's draft as its
+    assistant (adaptive draft length, as transformers ships it): the new tokens and the wall
+    time (synchronised on a GPU)."""
+    x = torch.tensor([ids], device=pair.target.device)
+    kw = dict(max_new_tokens=n, do_sample=False, pad_token_id=pair.target.tokenizer.eos_token_id)
+    if assisted:
+        kw["assistant_model"] = pair.draft.model
+    cuda = x.device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(x.device)
+    start = time.perf_counter()
+    with (
+        torch.inference_mode(),
+        stock_attention(pair.target.model),
+        stock_attention(pair.draft.model),
+    ):
+        out = pair.target.model.generate(x, **kw)
+    if cuda:
+        torch.cuda.synchronize(x.device)
+    return out[0, len(ids) :].tolist(), time.perf_counter() - start
+

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import load_prompts, write_record  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
-from bench.hf_contenders import stock_attention  # noqa: E402
+from bench.hf_contenders import hf_generate  # noqa: E402
 from engine.config import ConfigError  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.fetch import REAL_PAIR  # noqa: E402
@@ -41,21 +41,6 @@ DEFAULT_METHODS = [
     "salf",
     "ddtree",
 ]
-
-
-def hf_generate(pair, ids: list[int], n: int, assisted: bool) -> tuple[list[int], float]:
-    x = torch.tensor([ids], device=pair.target.device)
-    kw = dict(max_new_tokens=n, do_sample=False, pad_token_id=pair.target.tokenizer.eos_token_id)
-    if assisted:
-        kw["assistant_model"] = pair.draft.model
-    start = time.perf_counter()
-    with (
-        torch.inference_mode(),
-        stock_attention(pair.target.model),
-        stock_attention(pair.draft.model),
-    ):
-        out = pair.target.model.generate(x, **kw)
-    return out[0, len(ids) :].tolist(), time.perf_counter() - start
 
 
 def vs_hf(ratio: float | None) -> str:
