@@ -151,8 +151,8 @@ def locate(name: str, local: bool = True, revision: str | None = None) -> tuple[
         return "folder", None
     known = ", ".join(list(TINY_MODELS) + real_model_names())
     raise ConfigError(
-        f"unknown model {name!r}: not a built-in name ({known}), a local folder with "
-        f"config.json nor a Hugging Face id (ORG/NAME)"
+        f"unknown model {name!r}: not a built-in name ({known}), a synthetic:ARCH name, a "
+        f"local folder with config.json nor a Hugging Face id (ORG/NAME)"
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import engine.models
 from orchestrator.acceptance import is_acceptance
 from orchestrator.cli import main
 from orchestrator.spec import load_sweep
@@ -250,3 +251,22 @@ def test_submit_scaled_on_the_tiny_pair_says_which_scale_ran(tmp_path):
     md = (out / "report.md").read_text()
     assert "The paper, Sec. 1, Table 1." in md and "Scale: reduced by the file's scale: block" in md
     assert "lossless: greedy check, 1/1 prompts" in md  # certified at temperature 0
+
+
+def test_the_synthetic_gpu_sweep_expands_without_building_a_model(monkeypatch):
+    """examples/synthetic_gpu.yaml: its header's count, the synthetic names in their one
+    spelling, checked from the names alone (nothing is built before a worker runs a trial)."""
+    def refuse(*a, **k):
+        raise AssertionError("a synthetic model was built while checking the sweep")
+
+    monkeypatch.setattr(engine.models, "build_synthetic", refuse)
+    text = (EXAMPLES / "synthetic_gpu.yaml").read_text()
+    stated = int(re.search(r"^# trials: .*= (\d+)$", text, re.M)[1])
+    _, trials = load_sweep(EXAMPLES / "synthetic_gpu.yaml")
+    assert len(trials) == stated == 30
+    assert {t.target for t in trials} == {
+        "synthetic:qwen2.5-7b@align=0.75",
+        "synthetic:qwen2.5-7b@align=0.9",
+        "synthetic:qwen2.5-1.5b@align=0.75",
+    }
+    assert {t.draft for t in trials} == {"synthetic:qwen2.5-0.5b"}
