@@ -177,8 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--contexts", default=CONTEXTS)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--time-limit-s", type=float, default=0.0, help="0: no limit")
+    ap.add_argument("--threads", type=int, default=0, help="torch's CPU threads (0: its own)")
     ap.add_argument("--out", default="bench/results/cost_model.json")
     args = ap.parse_args(argv)
+    if args.threads:  # one thread on a core of its own: steadier timings on a shared CPU
+        torch.set_num_threads(args.threads)
     if args.methods[0] != "autoregressive":
         sys.exit("error: --methods must start with autoregressive (the baseline)")
     methods = {t: resolve_method(*parse_method(t)) for t in args.methods}

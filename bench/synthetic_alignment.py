@@ -4,6 +4,8 @@ and the table reports, per alignment,
 
 - agreement: the share of positions of the target's greedy output where the draft's argmax
   (teacher-forced on the same context) is the target's token;
+- agreement on random contexts: the same share over --random-tokens uniformly drawn tokens
+  (one forward of each model; no walk, so no token counts twice);
 - linear k=4, greedy: tokens per iteration and the share of drafted tokens the verifier
   reached that it accepted;
 - linear k=4 at temperature 1 (SpecInfer's verifier on the chain): tokens per iteration.
@@ -39,6 +41,17 @@ def agreement(pair, prompt: list[int], tokens: list[int]) -> tuple[int, int]:
     return int(hits), len(tokens)
 
 
+def random_agreement(pair, n: int) -> float:
+    """Share of n uniform random positions where the draft's argmax is the target's."""
+    x = torch.randint(
+        pair.target.model.config.vocab_size, (1, n), generator=torch.Generator().manual_seed(1)
+    )
+    with torch.inference_mode():
+        t = pair.target.model(x.to(pair.target.device)).logits[0].argmax(-1).cpu()
+        d = pair.draft.model(x.to(pair.draft.device)).logits[0].argmax(-1).cpu()
+    return float((t == d).float().mean())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="synthetic:toy-target")
@@ -47,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-prompts", type=int, default=4)
     ap.add_argument("--prompt-tokens", type=int, default=32)
     ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--random-tokens", type=int, default=2048)
     ap.add_argument("--out", default="bench/results/synthetic_alignment.json")
     args = ap.parse_args(argv)
     aligns = [float(a) for a in args.aligns.split(",")]
@@ -79,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "align": a,
                 "agreement": hits / n,
+                "agreement_random_contexts": random_agreement(pair, args.random_tokens),
                 "linear_k4_tokens_per_iteration": per_iteration(greedy),
                 "linear_k4_acceptance": sum(i.accepted for i in its) / sum(i.tried for i in its),
                 "linear_k4_T1_tokens_per_iteration": per_iteration(sampled),

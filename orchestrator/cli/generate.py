@@ -27,7 +27,7 @@ def _parse_prompt_ids(text: str) -> list[int]:
     "--target",
     default=DEFAULT_PAIR[0],
     show_default=True,
-    help="target model: a built-in name, its Hugging Face id, or a folder",
+    help="target model: a built-in name, a Hugging Face id, a synthetic:ARCH name, or a folder",
 )
 @click.option(
     "--draft",
