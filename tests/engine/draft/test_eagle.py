@@ -1,0 +1,138 @@
+"""The EAGLE head as the draft (engine/draft/eagle.py): its tree rows across iterations equal a
+plain per-step loop over the target's features (the head's own output fed back below the
+root), and every tree method decodes greedy-exact with it (a randomly initialised head here;
+a trained one in tests/engine/train/test_eagle_train.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.config import ConfigError
+from engine.decode import generate
+from engine.draft.eagle import EagleDraft
+from engine.models import LoadedModel, Pair
+from engine.runtime.eager import CachedModel
+from engine.runtime.eagle_head import EagleHead, head_config
+from engine.sampling import Warp
+from tests.engine.golden import PROMPTS, reference
+from tests.method_cases import SMALL
+
+
+def random_head(model, seed: int = 0) -> EagleHead:
+    torch.manual_seed(seed)
+    return EagleHead(head_config(model.config)).eval()
+
+
+def eagle_pair(target: LoadedModel, head: EagleHead) -> Pair:
+    draft = LoadedModel("eagle:test", head, target.tokenizer, target.device, target.dtype)
+    return Pair(target=target, draft=draft)
+
+
+@torch.no_grad()
+def plain_rows(head, model, committed: list[int], path: list[int]) -> list[torch.Tensor]:
+    """The head's distributions below the root and below each token of `path` [V] each, by
+    a direct loop: the target's features of committed[:-1] from one cache-free forward, rows
+    (c_j, f_{j-1}) for j >= 1 (a one-token prompt: (c_0, 0)), then per step a causal forward
+    of every row from scratch, its last output feature paired with the next path token."""
+    embed, lm_head = model.get_input_embeddings(), model.get_output_embeddings()
+    h = model.config.hidden_size
+    if len(committed) > 1:
+        out = model(input_ids=torch.tensor([committed[:-1]]), output_hidden_states=True)
+        tokens, feats = list(committed[1:]), list(out.hidden_states[-1][0])
+    else:
+        tokens, feats = list(committed), [torch.zeros(h)]
+    rows = []
+    for step in range(len(path) + 1):
+        n = len(tokens)
+        outs, _ = head(embed(torch.tensor(tokens))[None], torch.stack(feats)[None],
+                       torch.arange(n)[None])  # fmt: skip
+        rows.append(torch.softmax(lm_head(outs[0, -1]).float(), -1))
+        if step < len(path):
+            tokens.append(path[step])
+            feats.append(outs[0, -1])
+    return rows
+
+
+@pytest.mark.parametrize("prompt", [[256, 72, 105, 33, 9, 40], [256]])
+def test_tree_rows_equal_a_plain_loop_across_iterations(llama_pair, prompt):
+    """Three iterations with forced acceptances (a path of two, none, one), each tree grown
+    as builders do (the root, two children, then a node and its child in one expand): every
+    row is the plain loop's distribution of its path."""
+    model = llama_pair.target.model
+    head = random_head(model, seed=1)
+    target = CachedModel(model)
+    draft = EagleDraft(head, target, Warp(0.0))
+    committed = list(prompt)
+    with torch.inference_mode():
+        target.extend(committed[:-1])
+        draft.prefill(target)
+        for forced in ([1, 3], [], [2]):
+            b = draft.start(committed)
+            got = {0: b.expand([0])[0]}
+            top2 = got[0].topk(2).indices.tolist()
+            c1, c2 = b.add_children(0, top2)
+            got.update(zip([c1, c2], b.expand([c1, c2])))
+            g = b.add(c1, int(got[c1].argmax()))
+            gg = b.add(g, 7)  # fed with its parent: runs after it
+            got.update(zip([g, gg], b.expand([g, gg])))
+            for node, row in got.items():
+                path = b.path_tokens(node)
+                want = plain_rows(head, model, committed, path)[-1]
+                torch.testing.assert_close(row, want, atol=2e-5, rtol=0)
+            tree = b.tree()
+            p = len(committed) - 1
+            target.forward(tree.tokens, tree.position_ids(p)[0], tree.visibility(p), tree.parents)
+            target.commit([p + i for i in [0] + forced])
+            draft.commit(forced)
+            committed += tree.tokens[forced].tolist() + [11]  # the path, then a bonus token
+
+
+def test_head_for_another_target_is_refused(llama_pair):
+    from transformers import LlamaConfig
+
+    other = EagleHead(head_config(LlamaConfig(hidden_size=32, num_attention_heads=4)))
+    with pytest.raises(ConfigError, match="not for this target"):
+        EagleDraft(other, CachedModel(llama_pair.target.model), Warp(0.0))
+
+
+BUILDERS = {  # every tree method's builder, SpecExec's optimal tree as SALF at th = 0
+    "linear": SMALL["linear"],
+    "beam": SMALL["beam"],
+    "salf": SMALL["salf"],
+    "specexec": {"N": 8, "B": 2, "th": 0.0},
+    "dynatree": SMALL["dynatree"],
+}
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_greedy_exact_with_each_builder(llama_pair, name):
+    pair = eagle_pair(llama_pair.target, random_head(llama_pair.target.model))
+    method = "salf" if name == "specexec" else name
+    for j, prompt in enumerate(PROMPTS):
+        n = 24 if j != 1 else 17
+        ids = llama_pair.target.tokenizer.encode(prompt)
+        g = generate(pair, ids, method, n, params=BUILDERS[name])
+        assert tuple(g.tokens) == reference(llama_pair, prompt, n)
+        assert all(it.tree_size > 1 for it in g.stats.iterations[:-1])  # the head drafted
+
+
+def test_every_registered_method_runs_with_the_head(llama_pair):
+    """The head stands in for the draft of every method that runs a draft LM (greedy)."""
+    from engine.drafters import DRAFTERS
+
+    pair = eagle_pair(llama_pair.target, random_head(llama_pair.target.model))
+    ids = llama_pair.target.tokenizer.encode(PROMPTS[1])
+    ref = reference(llama_pair, PROMPTS[1], 12)
+    for name, params in SMALL.items():
+        if DRAFTERS[name].model_free:
+            continue
+        assert tuple(generate(pair, ids, name, 12, params=params).tokens) == ref, name
+
+
+def test_fast_engine_greedy_exact(llama_pair):
+    """On the fast path the target's features come from its static-cache forwards."""
+    pair = eagle_pair(llama_pair.target, random_head(llama_pair.target.model))
+    ids = llama_pair.target.tokenizer.encode(PROMPTS[2])
+    g = generate(pair, ids, "beam", 20, params=SMALL["beam"], engine="fast")
+    assert tuple(g.tokens) == reference(llama_pair, PROMPTS[2], 20)
