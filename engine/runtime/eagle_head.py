@@ -69,6 +69,15 @@ class HeadConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def model_type(self) -> str:
+        """What a trial records as the draft's architecture (orchestrator/run/trial.py)."""
+        return f"eagle-{self.family}"
+
+    @property
+    def num_hidden_layers(self) -> int:
+        return 1
+
 
 def head_config(target_config: Any) -> HeadConfig:
     """The head of a target with this Hugging Face config (Llama or Qwen2 family)."""

@@ -9,7 +9,9 @@ import torch
 from click.testing import CliRunner
 
 from engine import checkpoint
+from engine.models import load_model
 from orchestrator.cli import main
+from orchestrator.run.trial import model_info
 
 TOY = "train eagle --target tiny-llama --sequences 4 --seq-len 32 --batch 2 --save-every 1".split()
 
@@ -38,6 +40,12 @@ def test_train_resume_and_generate_with_the_head():
     wa, wb = checkpoint.load("a")[1]["weights"], checkpoint.load("b")[1]["weights"]
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert not any(k.startswith(("embed", "lm_head")) for k in wa)  # the target's, not copied
+
+    # what a trial records of the draft: the head alone, and which checkpoint
+    info = model_info(load_model("eagle:a"))
+    assert info["architecture"] == "eagle-llama" and info["layers"] == 1
+    assert info["checkpoint"] == checkpoint.describe("a", "eagle")
+    assert info["parameters"] == sum(w.numel() for w in wa.values())
 
     def tokens(*args):
         r = _run("generate", "--target", "tiny-llama", "--prompt", "def f(x):", "--json",
