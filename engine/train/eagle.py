@@ -10,9 +10,12 @@ fc and layer train.
 
 Each step draws `batch` chunks (explicit generator) and minimises the chosen loss with AdamW:
 `eagle` (engine/train/eagle_loss.py, Sec. 2.2: lambda_reg = 1 SmoothL1 on the features +
-lambda_cls = 10 cross-entropy of the distributions, Sec. 4.1). Every `save_every` steps the
-run is saved unfinished (weights, optimizer, step, generator), so `resume` continues it
-exactly; `stop_after` stops early, leaving it resumable; the end saves the head finished. The
+lambda_cls = 10 cross-entropy of the distributions, Sec. 4.1) or `hass` (engine/train/hass.py:
+the same at `depth` = 3 steps with the head's own features fed back, plus lambda_distil = 10
+top-K = 10 distillation; `depth`, `top_k` and `lambda_distil` apply to it only). Every
+`save_every` steps the run is saved unfinished (weights, optimizer, step, generator), so
+`resume` continues it exactly; `stop_after` stops early, leaving it resumable; the end saves
+the head finished. The
 checkpoint's config is this TrainConfig with the head's HeadConfig, the corpus's split record
 and the feature file's sha256, recorded by every trial that drafts with it.
 """
@@ -31,8 +34,9 @@ from engine.runtime.eagle_format import EAGLE_PREFIX, KIND, load_head
 from engine.runtime.eagle_head import EagleHead, head_config, shared_parts
 from engine.train.eagle_data import build_corpus, cached_features
 from engine.train.eagle_loss import LAMBDA_CLS, LAMBDA_REG, Parts, eagle_loss
+from engine.train.hass import DEPTH, LAMBDA_DISTIL, TOP_K, hass_loss
 
-LOSSES = ("eagle",)
+LOSSES = ("eagle", "hass")
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
@@ -48,6 +52,9 @@ class TrainConfig:
     lr: float = 3e-3
     lambda_reg: float = LAMBDA_REG
     lambda_cls: float = LAMBDA_CLS
+    depth: int = DEPTH  # HASS: steps with the head's own features fed back (Sec. 4.1: 3)
+    top_k: int = TOP_K  # HASS: the top-K distillation's K (Sec. 2.2: 10)
+    lambda_distil: float = LAMBDA_DISTIL  # HASS: its weight (Sec. 4.1: 10)
     save_every: int = 50
     seed: int = 0
 
@@ -57,10 +64,12 @@ class TrainConfig:
         for k in ("sequences", "steps", "batch", "save_every"):
             if getattr(self, k) < 1:
                 raise ConfigError(f"--{k.replace('_', '-')} must be >= 1, got {getattr(self, k)}")
-        if self.seq_len < 3:
-            raise ConfigError(f"--seq-len must be >= 3, got {self.seq_len}")
-        if not self.lr > 0 or self.lambda_reg < 0 or self.lambda_cls < 0:
-            raise ConfigError("--lr must be > 0, --lambda-reg and --lambda-cls >= 0")
+        if self.depth < 1 or self.top_k < 1:
+            raise ConfigError(f"--depth and --top-k must be >= 1, got {self.depth}, {self.top_k}")
+        if self.seq_len < self.depth + 2:
+            raise ConfigError(f"--seq-len must be >= depth + 2 = {self.depth + 2}")
+        if not self.lr > 0 or min(self.lambda_reg, self.lambda_cls, self.lambda_distil) < 0:
+            raise ConfigError("--lr must be > 0, the loss weights (--lambda-*) >= 0")
         if self.init is not None and not self.init.startswith(EAGLE_PREFIX):
             raise ConfigError(f"--init {self.init!r}: an EAGLE head, eagle:NAME or eagle:PATH")
 
@@ -72,6 +81,11 @@ def config_from(stored: dict[str, Any]) -> TrainConfig:
 
 def step_loss(cfg: TrainConfig, head, embed, lm_head, tokens, feats) -> Parts:
     """The configured loss on one batch (tokens [B, T], feats [B, T, H])."""
+    if cfg.loss == "hass":
+        return hass_loss(
+            head, embed, lm_head, tokens, feats, cfg.depth, cfg.top_k,
+            cfg.lambda_reg, cfg.lambda_cls, cfg.lambda_distil,
+        )  # fmt: skip
     return eagle_loss(head, embed, lm_head, tokens, feats, cfg.lambda_reg, cfg.lambda_cls)
 
 

@@ -22,6 +22,9 @@ FIELDS = (
     "lr",
     "lambda_reg",
     "lambda_cls",
+    "depth",
+    "top_k",
+    "lambda_distil",
     "save_every",
     "seed",
 )
@@ -32,10 +35,11 @@ FIELDS = (
 @click.option("--target", default="tiny-llama", show_default=True, help="a Llama/Qwen2 target")
 @click.option(
     "--loss",
-    type=click.Choice(["eagle"]),
+    type=click.Choice(["eagle", "hass"]),
     default="eagle",
     show_default=True,
-    help="eagle: SmoothL1 on the features + cross-entropy (Sec. 2.2, 4.1)",
+    help="eagle: SmoothL1 on the features + cross-entropy (Sec. 2.2, 4.1); hass: the same over "
+    "--depth steps with the head's features fed back, + top-K distillation",
 )
 @click.option("--init", default=None, help="start from this head (eagle:NAME or eagle:PATH)")
 @click.option("--sequences", type=int, default=32, show_default=True, help="corpus chunks")
@@ -45,6 +49,9 @@ FIELDS = (
 @click.option("--lr", type=float, default=3e-3, show_default=True)
 @click.option("--lambda-reg", type=float, default=1.0, show_default=True, help="Sec. 4.1: 1")
 @click.option("--lambda-cls", type=float, default=10.0, show_default=True, help="Sec. 4.1: 10")
+@click.option("--depth", type=int, default=3, show_default=True, help="hass: steps (Sec. 4.1)")
+@click.option("--top-k", type=int, default=10, show_default=True, help="hass: distillation K")
+@click.option("--lambda-distil", type=float, default=10.0, show_default=True, help="hass: 10")
 @click.option("--save-every", type=int, default=50, show_default=True)
 @resume_options
 @click.pass_context

@@ -57,6 +57,11 @@ def test_train_resume_and_generate_with_the_head():
     assert tokens("--draft", "eagle:a", "--method", "beam") == ref
     assert tokens("--draft", "eagle:a", "--method", "salf") == ref
 
+    # HASS continues the EAGLE-trained head (Sec. 4.1), by the same command
+    r = _run(*TOY, "--steps", "1", "--name", "h", "--loss", "hass", "--init", "eagle:a")
+    assert r.exit_code == 0, r.output
+    assert checkpoint.find("h", "eagle").config["loss"] == "hass"
+
 
 def test_bad_flags_fail_with_one_line(monkeypatch):
     import engine.models
@@ -72,6 +77,7 @@ def test_bad_flags_fail_with_one_line(monkeypatch):
         (["--name", "f"], "exists"),
         (["--name", "new", "--resume"], "no unfinished eagle checkpoint"),
         (["--name", "x", "--steps", "0"], "steps must be >= 1"),
+        (["--name", "x", "--loss", "hass", "--depth", "0"], "--depth"),
         (["--name", "x", "--target", "no-such-model"], "unknown model"),
         (["--name", "x", "--init", "tiny-llama"], "--init"),
         (["--name", "x", "--init", "eagle:nothing"], "no checkpoint 'nothing'"),
