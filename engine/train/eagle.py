@@ -12,7 +12,9 @@ Each step draws `batch` chunks (explicit generator) and minimises the chosen los
 `eagle` (engine/train/eagle_loss.py, Sec. 2.2: lambda_reg = 1 SmoothL1 on the features +
 lambda_cls = 10 cross-entropy of the distributions, Sec. 4.1) or `hass` (engine/train/hass.py:
 the same at `depth` = 3 steps with the head's own features fed back, plus lambda_distil = 10
-top-K = 10 distillation; `depth`, `top_k` and `lambda_distil` apply to it only). Every
+top-K = 10 distillation) or `talf` (engine/train/eagle_talf.py, Algorithm 1: the target's
+beam trees, k = `tree_k` = 4 and `depth` = 3, below `roots` roots per chunk, per-node
+cross-entropy with the head's features fed back, no regression). Every
 `save_every` steps the run is saved unfinished (weights, optimizer, step, generator), so
 `resume` continues it exactly; `stop_after` stops early, leaving it resumable; the end saves
 the head finished. The
@@ -34,9 +36,11 @@ from engine.runtime.eagle_format import EAGLE_PREFIX, KIND, load_head
 from engine.runtime.eagle_head import EagleHead, head_config, shared_parts
 from engine.train.eagle_data import build_corpus, cached_features
 from engine.train.eagle_loss import LAMBDA_CLS, LAMBDA_REG, Parts, eagle_loss
+from engine.train.eagle_talf import build_forests, eagle_talf_loss
 from engine.train.hass import DEPTH, LAMBDA_DISTIL, TOP_K, hass_loss
+from engine.train.talf import TALFConfig
 
-LOSSES = ("eagle", "hass")
+LOSSES = ("eagle", "hass", "talf")
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
@@ -52,9 +56,11 @@ class TrainConfig:
     lr: float = 3e-3
     lambda_reg: float = LAMBDA_REG
     lambda_cls: float = LAMBDA_CLS
-    depth: int = DEPTH  # HASS: steps with the head's own features fed back (Sec. 4.1: 3)
+    depth: int = DEPTH  # HASS's steps, TALF's tree depth, the head's features fed back (3)
     top_k: int = TOP_K  # HASS: the top-K distillation's K (Sec. 2.2: 10)
     lambda_distil: float = LAMBDA_DISTIL  # HASS: its weight (Sec. 4.1: 10)
+    tree_k: int = 4  # TALF: the target's beam trees' k (Sec. 4.1: 4)
+    roots: int = 8  # TALF: roots (trees) per chunk per step
     save_every: int = 50
     seed: int = 0
 
@@ -64,8 +70,8 @@ class TrainConfig:
         for k in ("sequences", "steps", "batch", "save_every"):
             if getattr(self, k) < 1:
                 raise ConfigError(f"--{k.replace('_', '-')} must be >= 1, got {getattr(self, k)}")
-        if self.depth < 1 or self.top_k < 1:
-            raise ConfigError(f"--depth and --top-k must be >= 1, got {self.depth}, {self.top_k}")
+        if min(self.depth, self.top_k, self.tree_k, self.roots) < 1:
+            raise ConfigError("--depth, --top-k, --tree-k and --roots must be >= 1")
         if self.seq_len < self.depth + 2:
             raise ConfigError(f"--seq-len must be >= depth + 2 = {self.depth + 2}")
         if not self.lr > 0 or min(self.lambda_reg, self.lambda_cls, self.lambda_distil) < 0:
@@ -79,8 +85,14 @@ def config_from(stored: dict[str, Any]) -> TrainConfig:
     return TrainConfig(**{f.name: stored[f.name] for f in fields(TrainConfig) if f.name in stored})
 
 
-def step_loss(cfg: TrainConfig, head, embed, lm_head, tokens, feats) -> Parts:
-    """The configured loss on one batch (tokens [B, T], feats [B, T, H])."""
+def step_loss(cfg: TrainConfig, head, target_model, tokens, feats, gen) -> Parts:
+    """The configured loss on one batch (tokens [B, T], feats [B, T, H]); TALF's target
+    trees are built here, their roots drawn with `gen`."""
+    embed, lm_head = shared_parts(target_model)
+    if cfg.loss == "talf":
+        tree = TALFConfig(top_k=cfg.tree_k, depth=cfg.depth)
+        forests = build_forests(target_model, tokens, cfg.roots, tree, gen)
+        return eagle_talf_loss(head, embed, lm_head, forests, list(feats))
     if cfg.loss == "hass":
         return hass_loss(
             head, embed, lm_head, tokens, feats, cfg.depth, cfg.top_k,
@@ -127,7 +139,6 @@ def train(
     target = load_model(cfg.target, device="cpu", dtype="float32")
     corpus = build_corpus(target.tokenizer, cfg.sequences, cfg.seq_len)
     feats, feature_record = cached_features(target.model, corpus.tokens, progress)
-    embed, lm_head = shared_parts(target.model)
     head = initial_head(cfg, target.model)
     meta = {
         **asdict(cfg),
@@ -150,7 +161,7 @@ def train(
     last: Parts | None = None
     while step < end:
         rows = torch.randint(0, cfg.sequences, (cfg.batch,), generator=gen)  # [B]
-        last = step_loss(cfg, head, embed, lm_head, tokens[rows], feats[rows])
+        last = step_loss(cfg, head, target.model, tokens[rows], feats[rows], gen)
         opt.zero_grad(set_to_none=True)
         last.loss.backward()
         opt.step()

@@ -25,6 +25,8 @@ FIELDS = (
     "depth",
     "top_k",
     "lambda_distil",
+    "tree_k",
+    "roots",
     "save_every",
     "seed",
 )
@@ -35,11 +37,12 @@ FIELDS = (
 @click.option("--target", default="tiny-llama", show_default=True, help="a Llama/Qwen2 target")
 @click.option(
     "--loss",
-    type=click.Choice(["eagle", "hass"]),
+    type=click.Choice(["eagle", "hass", "talf"]),
     default="eagle",
     show_default=True,
     help="eagle: SmoothL1 on the features + cross-entropy (Sec. 2.2, 4.1); hass: the same over "
-    "--depth steps with the head's features fed back, + top-K distillation",
+    "--depth steps with the head's features fed back, + top-K distillation; talf: Algorithm 1 "
+    "over the target's beam trees (--tree-k, --depth), no regression",
 )
 @click.option("--init", default=None, help="start from this head (eagle:NAME or eagle:PATH)")
 @click.option("--sequences", type=int, default=32, show_default=True, help="corpus chunks")
@@ -49,9 +52,11 @@ FIELDS = (
 @click.option("--lr", type=float, default=3e-3, show_default=True)
 @click.option("--lambda-reg", type=float, default=1.0, show_default=True, help="Sec. 4.1: 1")
 @click.option("--lambda-cls", type=float, default=10.0, show_default=True, help="Sec. 4.1: 10")
-@click.option("--depth", type=int, default=3, show_default=True, help="hass: steps (Sec. 4.1)")
+@click.option("--depth", type=int, default=3, show_default=True, help="hass steps, talf depth")
 @click.option("--top-k", type=int, default=10, show_default=True, help="hass: distillation K")
 @click.option("--lambda-distil", type=float, default=10.0, show_default=True, help="hass: 10")
+@click.option("--tree-k", type=int, default=4, show_default=True, help="talf: tree k (Sec. 4.1)")
+@click.option("--roots", type=int, default=8, show_default=True, help="talf: trees per chunk")
 @click.option("--save-every", type=int, default=50, show_default=True)
 @resume_options
 @click.pass_context

@@ -61,6 +61,10 @@ def test_train_resume_and_generate_with_the_head():
     r = _run(*TOY, "--steps", "1", "--name", "h", "--loss", "hass", "--init", "eagle:a")
     assert r.exit_code == 0, r.output
     assert checkpoint.find("h", "eagle").config["loss"] == "hass"
+    r = _run(*TOY, "--steps", "1", "--name", "t", "--loss", "talf", "--init", "eagle:h",
+             "--roots", "2")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert checkpoint.find("t", "eagle").config["loss"] == "talf"
 
 
 def test_bad_flags_fail_with_one_line(monkeypatch):
@@ -78,6 +82,7 @@ def test_bad_flags_fail_with_one_line(monkeypatch):
         (["--name", "new", "--resume"], "no unfinished eagle checkpoint"),
         (["--name", "x", "--steps", "0"], "steps must be >= 1"),
         (["--name", "x", "--loss", "hass", "--depth", "0"], "--depth"),
+        (["--name", "x", "--loss", "talf", "--roots", "0"], "--roots"),
         (["--name", "x", "--target", "no-such-model"], "unknown model"),
         (["--name", "x", "--init", "tiny-llama"], "--init"),
         (["--name", "x", "--init", "eagle:nothing"], "no checkpoint 'nothing'"),
