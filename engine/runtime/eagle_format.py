@@ -181,9 +181,13 @@ def head_ref(name: str) -> str:
     return ref
 
 
-def locate_head(name: str) -> None:
-    """Check that the draft name `eagle:...` names a head here, without loading it."""
+def locate_head(name: str, local: bool = True) -> None:
+    """Check that the draft name `eagle:...` names a head, without loading it: a named
+    checkpoint always, a folder where it is loaded (local=False: a driver validating for
+    remote workers leaves a path to them, as engine/models.py does for model folders)."""
     ref = head_ref(name)
+    if is_path(ref) and not local:
+        return
     if is_path(ref):
         path = Path(ref).expanduser()
         if not (path / "config.json").is_file():
