@@ -130,9 +130,11 @@ def test_every_registered_method_runs_with_the_head(llama_pair):
         assert tuple(generate(pair, ids, name, 12, params=params).tokens) == ref, name
 
 
-def test_fast_engine_greedy_exact(llama_pair):
-    """On the fast path the target's features come from its static-cache forwards."""
+@pytest.mark.parametrize("engine", ["fast", "fast+lean"])
+def test_other_engines_greedy_exact(llama_pair, engine):
+    """On the static-cache engines the target's features come from their forwards (the lean
+    forward hands a forward that asks for hidden states to Hugging Face's)."""
     pair = eagle_pair(llama_pair.target, random_head(llama_pair.target.model))
     ids = llama_pair.target.tokenizer.encode(PROMPTS[2])
-    g = generate(pair, ids, "beam", 20, params=SMALL["beam"], engine="fast")
+    g = generate(pair, ids, "beam", 20, params=SMALL["beam"], engine=engine)
     assert tuple(g.tokens) == reference(llama_pair, PROMPTS[2], 20)
