@@ -25,6 +25,7 @@ and the feature file's sha256, recorded by every trial that drafts with it.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -32,7 +33,7 @@ import torch
 from engine import checkpoint
 from engine.config import ConfigError
 from engine.models import load_model
-from engine.runtime.eagle_format import EAGLE_PREFIX, KIND, load_head
+from engine.runtime.eagle_format import EAGLE_PREFIX, KIND, load_head, save_folder
 from engine.runtime.eagle_head import EagleHead, head_config, shared_parts
 from engine.train.eagle_data import build_corpus, cached_features
 from engine.train.eagle_loss import LAMBDA_CLS, LAMBDA_REG, Parts, eagle_loss
@@ -196,3 +197,16 @@ def summary(state: dict[str, Any]) -> str:
         f"last batch: loss {s.get('loss', float('nan')):.3f} (reg {s.get('reg', float('nan')):.3f}"
         f", cls {s.get('cls', float('nan')):.3f}), top-1 agreement {s.get('accuracy', 0.0):.2f}"
     )
+
+
+def export(name: str, out: str | Path, with_embedding: bool = False) -> Path:
+    """The finished head `name` in the public EAGLE format at folder `out`
+    (engine/runtime/eagle_format.py); with_embedding: with its target's embedding as
+    embed_tokens.weight, which EAGLE's own (strict) loader expects."""
+    ckpt = checkpoint.find(name, KIND)
+    head = load_head(EAGLE_PREFIX + name, torch.device("cpu"), torch.float32)["model"]
+    embed = None
+    if with_embedding:
+        target = load_model(ckpt.config["target"], device="cpu", dtype="float32")
+        embed = shared_parts(target.model)[0].weight
+    return save_folder(head, out, embed)

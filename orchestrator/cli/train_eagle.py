@@ -117,3 +117,19 @@ def train_eagle(ctx, name, stop_after, resume, **flags) -> None:
     if ckpt.done:
         click.echo(summary(checkpoint.load(name, KIND)[1]), err=True)
     echo_checkpoint(ckpt)
+
+
+@click.command("eagle-export")
+@click.option("--name", required=True, help="the finished eagle checkpoint")
+@click.option("--out", "-o", required=True, help="the folder to write")
+@click.option(
+    "--with-embedding",
+    is_flag=True,
+    help="also write the target's embedding as embed_tokens.weight (EAGLE's own loader needs it)",
+)
+def eagle_export(name: str, out: str, with_embedding: bool) -> None:
+    """Write a trained head in the public EAGLE format (config.json + pytorch_model.bin); a
+    pair drafts with the folder as `eagle:PATH`, EAGLE's code loads it too."""
+    from engine.train.eagle import export  # lazy: torch
+
+    click.echo(f"wrote {export(name, out, with_embedding)}")

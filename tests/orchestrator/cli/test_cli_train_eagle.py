@@ -26,7 +26,7 @@ def _run(*args):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
-def test_train_resume_and_generate_with_the_head():
+def test_train_resume_and_generate_with_the_head(home):
     r = _run(*TOY, "--steps", "3", "--name", "a")
     assert r.exit_code == 0, r.output
     a = checkpoint.find("a", "eagle")
@@ -56,6 +56,17 @@ def test_train_resume_and_generate_with_the_head():
     ref = tokens("--draft", "tiny-llama-draft", "--method", "autoregressive")
     assert tokens("--draft", "eagle:a", "--method", "beam") == ref
     assert tokens("--draft", "eagle:a", "--method", "salf") == ref
+
+    # exported in the public format: the same tensors, the same drafts as eagle:PATH
+    r = _run("train", "eagle-export", "--name", "a", "-o", str(home / "pub"), "--with-embedding")
+    assert r.exit_code == 0, r.output
+    state = torch.load(home / "pub" / "pytorch_model.bin", weights_only=True)
+    embed = load_model("tiny-llama").model.get_input_embeddings().weight
+    assert torch.equal(state.pop("embed_tokens.weight"), embed)
+    assert state.keys() == wa.keys() and all(torch.equal(state[k], wa[k]) for k in wa)
+    assert tokens("--draft", f"eagle:{home / 'pub'}", "--method", "beam") == ref
+    r = _run("train", "eagle-export", "--name", "nothing", "-o", str(home / "x"))
+    assert r.exit_code == 2 and "no checkpoint 'nothing'" in r.output
 
     # HASS continues the EAGLE-trained head (Sec. 4.1), by the same command
     r = _run(*TOY, "--steps", "1", "--name", "h", "--loss", "hass", "--init", "eagle:a")
