@@ -120,8 +120,11 @@ def train(
     resume: bool = False,
     progress: Progress | None = None,
     stop_after: int | None = None,
+    device: str | None = None,
 ) -> checkpoint.Checkpoint:
-    """Train (or with `resume`, continue) checkpoint `name` (see the module docstring)."""
+    """Train (or with `resume`, continue) checkpoint `name` (see the module docstring) on
+    `device` (None: the CPU): the target (fp32), the head and each step's batch live there;
+    the cached features stay on the host."""
     progress = progress or (lambda phase, done, total: None)
     previous = checkpoint.resumable(name, KIND)
     if previous is not None and not resume:
@@ -137,10 +140,10 @@ def train(
         stored = config_from(previous[0].config)
         if {**asdict(stored), "steps": 0} != {**asdict(cfg), "steps": 0}:
             raise ConfigError(f"--resume {name!r}: flags other than --steps differ from the run")
-    target = load_model(cfg.target, device="cpu", dtype="float32")
+    target = load_model(cfg.target, device=device or "cpu", dtype="float32")
     corpus = build_corpus(target.tokenizer, cfg.sequences, cfg.seq_len)
     feats, feature_record = cached_features(target.model, corpus.tokens, progress)
-    head = initial_head(cfg, target.model)
+    head = initial_head(cfg, target.model).to(target.device)
     meta = {
         **asdict(cfg),
         "head": head.cfg.to_dict(),
@@ -162,7 +165,8 @@ def train(
     last: Parts | None = None
     while step < end:
         rows = torch.randint(0, cfg.sequences, (cfg.batch,), generator=gen)  # [B]
-        last = step_loss(cfg, head, target.model, tokens[rows], feats[rows], gen)
+        batch = tokens[rows].to(target.device), feats[rows].to(target.device)  # [B, T], [B, T, H]
+        last = step_loss(cfg, head, target.model, *batch, gen)
         opt.zero_grad(set_to_none=True)
         last.loss.backward()
         opt.step()

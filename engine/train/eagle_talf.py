@@ -50,7 +50,8 @@ def forest_rows(head, embed: nn.Module, forest: Forest, feats: torch.Tensor) -> 
             feat = feats[start - 1 : end - 1]
         else:  # tree nodes: the parent's output (its slot: parent - 1)
             done = torch.cat(outs)  # [start - 1, H]
-            feat = done[torch.tensor([parents[i] - 1 for i in range(start, end)])]
+            slots = torch.tensor([parents[i] - 1 for i in range(start, end)], device=done.device)
+            feat = done[slots]
         past = None if not keys else (torch.cat(keys, 2), torch.cat(values, 2))
         emb = embed(tokens[start:end]).to(feats.dtype)  # [m, H]
         out, (k, v) = head(

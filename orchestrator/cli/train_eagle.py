@@ -59,19 +59,22 @@ FIELDS = (
 @click.option("--roots", type=int, default=8, show_default=True, help="talf: trees per chunk")
 @click.option("--save-every", type=int, default=50, show_default=True)
 @resume_options
+@click.option("--device", default=None, help="auto, cpu, cuda, cuda:N, mps (default: cpu)")
 @click.pass_context
-def train_eagle(ctx, name, stop_after, resume, **flags) -> None:
+def train_eagle(ctx, name, stop_after, resume, device, **flags) -> None:
     """Train an EAGLE head on the target's features over the stdlib corpus (CPU is fine at
     the default toy scale); prints the checkpoint folder and sha256."""
     from tqdm import tqdm  # lazy: tqdm (a quarter of `orch --help`'s start-up)
 
     from engine import checkpoint  # lazy: torch
-    from engine.models import resolve  # lazy: torch
+    from engine.models import check_device, resolve  # lazy: torch
     from engine.train.eagle import KIND, TrainConfig, config_from, summary, train  # lazy: torch
 
     target = flags["target"]
     name = name or f"eagle-{flags['loss']}-{target}".replace("/", "_").replace(":", "_")[:100]
     checkpoint.folder(name)  # a bad name fails here
+    if device is not None:
+        check_device(device)
     if stop_after is not None and stop_after < 1:
         raise ConfigError(f"--stop-after must be >= 1, got {stop_after}")
     saved = resumable(name, KIND, resume)
@@ -110,7 +113,7 @@ def train_eagle(ctx, name, stop_after, resume, **flags) -> None:
         bar.update(done - bar.n)
 
     try:
-        ckpt = train(name, cfg, resume, progress, stop_after)
+        ckpt = train(name, cfg, resume, progress, stop_after, device)
     finally:
         for bar in bars.values():
             bar.close()

@@ -98,6 +98,7 @@ def test_bad_flags_fail_with_one_line(monkeypatch):
         (["--name", "x", "--init", "tiny-llama"], "--init"),
         (["--name", "x", "--init", "eagle:nothing"], "no checkpoint 'nothing'"),
         (["--name", "bad/name"], "checkpoint name"),
+        (["--name", "x", "--device", "tpu"], "device 'tpu' is not one of"),
         (["--name", "u", "--resume", "--lr", "0.5"], "--lr"),
     ]
     for args, message in cases:
