@@ -142,6 +142,8 @@ def test_trained_head_is_greedy_exact_and_drafts_accepted_tokens(trained, llama_
         ("linear", {"k": 4}),
         ("beam", {"N": 8, "top_k": 3, "depth": 4}),
         ("salf", {}),
+        ("salf", {"N": 16, "B": 4, "th": 0.0}),  # SpecExec's optimal tree
+        ("dynatree", {"depth": 3, "branch": 2, "N_max": 12}),
     ]:
         for j, prompt in enumerate(PROMPTS):
             n = 30 if j != 1 else 19
