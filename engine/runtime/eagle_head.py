@@ -249,6 +249,21 @@ def shared_parts(target_model: Any) -> tuple[nn.Module, nn.Module]:
     return target_model.get_input_embeddings(), target_model.get_output_embeddings()
 
 
+def teacher_forced_logits(head: EagleHead, target_model: Any, input_ids: torch.Tensor):
+    """The head's logits along a sequence input_ids [1, T], teacher-forced on the target's
+    features (one target forward): [1, T, V], row t the head's distribution of the token after
+    x_t, what it drafts below a root x_t; row 0 (no feature before x_0) zeros, a uniform row.
+    For measurements that read a draft as a causal LM (Sequoia's acceptance profile)."""
+    out = target_model(input_ids=input_ids, output_hidden_states=True)
+    feats = out.hidden_states[-1].to(head.dtype)  # [1, T, H] after the final norm
+    embed, lm_head = shared_parts(target_model)
+    t = input_ids.shape[1]
+    positions = torch.arange(t - 1, device=input_ids.device)[None]  # [1, T-1]
+    rows, _ = head(embed(input_ids[:, 1:]).to(head.dtype), feats[:, :-1], positions)
+    logits = lm_head(rows.to(lm_head.weight.dtype)).float()  # [1, T-1, V]
+    return torch.cat([torch.zeros_like(logits[:, :1]), logits], 1)  # [1, T, V]
+
+
 class CachedHead:
     """An EagleHead with its KV cache over committed rows then a tree's rows, the target's
     embedding and LM head beside it; the `lm` of engine/draft/eagle.py EagleDraft (the

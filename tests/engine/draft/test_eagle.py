@@ -11,9 +11,10 @@ import torch
 from engine.config import ConfigError
 from engine.decode import generate
 from engine.draft.eagle import EagleDraft
+from engine.drafters.sequoia.profile import measure_profile
 from engine.models import LoadedModel, Pair
 from engine.runtime.eager import CachedModel
-from engine.runtime.eagle_head import EagleHead, head_config
+from engine.runtime.eagle_head import EagleHead, head_config, teacher_forced_logits
 from engine.sampling import Warp
 from tests.engine.golden import PROMPTS, reference
 from tests.method_cases import SMALL
@@ -86,6 +87,32 @@ def test_tree_rows_equal_a_plain_loop_across_iterations(llama_pair, prompt):
             target.commit([p + i for i in [0] + forced])
             draft.commit(forced)
             committed += tree.tokens[forced].tolist() + [11]  # the path, then a bonus token
+
+
+def test_teacher_forced_rows_are_the_roots_drafts(llama_pair):
+    """teacher_forced_logits row t is what the head drafts below a root x_t."""
+    model = llama_pair.target.model
+    head = random_head(model, seed=3)
+    seq = [256, 72, 105, 33, 9, 40, 50]
+    with torch.inference_mode():
+        logits = teacher_forced_logits(head, model, torch.tensor([seq]))[0]  # [T, V]
+        for t in range(1, len(seq)):
+            target = CachedModel(model)
+            draft = EagleDraft(head, target, Warp(0.0))
+            target.extend(seq[:t])
+            draft.prefill(target)
+            row = draft.start(seq[: t + 1]).expand([0])[0]
+            torch.testing.assert_close(row, torch.softmax(logits[t], -1), atol=2e-6, rtol=0)
+
+
+def test_sequoias_measured_profile_reads_the_head(llama_pair):
+    """At temperature 0, p_k is the share of the 8 positions whose target argmax is the
+    head's k-th token: multiples of 1/8, summing to at most 1."""
+    pair = eagle_pair(llama_pair.target, random_head(llama_pair.target.model))
+    ids = llama_pair.target.tokenizer.encode(PROMPTS[1])
+    profile = measure_profile(pair, [ids], new_tokens=8, width=4)
+    assert len(profile) == 4 and sum(profile) <= 1.0 + 1e-9
+    assert all(abs(p * 8 - round(p * 8)) < 1e-3 for p in profile)
 
 
 def test_head_for_another_target_is_refused(llama_pair):
