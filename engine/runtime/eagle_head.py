@@ -331,3 +331,51 @@ class CachedHead:
             self.keys = self.keys.index_select(2, index)
             self.values = self.values.index_select(2, index)
         self.committed = n
+
+
+class StandIns(nn.Module):
+    """A target's embedding and LM head in shape only (random), to time a head alone."""
+
+    def __init__(self, c: HeadConfig, device: torch.device, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(c.vocab_size, c.hidden_size, device=device, dtype=dtype)
+        self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, False, device=device, dtype=dtype)
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.embed
+
+    def get_output_embeddings(self) -> nn.Module:
+        return self.lm_head
+
+
+class HeadAsLM:
+    """A CachedHead answering CachedModel's `forward(tokens, positions, visible)`, `extend` and
+    `commit`, its input features zeros (a forward's cost does not depend on them), over stand-in
+    embedding and LM head of the target's shapes: what engine/curves.py times for an EAGLE
+    draft's forward-cost curve (fc, the layer and the LM head, as a drafting forward runs)."""
+
+    def __init__(self, head: EagleHead) -> None:
+        self.cached = CachedHead(head, StandIns(head.cfg, head.device, head.dtype))
+        self.device = head.device
+        self.hidden = head.cfg.hidden_size
+
+    @property
+    def committed(self) -> int:
+        return self.cached.committed
+
+    def forward(self, tokens, positions, visible=None, keep: int = 0) -> torch.Tensor:
+        n, length = tokens.shape[0], self.cached.length
+        if visible is None:
+            visible = torch.ones(n, length + n, dtype=torch.bool, device=self.device)
+            visible[:, length:] = torch.ones(n, n, device=self.device).tril().bool()
+        feats = torch.zeros(n, self.hidden, device=self.device)
+        return self.cached.forward(tokens, feats, positions, visible, keep)[1]
+
+    def extend(self, tokens: list[int]) -> None:
+        start = self.cached.committed
+        ids = torch.tensor(tokens, device=self.device)
+        self.forward(ids, torch.arange(start, start + len(tokens), device=self.device), keep=1)
+        self.cached.committed += len(tokens)
+
+    def commit(self, slots: list[int]) -> None:
+        self.cached.commit(slots)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from engine.config import ConfigError
+from engine.curves import measure_curve
 from engine.runtime.eagle_format import (
     EMBED,
     eagle_config,
@@ -19,7 +20,7 @@ from engine.runtime.eagle_format import (
     load_folder,
     save_folder,
 )
-from engine.runtime.eagle_head import CachedHead, EagleHead, head_config
+from engine.runtime.eagle_head import CachedHead, EagleHead, HeadAsLM, head_config
 
 
 def _qwen2_config():
@@ -171,3 +172,19 @@ def test_bad_folders_are_one_line_errors(llama_pair, tmp_path):
     raw["num_hidden_layers"] = 2
     with pytest.raises(ConfigError, match="one layer"):
         head_config_from(raw, "x")
+
+
+def test_head_forward_cost_curve(llama_pair):
+    """An EAGLE draft's forward-cost curve times the head's own forwards (HeadAsLM): a
+    context prefilled, n rows appended and dropped again, on the target's shapes."""
+    head = _random_head(llama_pair.target.model.config)
+    lm = HeadAsLM(head)
+    with torch.inference_mode():
+        lm.extend(list(range(8)))
+        logits = lm.forward(torch.arange(4), torch.arange(8, 12), keep=0)
+    assert lm.committed == 8 and lm.cached.length == 12 and logits.shape == (4, 260)
+    lm.commit([])
+    assert lm.cached.length == 8
+    curve = measure_curve(head, "eagle:x", sizes=(1, 4), contexts=(0, 8), repeats=1)
+    assert {(p.context, p.n) for p in curve.points} == {(0, 1), (0, 4), (8, 1), (8, 4)}
+    assert all(p.seconds > 0 for p in curve.points)
