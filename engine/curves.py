@@ -39,7 +39,8 @@ from engine.cost_model import (
     check_grid,
 )
 from engine.runtime.eager import CachedModel, sync
-from engine.runtime.eagle_head import EagleHead, HeadAsLM
+from engine.runtime.eagle_head import EagleHead
+from engine.runtime.eagle_views import HeadAsLM
 from engine.runtime.lean import lean
 from engine.runtime.static import StaticCachedModel
 
@@ -120,7 +121,7 @@ def measure_curve(
     log: Callable[[str], None] | None = None,
 ) -> ForwardCurve:
     """The forward-cost curve of `model` (a loaded transformers causal LM, or an EAGLE head:
-    engine/runtime/eagle_head.py HeadAsLM) on its device and dtype; `name` is what the curve
+    engine/runtime/eagle_views.py HeadAsLM) on its device and dtype; `name` is what the curve
     is stored under. Tokens are drawn from the vocabulary with an explicit generator (the cost
     does not depend on which tokens)."""
     check_grid(sizes, contexts, repeats)

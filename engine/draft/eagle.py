@@ -31,7 +31,7 @@ import torch
 from engine.config import ConfigError
 from engine.draft.builder import Batch, TreeBuilder
 from engine.draft.model import chunk_visibility
-from engine.runtime.eagle_head import CachedHead, EagleHead
+from engine.runtime.eagle_head import FAMILIES, CachedHead, EagleHead
 from engine.sampling import Warp, top_token, warp
 from engine.transfer import to_device
 
@@ -44,9 +44,9 @@ class EagleDraft:
     def __init__(self, head: EagleHead, target, w: Warp) -> None:
         """target: the generation's target CachedModel (its features are read from it)."""
         tc = target.model.config
-        if head.cfg.family != getattr(tc, "model_type", None):
+        if getattr(tc, "model_type", None) not in FAMILIES:  # a Llama-style layer's features
             raise ConfigError(
-                f"the EAGLE head is for a {head.cfg.family} target; this target is "
+                f"an EAGLE head drafts for a {' or '.join(FAMILIES)} target; this target is "
                 f"{getattr(tc, 'model_type', 'unknown')}"
             )
         if (head.cfg.hidden_size, head.cfg.vocab_size) != (tc.hidden_size, tc.vocab_size):

@@ -7,7 +7,9 @@ The public format (EAGLE's released heads, e.g. yuhuili/EAGLE-LLaMA2-Chat-7B) is
                         num_attention_heads, num_key_value_heads, num_hidden_layers = 1,
                         rms_norm_eps, rope_theta, rope_scaling, max_position_embeddings,
                         vocab_size, hidden_act, "bias" (fc's bias), "qkv_bias" (present for
-                        Qwen2 targets: the attention projections' biases)
+                        Qwen2 targets: the attention projections' biases; EAGLE's code gives
+                        them biases when the key is there, so a Qwen2 target's head without
+                        it has a bias-free, Llama-style layer, which loads as family llama)
     pytorch_model.bin   a torch-saved state dict: fc.weight, fc.bias, layers.0.self_attn.
                         {q,k,v,o}_proj.weight (+ q/k/v .bias with qkv_bias), layers.0.mlp.
                         {gate,up,down}_proj.weight, layers.0.post_attention_layernorm.weight,

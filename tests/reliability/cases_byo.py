@@ -196,7 +196,7 @@ CASES: list[Case] = [
     Case(
         "eagle-head-of-another-family",
         (*GEN, "--target", "tiny-neox", "--draft", "eagle:{work}/head", "--method", "beam"),
-        "the EAGLE head is for a llama target; this target is gpt_neox",
+        "an EAGLE head drafts for a llama or qwen2 target; this target is gpt_neox",
         prepare=_llama_head,
     ),
 ]

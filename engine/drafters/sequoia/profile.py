@@ -24,7 +24,8 @@ from __future__ import annotations
 import torch
 
 from engine.runtime.eager import CachedModel
-from engine.runtime.eagle_head import EagleHead, teacher_forced_logits
+from engine.runtime.eagle_head import EagleHead
+from engine.runtime.eagle_views import teacher_forced_logits
 from engine.sampling import Warp, draft_warp, draws_without_replacement, residual, warp
 from engine.transfer import to_device
 

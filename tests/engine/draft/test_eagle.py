@@ -14,7 +14,8 @@ from engine.draft.eagle import EagleDraft
 from engine.drafters.sequoia.profile import measure_profile
 from engine.models import LoadedModel, Pair
 from engine.runtime.eager import CachedModel
-from engine.runtime.eagle_head import EagleHead, head_config, teacher_forced_logits
+from engine.runtime.eagle_head import EagleHead, head_config
+from engine.runtime.eagle_views import teacher_forced_logits
 from engine.sampling import Warp
 from tests.engine.golden import PROMPTS, reference
 from tests.method_cases import SMALL
@@ -165,3 +166,33 @@ def test_other_engines_greedy_exact(llama_pair, engine):
     ids = llama_pair.target.tokenizer.encode(PROMPTS[2])
     g = generate(pair, ids, "beam", 20, params=SMALL["beam"], engine=engine)
     assert tuple(g.tokens) == reference(llama_pair, PROMPTS[2], 20)
+
+
+@pytest.mark.parametrize("qkv_bias", [True, False])
+def test_tiny_qwen2_target_with_either_layer(qkv_bias):
+    """A random Qwen2 target drafts greedy-exact with its family's head (q/k/v biases) and
+    with a bias-free, Llama-style one (a public Qwen2 head without `qkv_bias`)."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=256, rope_theta=1e6)  # fmt: skip
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config).eval()
+    c = head_config(config)
+    if not qkv_bias:
+        c = dataclasses.replace(c, family="llama", qkv_bias=False)
+    head = EagleHead(c).eval()
+    tok = SimpleNamespace(eos_token_id=None, vocab_size=64)
+    target = LoadedModel("tiny-qwen2", model, tok, torch.device("cpu"), torch.float32)
+    pair = eagle_pair(target, head)
+    ids = [3, 17, 5, 40, 9]
+    with torch.inference_mode():
+        ref = []
+        for _ in range(12):
+            ref.append(int(model(input_ids=torch.tensor([ids + ref])).logits[0, -1].argmax()))
+    for method in ("beam", "salf"):
+        assert generate(pair, ids, method, 12, params=SMALL[method]).tokens == ref, method

@@ -20,7 +20,8 @@ from engine.runtime.eagle_format import (
     load_folder,
     save_folder,
 )
-from engine.runtime.eagle_head import CachedHead, EagleHead, HeadAsLM, head_config
+from engine.runtime.eagle_head import CachedHead, EagleHead, head_config
+from engine.runtime.eagle_views import HeadAsLM
 
 
 def _qwen2_config():
