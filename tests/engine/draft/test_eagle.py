@@ -196,3 +196,24 @@ def test_tiny_qwen2_target_with_either_layer(qkv_bias):
             ref.append(int(model(input_ids=torch.tensor([ids + ref])).logits[0, -1].argmax()))
     for method in ("beam", "salf"):
         assert generate(pair, ids, method, 12, params=SMALL[method]).tokens == ref, method
+
+
+def test_a_methods_learned_part_cannot_take_the_heads_place(llama_pair, monkeypatch):
+    """A method whose record attaches a learned part (DDTree's block drafter, NDE taps) reads
+    a draft LM or the target's features of its own: refused with one line, the part closed."""
+    import dataclasses
+
+    from engine import drafters
+
+    closed = []
+
+    class Part:
+        def close(self):
+            closed.append(1)
+
+    record = dataclasses.replace(drafters.DRAFTERS["linear"], attach=lambda *a: Part())
+    monkeypatch.setitem(drafters.DRAFTERS, "linear", record)
+    pair = eagle_pair(llama_pair.target, random_head(llama_pair.target.model))
+    with pytest.raises(ConfigError, match="an EAGLE head cannot be its draft"):
+        generate(pair, [256, 72], "linear", 4)
+    assert closed == [1]
