@@ -109,3 +109,27 @@ def test_bad_flags_fail_with_one_line(monkeypatch):
         assert "Traceback" not in r.output
     r = CliRunner().invoke(main, [*TOY, "--loss", "nope"])
     assert r.exit_code == 2 and "Invalid value for '--loss'" in r.output
+
+
+SWEEP = """\
+name: eagle-pair
+pairs: [{target: tiny-llama, draft: "eagle:a"}]
+dataset: {name: spec_bench, prompts: 1, prompt_tokens: 16}
+max_new_tokens: 8
+methods:
+  - name: beam
+  - name: salf
+    grid: {th: [0.0]}
+"""
+
+
+def test_a_sweep_drafts_with_the_head(tmp_path):
+    assert _run(*TOY, "--steps", "2", "--name", "a").exit_code == 0
+    (tmp_path / "s.yaml").write_text(SWEEP)
+    db = f"sqlite:///{tmp_path / 'o.db'}"
+    r = _run("submit", str(tmp_path / "s.yaml"), "--db", db, "--executor", "local")
+    assert r.exit_code == 0, r.output
+    r = _run("export", "--db", db, "--format", "json")
+    rows = json.loads(r.stdout)
+    assert sorted(row["method"] for row in rows) == ["beam", "salf"]
+    assert all(row["draft"] == "eagle:a" and row["tokens_per_iteration"] > 0 for row in rows)
