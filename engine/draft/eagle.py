@@ -139,7 +139,7 @@ class EagleDraft:
     def _committed_features(self, n_p: int) -> torch.Tensor:
         """The features paired with the n_p pending committed rows [n_p, H]."""
         if not n_p:
-            return torch.zeros(0, self.lm.head.cfg.hidden_size, device=self.lm.device)
+            return self._zeros(0)
         return self.features[:n_p]
 
     def _input(self, b: TreeBuilder, node: int) -> torch.Tensor:
@@ -148,8 +148,13 @@ class EagleDraft:
         if node > 0:
             return self.out[b.parents[node]]
         if self.prefix_len == 0:
-            return torch.zeros(self.lm.head.cfg.hidden_size, device=self.lm.device)
+            return self._zeros(1)[0]
         return self.features[self.prefix_len - 1 - self.rows]
+
+    def _zeros(self, n: int) -> torch.Tensor:
+        return torch.zeros(
+            n, self.lm.head.cfg.hidden_size, device=self.lm.device, dtype=self.lm.dtype
+        )
 
     def commit(self, path: list[int]) -> None:
         """After verification (path: tree nodes below the root, numbered as in the builder's

@@ -217,3 +217,13 @@ def test_a_methods_learned_part_cannot_take_the_heads_place(llama_pair, monkeypa
     with pytest.raises(ConfigError, match="an EAGLE head cannot be its draft"):
         generate(pair, [256, 72], "linear", 4)
     assert closed == [1]
+
+
+def test_a_bf16_head_beside_an_fp32_target(llama_pair):
+    """The head's dtype is its own: features and embeddings are cast to it, its outputs to the
+    LM head's (greedy output still the target's)."""
+    head = random_head(llama_pair.target.model).to(torch.bfloat16)
+    pair = eagle_pair(llama_pair.target, head)
+    ids = llama_pair.target.tokenizer.encode(PROMPTS[0])
+    g = generate(pair, ids, "beam", 12, params=SMALL["beam"])
+    assert tuple(g.tokens) == reference(llama_pair, PROMPTS[0], 12)
