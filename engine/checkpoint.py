@@ -62,7 +62,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -79,7 +79,7 @@ def save(
     """Write `state` (and its meta) as checkpoint `name`, replacing an earlier one atomically."""
     d = folder(name)
     d.mkdir(parents=True, exist_ok=True)
-    _atomic_write(d / "state.pt", lambda f: torch.save(state, f))
+    atomic_write(d / "state.pt", lambda f: torch.save(state, f))
     meta = {
         "name": name,
         "kind": kind,
@@ -90,7 +90,7 @@ def save(
         "torch": torch.__version__,
         "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    _atomic_write(d / "meta.json", lambda f: f.write(json.dumps(meta, indent=1).encode()))
+    atomic_write(d / "meta.json", lambda f: f.write(json.dumps(meta, indent=1).encode()))
     return _from_meta(meta, d)
 
 

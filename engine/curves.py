@@ -39,6 +39,8 @@ from engine.cost_model import (
     check_grid,
 )
 from engine.runtime.eager import CachedModel, sync
+from engine.runtime.eagle_head import EagleHead
+from engine.runtime.eagle_views import HeadAsLM
 from engine.runtime.lean import lean
 from engine.runtime.static import StaticCachedModel
 
@@ -118,11 +120,14 @@ def measure_curve(
     seed: int = 0,
     log: Callable[[str], None] | None = None,
 ) -> ForwardCurve:
-    """The forward-cost curve of `model` (a loaded transformers causal LM) on its device and
-    dtype; `name` is what the curve is stored under. Tokens are drawn from the vocabulary with
-    an explicit generator (the cost does not depend on which tokens)."""
+    """The forward-cost curve of `model` (a loaded transformers causal LM, or an EAGLE head:
+    engine/runtime/eagle_views.py HeadAsLM) on its device and dtype; `name` is what the curve
+    is stored under. Tokens are drawn from the vocabulary with an explicit generator (the cost
+    does not depend on which tokens)."""
     check_grid(sizes, contexts, repeats)
     make = cached_factory(engine)
+    if isinstance(model, EagleHead):  # an EAGLE draft: its own forwards, on every engine path
+        make = lambda head, capacity: HeadAsLM(head)  # noqa: E731
     with torch.inference_mode():
         points = _measure(model, name, make, sizes, contexts, repeats, warmup, seed, log)
     dtype = str(model.dtype).removeprefix("torch.")

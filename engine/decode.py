@@ -24,6 +24,7 @@ import torch
 from engine.clock import Clock
 from engine.config import ConfigError, split_engine
 from engine.draft import DecodeState, DraftModel, NoDraft
+from engine.draft.eagle import EagleDraft
 from engine.drafters import DRAFTERS
 from engine.iteration import iterate
 from engine.iteration.step import read_counts
@@ -31,6 +32,7 @@ from engine.methods import Method, check_without_draft, resolve_method
 from engine.metrics import GenerationStats, IterationStats, peak_memory, reset_peak_memory
 from engine.models import Pair
 from engine.runtime import MIN_CAPACITY, cached_model
+from engine.runtime.eagle_head import EagleHead
 from engine.sampling import Warp, draft_warp
 
 
@@ -94,14 +96,22 @@ def generate(
     path, _ = split_engine(engine)
     capacity = len(prompt_ids) + max_new_tokens + MIN_CAPACITY
     target = cached_model(pair.target.model, engine, capacity)
+    target.hidden_layers, target.hidden = (), None  # no features unless the draft or method asks
     if pair.draft is None:  # a model-free method (prompt lookup): engine/draft/none.py
         check_without_draft(method.name)
         draft = NoDraft(device)
+    elif isinstance(pair.draft.model, EagleHead):  # an EAGLE head: engine/draft/eagle.py
+        draft = EagleDraft(pair.draft.model, target, dw)
     else:
         draft = DraftModel(pair.draft.model, dw, cached_model(pair.draft.model, engine, capacity))
-    target.hidden_layers, target.hidden = (), None  # no features unless the method asks
     attach = DRAFTERS[method.name].attach
     attached = None if attach is None else attach(method.cfg, pair, target, draft, path)
+    if attached is not None and isinstance(draft, EagleDraft):
+        attached.close()
+        raise ConfigError(
+            f"method {method.name!r}: its learned part needs a draft LM or the target's "
+            f"features of its own; an EAGLE head cannot be its draft"
+        )
     try:
         with torch.inference_mode():  # once per generation, not per forward (engine/runtime)
             return _generate(
@@ -123,6 +133,8 @@ def _generate(target, draft, method, prompt_ids, max_new_tokens, w, dw, gen, eos
     start = clock.stamp()
     committed = list(prompt_ids)
     target.extend(committed[:-1])
+    if isinstance(draft, EagleDraft):  # the prompt's target features (the root's excepted)
+        draft.prefill(target)
     if attached is not None and len(committed) > 1:
         attached.prefill(target)  # the target's prefill over the prompt, the root excepted
     prefilled = clock.stamp()

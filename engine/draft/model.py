@@ -15,6 +15,23 @@ from engine.sampling import Warp, top_token, warp
 from engine.transfer import read_pair, to_device
 
 
+def chunk_visibility(committed: int, base: int, n_p: int, paths: list[list[int]]) -> np.ndarray:
+    """The ancestor-only mask of one draft chunk [n_p + len(paths), base + n_p + len(paths)]
+    bool: n_p pending committed tokens at slots base.. (causal among themselves, seen by every
+    node) then one tree node per path (its ancestors' cache slots and its own); every row sees
+    the first `committed` slots. Built in numpy: a few small ops cost several times less there
+    than as CPU tensor ops, and it goes to the device in one copy."""
+    n = n_p + len(paths)
+    visible = np.zeros((n, base + n), dtype=bool)
+    visible[:, :committed] = True
+    if n_p:
+        visible[:n_p, base : base + n_p] = np.tri(n_p, dtype=bool)
+        visible[n_p:, base : base + n_p] = True
+    rows = [r for r, a in enumerate(paths, n_p) for _ in a]
+    visible[rows, list(itertools.chain.from_iterable(paths))] = True
+    return visible
+
+
 class DraftModel:
     """A draft LM, its KV cache, and where each node of the tree being built sits in it."""
 
@@ -52,21 +69,13 @@ class DraftModel:
         top-k only."""
         lm = self.lm
         pend, self.pending = self.pending, []
-        n_p, n = len(pend), len(pend) + len(new)
+        n_p = len(pend)
         base = lm.length  # first slot of this chunk
         for j, i in enumerate(new):  # ascending, so a parent in this batch comes first
             p = b.parents[i]
             self.path_slots[i] = (self.path_slots[p] if p >= 0 else []) + [base + n_p + j]
-        # [n, cache slots after the chunk], built in numpy: a few small ops cost several times
-        # less there than as CPU tensor ops, and it goes to the device in one copy
-        visible = np.zeros((n, base + n), dtype=bool)
-        visible[:, : lm.committed] = True
-        if n_p:  # pending committed tokens: causal among themselves, seen by every node
-            visible[:n_p, base : base + n_p] = np.tri(n_p, dtype=bool)
-            visible[n_p:, base : base + n_p] = True
         paths = [self.path_slots[i] for i in new]  # each node's ancestors' slots and its own
-        rows = [r for r, a in enumerate(paths, n_p) for _ in a]
-        visible[rows, list(itertools.chain.from_iterable(paths))] = True
+        visible = chunk_visibility(lm.committed, base, n_p, paths)  # [n, base + n]
         tokens = pend + [b.tokens[i] for i in new]
         positions = [base + j for j in range(n_p)] + [self.prefix_len + b.depth[i] for i in new]
         dev = lm.device

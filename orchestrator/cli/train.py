@@ -1,6 +1,7 @@
-"""`orch train nde | talf | block-drafter | list`: train the papers' learned components into
-named checkpoints under ORCH_HOME/checkpoints (engine/checkpoint.py) that sweeps use by
-name. Each trainer's command lives beside its trainer and is added to this group."""
+"""`orch train nde | talf | block-drafter | eagle | eagle-export | list`: train the papers'
+learned components into named checkpoints under ORCH_HOME/checkpoints (engine/checkpoint.py)
+that sweeps use by name. Each trainer's command lives beside its trainer and is added to
+this group."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import json
 import click
 
 from orchestrator.cli.train_block import block_drafter
+from orchestrator.cli.train_eagle import eagle_export, train_eagle
 from orchestrator.cli.train_nde import train_nde
 from orchestrator.cli.train_talf import train_talf
 
 
 @click.group("train")
 def train() -> None:
-    """Train the papers' learned components (NDE, TALF, block drafter) into named checkpoints."""
+    """Train the papers' learned components (NDE, TALF, block drafter, EAGLE head) into named
+    checkpoints."""
 
 
 @train.command("list")
@@ -40,5 +43,7 @@ def train_list(fmt: str) -> None:
 
 
 train.add_command(block_drafter)
+train.add_command(train_eagle)
+train.add_command(eagle_export)
 train.add_command(train_nde)
 train.add_command(train_talf)

@@ -37,6 +37,15 @@ def _file_sweep(name: str = "p.jsonl", extra: str = "") -> str:
     return sweep(dataset="{path: %s, field: q, prompts: 2%s}" % (f"{{work}}/{name}", extra))
 
 
+def _llama_head(ctx: Ctx) -> None:
+    """{work}/head: a random EAGLE head for tiny-llama in the public format."""
+    from engine.models import load_model
+    from engine.runtime.eagle_format import save_folder
+    from engine.runtime.eagle_head import EagleHead, head_config
+
+    save_folder(EagleHead(head_config(load_model("tiny-llama").model.config)), ctx.work / "head")
+
+
 ROWS = b'{"q": "one"}\n{"q": "two"}\n'
 FOLDER = "{work}/t"
 CASES: list[Case] = [
@@ -166,5 +175,28 @@ CASES: list[Case] = [
         spec=sweep(target=FOLDER, extra="placement: {gpus_per_trial: 4}\ndevice: cpu\n"),
         prepare=_pair_folders("</s>", "</s>"),
         needs="no-cuda",
+    ),
+    # -- EAGLE heads as drafts (docs/eagle.md)
+    Case(
+        "eagle-draft-without-a-name",
+        (*GEN, "--target", "tiny-llama", "--draft", "eagle:", "--method", "beam"),
+        "an EAGLE draft is eagle:CHECKPOINT or eagle:PATH, with a name",
+    ),
+    Case(
+        "eagle-draft-checkpoint-absent",
+        (*GEN, "--target", "tiny-llama", "--draft", "eagle:absent", "--method", "beam"),
+        "no checkpoint 'absent'",
+    ),
+    Case(
+        "eagle-draft-folder-without-config",
+        SUBMIT,
+        "pairs[0].draft: EAGLE head folder",
+        spec=sweep().replace("tiny-llama-draft", "'eagle:{work}/nohead'"),
+    ),
+    Case(
+        "eagle-head-of-another-family",
+        (*GEN, "--target", "tiny-neox", "--draft", "eagle:{work}/head", "--method", "beam"),
+        "an EAGLE head drafts for a llama or qwen2 target; this target is gpt_neox",
+        prepare=_llama_head,
     ),
 ]

@@ -24,6 +24,8 @@ from __future__ import annotations
 import torch
 
 from engine.runtime.eager import CachedModel
+from engine.runtime.eagle_head import EagleHead
+from engine.runtime.eagle_views import teacher_forced_logits
 from engine.sampling import Warp, draft_warp, draws_without_replacement, residual, warp
 from engine.transfer import to_device
 
@@ -61,7 +63,10 @@ def measure_profile(
             logits = cached.extend(seq[-1:])[-1]
         x = to_device([seq], t_model.device)
         p = warp(t_model(input_ids=x).logits[0, len(ids) - 1 : -1].float().cpu(), w)  # [T, V]
-        qd = d_model(input_ids=x.to(d_model.device)).logits[0, len(ids) - 1 : -1].float().cpu()
+        if isinstance(d_model, EagleHead):  # an EAGLE head: its rows on the target's features
+            qd = teacher_forced_logits(d_model, t_model, x)[0, len(ids) - 1 : -1].cpu()
+        else:
+            qd = d_model(input_ids=x.to(d_model.device)).logits[0, len(ids) - 1 : -1].float().cpu()
         q = torch.softmax(qd, -1) if wd.greedy else warp(qd, wd)  # [T, V]
         positions += p.shape[0]
         if wd.greedy:  # deterministic children: the draft's top-k, exactly

@@ -1,0 +1,138 @@
+"""`orch train eagle`: an EAGLE head for a target (engine/train/eagle.py) into a named
+checkpoint of kind "eagle"; a pair drafts with it as `draft: eagle:NAME` under every tree
+method (docs/eagle.md)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+
+import click
+
+from engine.config import ConfigError
+from orchestrator.cli.train_common import echo_checkpoint, resumable, resume_options
+
+# flag -> TrainConfig field, for the flags a --resume run must not change (--steps may grow)
+FIELDS = (
+    "target",
+    "loss",
+    "init",
+    "sequences",
+    "seq_len",
+    "batch",
+    "lr",
+    "lambda_reg",
+    "lambda_cls",
+    "depth",
+    "top_k",
+    "lambda_distil",
+    "tree_k",
+    "roots",
+    "save_every",
+    "seed",
+)
+
+
+@click.command("eagle")
+@click.option("--name", default=None, help="checkpoint name (default: eagle-LOSS-TARGET)")
+@click.option("--target", default="tiny-llama", show_default=True, help="a Llama/Qwen2 target")
+@click.option(
+    "--loss",
+    type=click.Choice(["eagle", "hass", "talf"]),
+    default="eagle",
+    show_default=True,
+    help="eagle: SmoothL1 on the features + cross-entropy (Sec. 2.2, 4.1); hass: the same over "
+    "--depth steps with the head's features fed back, + top-K distillation; talf: Algorithm 1 "
+    "over the target's beam trees (--tree-k, --depth), no regression",
+)
+@click.option("--init", default=None, help="start from this head (eagle:NAME or eagle:PATH)")
+@click.option("--sequences", type=int, default=32, show_default=True, help="corpus chunks")
+@click.option("--seq-len", type=int, default=128, show_default=True, help="tokens per chunk")
+@click.option("--steps", type=int, default=200, show_default=True)
+@click.option("--batch", type=int, default=4, show_default=True, help="chunks per step")
+@click.option("--lr", type=float, default=3e-3, show_default=True)
+@click.option("--lambda-reg", type=float, default=1.0, show_default=True, help="Sec. 4.1: 1")
+@click.option("--lambda-cls", type=float, default=10.0, show_default=True, help="Sec. 4.1: 10")
+@click.option("--depth", type=int, default=3, show_default=True, help="hass steps, talf depth")
+@click.option("--top-k", type=int, default=10, show_default=True, help="hass: distillation K")
+@click.option("--lambda-distil", type=float, default=10.0, show_default=True, help="hass: 10")
+@click.option("--tree-k", type=int, default=4, show_default=True, help="talf: tree k (Sec. 4.1)")
+@click.option("--roots", type=int, default=8, show_default=True, help="talf: trees per chunk")
+@click.option("--save-every", type=int, default=50, show_default=True)
+@resume_options
+@click.option("--device", default=None, help="auto, cpu, cuda, cuda:N, mps (default: cpu)")
+@click.pass_context
+def train_eagle(ctx, name, stop_after, resume, device, **flags) -> None:
+    """Train an EAGLE head on the target's features over the stdlib corpus (CPU is fine at
+    the default toy scale); prints the checkpoint folder and sha256."""
+    from tqdm import tqdm  # lazy: tqdm (a quarter of `orch --help`'s start-up)
+
+    from engine import checkpoint  # lazy: torch
+    from engine.models import check_device, resolve  # lazy: torch
+    from engine.train.eagle import KIND, TrainConfig, config_from, summary, train  # lazy: torch
+
+    target = flags["target"]
+    name = name or f"eagle-{flags['loss']}-{target}".replace("/", "_").replace(":", "_")[:100]
+    checkpoint.folder(name)  # a bad name fails here
+    if device is not None:
+        check_device(device)
+    if stop_after is not None and stop_after < 1:
+        raise ConfigError(f"--stop-after must be >= 1, got {stop_after}")
+    saved = resumable(name, KIND, resume)
+    if resume:
+        cfg = config_from(saved[0].config)
+        stored = asdict(cfg)
+        given = {
+            f: flags[f]
+            for f in FIELDS
+            if ctx.get_parameter_source(f) == click.core.ParameterSource.COMMANDLINE
+        }
+        changed = [f"--{f.replace('_', '-')}" for f, v in given.items() if v != stored[f]]
+        if changed:
+            raise ConfigError(
+                "--resume continues with the stored training config; these differ: "
+                + ", ".join(changed)
+            )
+        if ctx.get_parameter_source("steps") == click.core.ParameterSource.COMMANDLINE:
+            cfg = replace(cfg, steps=flags["steps"])
+    else:
+        if (checkpoint.folder(name) / "meta.json").exists():
+            raise ConfigError(f"checkpoint {name!r} exists; choose another --name")
+        cfg = TrainConfig(**flags)
+    resolve(cfg.target)  # an unknown model fails before anything loads
+    if cfg.init is not None:
+        resolve(cfg.init)
+    bars: dict[str, tqdm] = {}
+
+    def progress(phase: str, done: int, total: int) -> None:
+        key = phase.split(" (")[0]
+        bar = bars.get(key)
+        if bar is None:
+            bar = bars[key] = tqdm(total=total, desc=key, file=click.get_text_stream("stderr"))
+            bar.update(done - 1)
+        bar.set_postfix_str(phase[len(key) :].strip(" ()"))
+        bar.update(done - bar.n)
+
+    try:
+        ckpt = train(name, cfg, resume, progress, stop_after, device)
+    finally:
+        for bar in bars.values():
+            bar.close()
+    if ckpt.done:
+        click.echo(summary(checkpoint.load(name, KIND)[1]), err=True)
+    echo_checkpoint(ckpt)
+
+
+@click.command("eagle-export")
+@click.option("--name", required=True, help="the finished eagle checkpoint")
+@click.option("--out", "-o", required=True, help="the folder to write")
+@click.option(
+    "--with-embedding",
+    is_flag=True,
+    help="also write the target's embedding as embed_tokens.weight (EAGLE's own loader needs it)",
+)
+def eagle_export(name: str, out: str, with_embedding: bool) -> None:
+    """Write a trained head in the public EAGLE format (config.json + pytorch_model.bin); a
+    pair drafts with the folder as `eagle:PATH`, EAGLE's code loads it too."""
+    from engine.train.eagle import export  # lazy: torch
+
+    click.echo(f"wrote {export(name, out, with_embedding)}")
