@@ -106,4 +106,3 @@ def hf_generate(pair, ids: list[int], n: int, assisted: bool) -> tuple[list[int]
     if cuda:
         torch.cuda.synchronize(x.device)
     return out[0, len(ids) :].tolist(), time.perf_counter() - start
-

@@ -24,7 +24,7 @@ from torch import nn
 
 from engine.train.eagle_loss import Parts
 from engine.train.talf import Forest, TALFConfig, target_forest, tree_cross_entropy
-from kernels.reference import ancestor_matrix
+from tree_kernels.reference import ancestor_matrix
 
 
 def forest_rows(head, embed: nn.Module, forest: Forest, feats: torch.Tensor) -> torch.Tensor:

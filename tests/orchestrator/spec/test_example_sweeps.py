@@ -256,6 +256,7 @@ def test_submit_scaled_on_the_tiny_pair_says_which_scale_ran(tmp_path):
 def test_the_synthetic_gpu_sweep_expands_without_building_a_model(monkeypatch):
     """examples/synthetic_gpu.yaml: its header's count, the synthetic names in their one
     spelling, checked from the names alone (nothing is built before a worker runs a trial)."""
+
     def refuse(*a, **k):
         raise AssertionError("a synthetic model was built while checking the sweep")
 
