@@ -262,10 +262,14 @@ def main(argv: list[str] | None = None) -> int:
                 for r in rows:
                     r.update(align=a, n_prompts=i + 1)
                 record["rows"] = [r for r in record["rows"] if r["align"] != a] + rows
-                record["per_prompt"][str(a)] = {
+                per_prompt = {
                     t: [{"prompt_tokens": p, **g.to_dict()} for p, g in r["gens"]]
                     for t, r in runs.items()
                 }
+                if a is None:  # {method: [...]}, the format bench.gpu predicts from
+                    record["per_prompt"] = per_prompt
+                else:  # {align: {method: [...]}}
+                    record["per_prompt"][str(a)] = per_prompt
                 record["time"] = time.strftime("%Y-%m-%d %H:%M:%S")
                 out.write_text(json.dumps(record, indent=1))
                 print(f"align {a}: prompt {i + 1}/{len(ids)} done", file=sys.stderr, flush=True)

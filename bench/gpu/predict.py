@@ -41,7 +41,8 @@ RECORD = RECORDS / "methods_real_pair.json"
 
 def default_record(folder: Path = RECORDS) -> Path:
     """The acceptance record to predict from: the newest per-iteration record in `folder`
-    (bench/cost_model.py's JSON, "bench": "cost_model"), else bench/methods.py's record of
+    (bench/cost_model.py's JSON, "bench": "cost_model"; not a synthetic pair's, whose
+    acceptance is set by its knob), else bench/methods.py's record of
     per-prompt totals (RECORD; its linear row still predicts HF assisted)."""
     found = []
     for path in folder.glob("*.json"):
@@ -49,7 +50,8 @@ def default_record(folder: Path = RECORDS) -> Path:
             head = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(head, dict) and head.get("bench") == "cost_model":
+        aligned = isinstance(head, dict) and any(a is not None for a in head.get("aligns", []))
+        if isinstance(head, dict) and head.get("bench") == "cost_model" and not aligned:
             found.append((str(head.get("time", "")), path.name, path))
     return max(found)[2] if found else RECORD
 

@@ -15,6 +15,9 @@ def test_default_record_is_the_newest_per_iteration_one(tmp_path):
     for name, when in (("a.json", "2026-11-24 10:00:00"), ("b.json", "2026-11-25 09:00:00")):
         (tmp_path / name).write_text(json.dumps({"bench": "cost_model", "time": when}))
     assert predict.default_record(tmp_path) == tmp_path / "b.json"
+    synthetic = {"bench": "cost_model", "time": "2026-12-07 10:00:00", "aligns": [0.75, 0.9]}
+    (tmp_path / "c.json").write_text(json.dumps(synthetic))  # newer, but its knob sets tau
+    assert predict.default_record(tmp_path) == tmp_path / "b.json"
 
 
 def test_predict_from_totals_only_record_is_not_available():

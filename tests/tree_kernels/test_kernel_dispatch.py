@@ -19,7 +19,7 @@ parents = torch.tensor([-1, 0, 0, 1])
 g = torch.Generator().manual_seed(0)
 q = torch.randn(1, 2, 4, 64, generator=g)
 k = torch.randn(1, 1, 9, 64, generator=g)
-assert kernels.HAS_TRITON is EXPECT_TRITON, kernels.HAS_TRITON
+assert tree_kernels.HAS_TRITON is EXPECT_TRITON, tree_kernels.HAS_TRITON
 assert not tree_kernels.uses_triton(q)
 assert torch.equal(tree_kernels.tree_attention(q, k, k, parents), tree_attention_reference(q, k, k, parents))
 """
