@@ -17,7 +17,10 @@ Names resolve in this order (DESIGN.md, "Built-in model names"):
 5. `synthetic:ARCH[@align=A][,seed=S]`: an aligned synthetic model at a published shape
    (engine/synthetic.py), built from its name alone; a synthetic draft takes its target's
    vocabulary.
-6. `ckpt:NAME`: a draft trained by `orch train talf` (engine/train/talf_train.py), the
+6. `eagle:NAME` / `eagle:PATH`: an EAGLE head (engine/runtime/eagle_format.py) trained by
+   `orch train eagle` or in EAGLE's public format; it drafts from the target's features with
+   the target's embedding and LM head (engine/draft/eagle.py, docs/eagle.md).
+7. `ckpt:NAME`: a draft trained by `orch train talf` (engine/train/talf_train.py), the
    checkpoint's base draft with its trained tensors put in; the loaded model records the
    checkpoint's name, kind, sha256 and training config (`LoadedModel.checkpoint`).
 """
