@@ -21,12 +21,12 @@ shares a reference next-token law, and `align` sets how much of it a model keeps
    norms 1. With the residual branches small, the final norm's output is E[x] and the logits
    are kap * sqrt(hidden) <C'[v], c_x> / |c_x|: the planted successors at about SHARP * (1,
    0.9, 0.8, 0.7) nats (SHARP = 20), a non-planted token's at its cross-talk with c_x,
-   ~ SHARP * |w| / sqrt(S) ~ 2 nats each, so the greedy next token is o_1(x).
+   about 2 nats in magnitude and at most about 8, so the greedy next token is o_1(x).
 4. The decoder layers keep their random initialisation with their output projections
    (attention o_proj, MLP down_proj) scaled so that the branches' sum entering the final norm
    is NOISE = 0.1 of the embedding's norm (calibrated on seeded tokens, twice): the layers cost
    what a real model's cost (same shapes, dense weights), and give the logits a small
-   dependence on the context (a few tenths of a nat) without moving the greedy token.
+   dependence on the context (hundredths of a nat) without moving the greedy token.
 
 So with a draft at align 1 (the reference) and a target at align a, the draft's greedy token
 is the target's on a fraction a of the vocabulary: per visited token, the chance that a
