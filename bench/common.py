@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from engine.datasets import encode_prompt
@@ -18,6 +19,12 @@ def load_prompts(
     return [
         encode_prompt(pair.target.tokenizer, p, prompt_tokens) for p in load_dataset(dataset, n=n)
     ]
+
+
+def command_line(script: str, argv: list[str] | None) -> str:
+    """The command a record was made with: this process's, or `script` with the `argv` a
+    caller (a test) passed to main."""
+    return "python " + " ".join(sys.argv if argv is None else [script, *argv])
 
 
 def write_record(path, record: dict) -> None:

@@ -39,7 +39,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import load_prompts, markdown_table  # noqa: E402
+from bench.common import command_line, load_prompts, markdown_table  # noqa: E402
 from bench.engine_overhead import parse_method  # noqa: E402
 from bench.hf_contenders import hf_generate  # noqa: E402
 from engine import cost_model  # noqa: E402
@@ -194,8 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "bench": "cost_model",
-        "command": "python "
-        + " ".join(sys.argv if argv is None else ["bench/cost_model.py", *argv]),
+        "command": command_line("bench/cost_model.py", argv),
         "target": args.target,
         "draft": args.draft,
         "dtype": args.dtype,

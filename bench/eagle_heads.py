@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import load_prompts, markdown_table, write_record  # noqa: E402
+from bench.common import command_line, load_prompts, markdown_table, write_record  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.models import Pair, load_model  # noqa: E402
 
@@ -94,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{h} {t} done", file=sys.stderr, flush=True)
     record = {
         "bench": "eagle_heads",
-        "command": "python "
-        + " ".join(sys.argv if argv is None else ["bench/eagle_heads.py", *argv]),
+        "command": command_line("bench/eagle_heads.py", argv),
         "target": args.target,
         "heads": {h: drafts[h].checkpoint for h in heads},
         "dataset": args.dataset,

@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import markdown_table, write_record  # noqa: E402
+from bench.common import command_line, markdown_table, write_record  # noqa: E402
 from bench.cost_model import at_align  # noqa: E402
 from engine.decode import generate  # noqa: E402
 from engine.models import load_pair  # noqa: E402
@@ -102,8 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"align {a} done", file=sys.stderr, flush=True)
     record = {
         "bench": "synthetic_alignment",
-        "command": "python "
-        + " ".join(sys.argv if argv is None else ["bench/synthetic_alignment.py", *argv]),
+        "command": command_line("bench/synthetic_alignment.py", argv),
         "target": args.target,
         "draft": args.draft,
         "n_prompts": args.n_prompts,

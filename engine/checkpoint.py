@@ -54,7 +54,8 @@ def folder(name: str) -> Path:
     return root() / name
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -83,7 +84,7 @@ def save(
     meta = {
         "name": name,
         "kind": kind,
-        "sha256": _sha256(d / "state.pt"),
+        "sha256": file_sha256(d / "state.pt"),
         "config": config,
         "step": step,
         "done": done,
@@ -129,7 +130,7 @@ def load(name: str, kind: str | None = None) -> tuple[Checkpoint, dict[str, Any]
 
 def _load_state(ckpt: Checkpoint) -> dict[str, Any]:
     path = ckpt.path / "state.pt"
-    if _sha256(path) != ckpt.sha256:
+    if file_sha256(path) != ckpt.sha256:
         raise ConfigError(f"checkpoint {ckpt.name!r}: state.pt does not match its sha256")
     return torch.load(path, map_location="cpu", weights_only=True)
 

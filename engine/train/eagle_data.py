@@ -128,14 +128,6 @@ def features_dir() -> Path:
     return orch_home() / "eagle_features"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 @torch.inference_mode()
 def _compute(model, tokens: torch.Tensor, progress: Progress) -> torch.Tensor:
     out = []
@@ -157,7 +149,7 @@ def cached_features(model, tokens: torch.Tensor, progress: Progress) -> tuple[to
     meta_path = path.with_suffix(".json")
     if path.is_file() and meta_path.is_file():
         meta = json.loads(meta_path.read_text())
-        if _sha256(path) != meta["sha256"]:
+        if checkpoint.file_sha256(path) != meta["sha256"]:
             raise ConfigError(f"cached features {path} do not match their sha256: remove them")
         return torch.load(path, weights_only=True), meta
     feats = _compute(model, tokens, progress)
@@ -165,7 +157,7 @@ def cached_features(model, tokens: torch.Tensor, progress: Progress) -> tuple[to
     checkpoint.atomic_write(path, lambda f: torch.save(feats, f))
     meta = {
         "path": str(path),
-        "sha256": _sha256(path),
+        "sha256": checkpoint.file_sha256(path),
         "target_fingerprint": fingerprint,
         "tokens_sha256": tokens_sha,
         "shape": list(feats.shape),
