@@ -63,6 +63,15 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def restore(state: dict[str, Any], module, opt, gen: torch.Generator, weights: str) -> int:
+    """A training loop continued from a saved `state`: the module's tensors (under key
+    `weights`), the optimizer's and the generator's state put back; returns the step."""
+    module.load_state_dict(state[weights])
+    opt.load_state_dict(state["optimizer"])
+    gen.set_state(state["generator"])
+    return state["step"]
+
+
 def atomic_write(path: Path, write) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,6 +38,7 @@ import torch
 
 from engine.checkpoint import apply_weights, describe, find, load
 from engine.config import ConfigError, split_engine
+from engine.devices import check_attn, pick_device, pick_dtype
 from engine.fetch import REAL_MODELS, ensure_fetched, model_dir, read_manifest
 from engine.hub import cached, check, check_tokenizers, download, is_hub_id
 from engine.model_names import TINY_MODELS, canonical_name, parse_synthetic
@@ -251,51 +251,6 @@ def check_positions(name: str, needed: int, what: str) -> None:
         )
 
 
-DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
-
-
-def check_device(device: str | None) -> str:
-    """`device` if this machine has it (auto, cpu, cuda, cuda:N, mps), else ConfigError."""
-    d = "auto" if device is None else device
-    if not DEVICE.fullmatch(d):
-        raise ConfigError(f"device {d!r} is not one of auto, cpu, cuda, cuda:N, mps")
-    if d.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ConfigError(f"device {d!r}: CUDA is not available on this machine")
-        n, index = torch.cuda.device_count(), int(d.partition(":")[2] or 0)
-        if index >= n:
-            raise ConfigError(f"device {d!r}: this machine has {n} CUDA devices (cuda:0..{n - 1})")
-    if d == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"device {d!r}: MPS is not available on this machine")
-    return d
-
-
-def pick_device(device: str | None = None) -> torch.device:
-    device = check_device(device)
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
-    """Default: bf16 on CUDA; fp32 on CPU, where bf16 matmuls are emulated (MODELS.md)."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype in (None, "auto"):
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    table = {
-        "float32": torch.float32,
-        "fp32": torch.float32,
-        "bfloat16": torch.bfloat16,
-        "bf16": torch.bfloat16,
-        "float16": torch.float16,
-        "fp16": torch.float16,
-    }
-    if dtype not in table:
-        raise ConfigError(f"unknown dtype {dtype!r} (known: {', '.join(table)})")
-    return table[dtype]
-
-
 def auto_dtype(name: str, device: str) -> str:
     """What dtype `auto` means for model `name` on `device` (a device string, not auto), as
     load_model resolves it: tiny models always float32, others pick_dtype's default."""
@@ -303,17 +258,6 @@ def auto_dtype(name: str, device: str) -> str:
     if name in TINY_MODELS:
         return "float32"
     return str(pick_dtype("auto", torch.device(device))).removeprefix("torch.")
-
-
-# sdpa_gqa (tree_kernels/sdpa_gqa.py, the default): transformers' sdpa without its key/value copy
-# per query head under a mask; tree_triton: the Triton tree kernel for verification forwards
-ATTENTION = ("sdpa_gqa", "sdpa", "eager", "tree_triton")
-
-
-def check_attn(attn: str) -> str:
-    if attn not in ATTENTION:
-        raise ConfigError(f"unknown attention {attn!r} (known: {', '.join(ATTENTION)})")
-    return attn
 
 
 def check_engine(engine: str, *names: str) -> str:

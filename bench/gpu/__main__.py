@@ -119,7 +119,7 @@ from bench.gpu.sections import (
 )
 from engine.config import ENGINE_SPECS, PADDED, ConfigError, split_engine
 from engine.curves import device_info
-from engine.models import pick_device, pick_dtype
+from engine.devices import pick_device, pick_dtype
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -41,8 +41,9 @@ from bench.gpu.profiling import add_trace_options, profile_generation
 from bench.gpu.sections import warm_up
 from bench.host_time import iteration_seconds
 from engine.config import ENGINES
+from engine.devices import pick_device, pick_dtype
 from engine.methods import resolve_method
-from engine.models import Pair, pick_device, pick_dtype
+from engine.models import Pair
 
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}

@@ -34,7 +34,8 @@ from bench.gpu.models import ARCHS, Models, ar_pair, random_prompt
 from bench.gpu.profiling import add_trace_options, profile_generation
 from engine.config import ENGINE_SPECS
 from engine.decode import generate
-from engine.models import Pair, pick_device, pick_dtype
+from engine.devices import pick_device, pick_dtype
+from engine.models import Pair
 
 
 def parse_args(argv=None) -> argparse.Namespace:

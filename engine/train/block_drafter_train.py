@@ -161,13 +161,7 @@ def train(name: str, cfg: TrainConfig, resume: bool, progress: Progress) -> chec
         drafter = BlockDrafter(arch)
     opt = torch.optim.AdamW(drafter.parameters(), lr=cfg.lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(cfg.seed)
-    step = 0
-    if previous is not None:
-        state = previous[1]
-        drafter.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        gen.set_state(state["generator"])
-        step = state["step"]
+    step = 0 if previous is None else checkpoint.restore(previous[1], drafter, opt, gen, "model")
     drafter.train()
     last = (float("nan"), torch.zeros(arch.block_size))
     while step < cfg.steps:

@@ -152,13 +152,7 @@ def train(
     }
     opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(cfg.seed)
-    step = 0
-    if previous is not None:
-        state = previous[1]
-        head.load_state_dict(state["weights"])
-        opt.load_state_dict(state["optimizer"])
-        gen.set_state(state["generator"])
-        step = state["step"]
+    step = 0 if previous is None else checkpoint.restore(previous[1], head, opt, gen, "weights")
     head.train()
     tokens = corpus.tokens
     end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)

@@ -115,20 +115,20 @@ def generate(
 ) -> None:
     """Run one generation with one method and print the result."""
     from engine.decode import generate as run  # lazy: torch
+    from engine.devices import check_attn  # lazy: torch
     from engine.methods import (  # lazy: torch
         check_standalone,
         check_without_draft,
         method_params,
         resolve_method,
     )
-    from engine.models import (  # lazy: torch
+    from engine.models import (
         NO_DRAFT,
-        check_attn,
         check_engine,
         check_pair_tokenizers,
         load_pair,
         resolve,
-    )
+    )  # lazy: torch
     from orchestrator.spec import check_generate  # lazy: SQLAlchemy (db.models)
 
     target, draft = canonical_name(target), canonical_name(draft)  # hub ids of the real pair

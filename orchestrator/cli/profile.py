@@ -53,14 +53,8 @@ def profile(
     """Measure seconds per forward of N new tokens after C cached tokens for the target and
     the draft on this device, and store both curves (replacing an earlier profile of the same
     device, model, dtype and engine)."""
-    from engine.models import (  # lazy: torch
-        check_device,
-        check_engine,
-        check_positions,
-        pick_device,
-        pick_dtype,
-        resolve,
-    )
+    from engine.devices import check_device, pick_device, pick_dtype  # lazy: torch
+    from engine.models import check_engine, check_positions, resolve  # lazy: torch
     from orchestrator.results import profile_models, save_curves  # lazy: pandas
     from orchestrator.store import Store  # lazy: SQLAlchemy
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from engine.model_names import canonical_name
+from orchestrator.cli.train_common import phase_bars
 
 
 @click.command("block-drafter")
@@ -31,8 +32,6 @@ from engine.model_names import canonical_name
 def block_drafter(name, target, draft, resume, **flags) -> None:
     """Train DDTree's block-diffusion drafter on the target's hidden states (CPU is fine at the
     default toy scale); prints the checkpoint folder and sha256."""
-    from tqdm import tqdm  # lazy: tqdm (a quarter of `orch --help`'s start-up)
-
     from engine.checkpoint import folder, load  # lazy: torch
     from engine.models import resolve  # lazy: torch
     from engine.train.block_drafter_train import TrainConfig, summary, train  # lazy: torch
@@ -42,20 +41,8 @@ def block_drafter(name, target, draft, resume, **flags) -> None:
     folder(name)  # a bad name fails here
     cfg = TrainConfig(target=target, **flags)
     resolve(target)  # an unknown model fails before anything loads
-    bars: dict[str, tqdm] = {}
-
-    def progress(phase: str, done: int, total: int) -> None:
-        key = phase.split(" (")[0]
-        bar = bars.get(key)
-        if bar is None:
-            bar = bars[key] = tqdm(total=total, desc=key, file=click.get_text_stream("stderr"))
-            bar.update(done - 1)
-        bar.set_postfix_str(phase[len(key) :].strip(" ()"))
-        bar.update(done - bar.n)
-
-    ckpt = train(name, cfg, resume, progress)
-    for bar in bars.values():
-        bar.close()
+    with phase_bars() as progress:
+        ckpt = train(name, cfg, resume, progress)
     click.echo(summary(load(name)[1]), err=True)
     click.echo(f"checkpoint {ckpt.name}: {ckpt.path}")
     click.echo(f"sha256 {ckpt.sha256}")

@@ -1,9 +1,11 @@
-"""What the `orch train` commands that read a dataset and resume a checkpoint share (`orch train
-nde`, `orch train talf`): the prompt-selection and resume options, the resume checks made before
-any model loads, and the closing lines naming the checkpoint."""
+"""What the `orch train` commands share: the prompt-selection and resume options (`orch train
+nde`, `talf`, `eagle`), the resume checks made before any model loads, the progress bars per
+phase (`block-drafter`, `eagle`), and the closing lines naming the checkpoint."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -70,6 +72,30 @@ def training_prompts(dataset: str, prompts: int, prompt_offset: int) -> list[str
         return load_prompts(dataset, prompt_offset + prompts)[prompt_offset:]
     except DatasetError as e:
         raise ConfigError(str(e)) from None
+
+
+@contextlib.contextmanager
+def phase_bars() -> Iterator[Callable[[str, int, int], None]]:
+    """A training's `progress(phase, done, total)` callback drawing one bar per phase on
+    stderr (the phase's parenthesised detail beside its bar); the bars closed on exit."""
+    from tqdm import tqdm  # lazy: tqdm (a quarter of `orch --help`'s start-up)
+
+    bars: dict[str, Any] = {}
+
+    def progress(phase: str, done: int, total: int) -> None:
+        key = phase.split(" (")[0]
+        bar = bars.get(key)
+        if bar is None:
+            bar = bars[key] = tqdm(total=total, desc=key, file=click.get_text_stream("stderr"))
+            bar.update(done - 1)
+        bar.set_postfix_str(phase[len(key) :].strip(" ()"))
+        bar.update(done - bar.n)
+
+    try:
+        yield progress
+    finally:
+        for bar in bars.values():
+            bar.close()
 
 
 def echo_checkpoint(ckpt) -> None:

@@ -9,7 +9,7 @@ from dataclasses import asdict, replace
 import click
 
 from engine.config import ConfigError
-from orchestrator.cli.train_common import echo_checkpoint, resumable, resume_options
+from orchestrator.cli.train_common import echo_checkpoint, phase_bars, resumable, resume_options
 
 # flag -> TrainConfig field, for the flags a --resume run must not change (--steps may grow)
 FIELDS = (
@@ -64,10 +64,9 @@ FIELDS = (
 def train_eagle(ctx, name, stop_after, resume, device, **flags) -> None:
     """Train an EAGLE head on the target's features over the stdlib corpus (CPU is fine at
     the default toy scale); prints the checkpoint folder and sha256."""
-    from tqdm import tqdm  # lazy: tqdm (a quarter of `orch --help`'s start-up)
-
     from engine import checkpoint  # lazy: torch
-    from engine.models import check_device, resolve  # lazy: torch
+    from engine.devices import check_device  # lazy: torch
+    from engine.models import resolve  # lazy: torch
     from engine.train.eagle import KIND, TrainConfig, config_from, summary, train  # lazy: torch
 
     target = flags["target"]
@@ -101,22 +100,8 @@ def train_eagle(ctx, name, stop_after, resume, device, **flags) -> None:
     resolve(cfg.target)  # an unknown model fails before anything loads
     if cfg.init is not None:
         resolve(cfg.init)
-    bars: dict[str, tqdm] = {}
-
-    def progress(phase: str, done: int, total: int) -> None:
-        key = phase.split(" (")[0]
-        bar = bars.get(key)
-        if bar is None:
-            bar = bars[key] = tqdm(total=total, desc=key, file=click.get_text_stream("stderr"))
-            bar.update(done - 1)
-        bar.set_postfix_str(phase[len(key) :].strip(" ()"))
-        bar.update(done - bar.n)
-
-    try:
+    with phase_bars() as progress:
         ckpt = train(name, cfg, resume, progress, stop_after, device)
-    finally:
-        for bar in bars.values():
-            bar.close()
     if ckpt.done:
         click.echo(summary(checkpoint.load(name, KIND)[1]), err=True)
     echo_checkpoint(ckpt)

@@ -89,7 +89,8 @@ def train_talf(ctx, name, stop_after, resume, device, **flags) -> None:
     from tqdm import tqdm  # lazy: tqdm (a quarter of `orch --help`'s start-up)
 
     from engine import checkpoint  # lazy: torch
-    from engine.models import check_device, model_config, pick_dtype, resolve  # lazy: torch
+    from engine.devices import check_device, pick_dtype  # lazy: torch
+    from engine.models import model_config, resolve  # lazy: torch
     from engine.train.talf_train import KIND, TrainConfig, config_from, train  # lazy: torch
 
     name = name or f"{flags['loss']}-{flags['draft']}".replace("/", "_").replace(":", "_")

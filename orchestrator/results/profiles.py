@@ -51,7 +51,7 @@ TRIALS_OWN = PredictWith()  # every trial's own engine, dtype and host time
 
 
 def normalise_dtype(dtype: str, device_type: str = "cpu") -> str:
-    """A trial's or the CLI's dtype as a profile stores it; auto as engine.models.pick_dtype
+    """A trial's or the CLI's dtype as a profile stores it; auto as engine.devices.pick_dtype
     resolves it (bfloat16 on CUDA, float32 on CPU)."""
     if dtype in (None, "auto"):
         return "bfloat16" if device_type == "cuda" else "float32"

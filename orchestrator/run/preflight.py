@@ -34,7 +34,7 @@ def check_run(opts: Any, devices: Iterable[str], hardware: Iterable[str | None] 
     `hardware`: the hardware types of the trials that will run (None: none named)."""
     hardware = sorted({h for h in hardware if h is not None})
     if opts.executor == "local":
-        from engine.models import check_device  # lazy: torch
+        from engine.devices import check_device  # lazy: torch
 
         ray_only = {"--address": opts.address, "--actors": opts.actors}
         ray_only["--accelerator"] = None if opts.accelerator == "auto" else opts.accelerator
@@ -162,7 +162,7 @@ def placement(opts: Any) -> str:
     """The device trials with `device: auto` run on under `opts` (RunOptions), decided where
     the sweep is expanded, which need not be where it runs (a Ray head without GPUs
     dispatching to GPU workers): the local executor runs them on this machine (cuda when it
-    has a GPU, as engine.models.pick_device does); Ray runs them on GPU actors, so cuda, with
+    has a GPU, as engine.devices.pick_device does); Ray runs them on GPU actors, so cuda, with
     `--accelerator gpu` or (auto) when the cluster has GPUs, as the Ray executor plans its
     actors; else cpu."""
     if opts.executor == "local":

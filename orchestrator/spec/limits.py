@@ -111,7 +111,8 @@ def check_generate(
 ) -> None:
     """Everything `orch generate` can check before loading: the device, the caps, prompt ids
     and tree widths against the pair's vocabulary (read from the models' configs)."""
-    from engine.models import NO_DRAFT, check_device, vocab_size  # lazy: torch
+    from engine.devices import check_device  # lazy: torch
+    from engine.models import NO_DRAFT, vocab_size  # lazy: torch
     from engine.tree_bounds import check_vocab  # lazy: torch
 
     check_device(device)

@@ -5,7 +5,8 @@ import torch
 
 from engine.config import ConfigError
 from engine.decode import generate
-from engine.models import TINY_MODELS, load_model, load_pair, pick_device, pick_dtype, resolve
+from engine.devices import pick_device, pick_dtype
+from engine.models import TINY_MODELS, load_model, load_pair, resolve
 
 
 @pytest.fixture(scope="module")
