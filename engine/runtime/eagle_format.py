@@ -16,6 +16,10 @@ The public format (EAGLE's released heads, e.g. yuhuili/EAGLE-LLaMA2-Chat-7B) is
                         and embed_tokens.weight (EAGLE's loader is strict and expects it)
     (or model.safetensors with the same keys)
 
+A head with a draft vocabulary (ours, after EAGLE-3) adds `draft_vocab_size` to config.json
+and EAGLE-3's buffers `d2t` [Vd] (draft id d is target id d + d2t[d]) and `t2d` [V] (bool) to
+the tensors; its logits are the target LM head's rows of those ids.
+
 Loading ignores embed_tokens.weight beyond its shape: the head always uses the target's
 embedding (shared and frozen, engine/runtime/eagle_head.py). `save_folder` writes the format,
 with embed_tokens.weight only when given the target's (for EAGLE's own code to load it); our
@@ -70,6 +74,8 @@ def eagle_config(c: HeadConfig) -> dict[str, Any]:
         "bias": c.fc_bias,
         "target_family": c.family,  # ours: which decoder layer (EAGLE's code ignores it)
     }
+    if c.draft_vocab_size:  # EAGLE-3's key; its d2t / t2d buffers go with the tensors
+        out["draft_vocab_size"] = c.draft_vocab_size
     if c.qkv_bias:
         out["qkv_bias"] = True
     return out
@@ -103,6 +109,7 @@ def head_config_from(raw: dict[str, Any], where: str) -> HeadConfig:
             max_position_embeddings=int(raw.get("max_position_embeddings", 4096)),
             fc_bias=bool(raw.get("bias", True)),
             qkv_bias=qkv_bias,
+            draft_vocab_size=int(raw.get("draft_vocab_size") or 0),
         )
     except KeyError as e:
         raise ConfigError(f"{where}: config.json has no {e.args[0]}") from None

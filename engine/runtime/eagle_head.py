@@ -57,6 +57,7 @@ class HeadConfig:
     max_position_embeddings: int = 4096
     fc_bias: bool = True  # EAGLE's fc has a bias
     qkv_bias: bool = False  # Qwen2's attention projections have biases
+    draft_vocab_size: int = 0  # > 0: drafts over that many target tokens (EAGLE-3's); 0: all
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -65,6 +66,11 @@ class HeadConfig:
             )
         if self.num_attention_heads % self.num_key_value_heads:
             raise ConfigError("num_attention_heads must be a multiple of num_key_value_heads")
+        if not 0 <= self.draft_vocab_size <= self.vocab_size:
+            raise ConfigError(
+                f"draft_vocab_size must be in 0 .. vocab_size ({self.vocab_size}), "
+                f"got {self.draft_vocab_size}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -184,6 +190,30 @@ class EagleHead(nn.Module):
             rope_parameters=dict(c.rope_parameters),
         )
         self.rotary = LlamaRotaryEmbedding(rope_config)  # Qwen2's RoPE is Llama's
+        if c.draft_vocab_size:  # EAGLE-3's draft vocabulary, in its buffers' convention
+            # d2t [Vd]: draft id d is target id d + d2t[d]; t2d [V]: a target id is drafted.
+            # Set from the training corpus (set_vocab) or loaded with the head's tensors.
+            self.register_buffer("d2t", torch.zeros(c.draft_vocab_size, dtype=torch.long))
+            self.register_buffer("t2d", torch.zeros(c.vocab_size, dtype=torch.bool))
+            self.set_vocab(torch.arange(c.draft_vocab_size))
+
+    @property
+    def vocab(self) -> torch.Tensor | None:
+        """The target ids the head drafts over, ascending [Vd] (None: the whole vocabulary)."""
+        if not self.cfg.draft_vocab_size:
+            return None
+        return torch.arange(self.cfg.draft_vocab_size, device=self.d2t.device) + self.d2t
+
+    def set_vocab(self, ids: torch.Tensor) -> None:
+        """Draft over the target ids `ids` [Vd] (distinct; stored ascending)."""
+        ids = torch.unique(ids.to(torch.long).cpu())  # sorted
+        if ids.numel() != self.cfg.draft_vocab_size or not 0 <= int(ids[0]):
+            raise ConfigError(f"a draft vocabulary of {self.cfg.draft_vocab_size} distinct ids")
+        if int(ids[-1]) >= self.cfg.vocab_size:
+            raise ConfigError(f"draft vocabulary ids must be < {self.cfg.vocab_size}")
+        self.d2t.copy_(ids - torch.arange(ids.numel()))
+        self.t2d.zero_()
+        self.t2d[ids.to(self.t2d.device)] = True
 
     @property
     def config(self) -> Any:
@@ -249,6 +279,45 @@ def shared_parts(target_model: Any) -> tuple[nn.Module, nn.Module]:
     return target_model.get_input_embeddings(), target_model.get_output_embeddings()
 
 
+class DraftVocabLMHead(nn.Module):
+    """The target's LM head restricted to a head's draft vocabulary (EAGLE-3's reduced
+    vocabulary, our variant of the EAGLE head): its rows `vocab` [Vd] (a frozen copy, made
+    once; an LM head other than a plain Linear, e.g. a check's view, is run whole and its
+    logits restricted). `full`: logits over the target's V ids, -inf where the head never
+    drafts, which is what the tree builders and verifiers read (the draft's probability there
+    is 0); else the Vd restricted logits (training: softmax over them is the distribution
+    conditioned on the draft vocabulary, as EAGLE-3 trains)."""
+
+    def __init__(self, lm_head: nn.Module, vocab: torch.Tensor, full: bool) -> None:
+        super().__init__()
+        self.vocab = vocab.to(lm_head.weight.device)
+        self.linear = type(lm_head) is nn.Linear and lm_head.bias is None
+        self.weight = lm_head.weight.detach()
+        if self.linear:
+            self.weight = self.weight.index_select(0, self.vocab)  # [Vd, H]
+        self.other = [lm_head]  # a list: not a submodule
+        self.full = full
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.linear:
+            logits, size = nn.functional.linear(x, self.weight), self.other[0].out_features
+        else:
+            whole = self.other[0](x)  # [..., V]
+            logits, size = whole[..., self.vocab], whole.shape[-1]
+        if not self.full:
+            return logits  # [..., Vd]
+        out = logits.new_full((*logits.shape[:-1], size), float("-inf"))  # [..., V]
+        out[..., self.vocab] = logits
+        return out
+
+
+def head_lm_head(head: EagleHead, lm_head: nn.Module, full: bool = True) -> nn.Module:
+    """What maps the head's output features to its logits: the target's LM head, or with a
+    draft vocabulary its restriction (DraftVocabLMHead; `full` as there)."""
+    vocab = head.vocab
+    return lm_head if vocab is None else DraftVocabLMHead(lm_head, vocab, full)
+
+
 class CachedHead:
     """An EagleHead with its KV cache over committed rows then a tree's rows, the target's
     embedding and LM head beside it; the `lm` of engine/draft/eagle.py EagleDraft (the
@@ -259,7 +328,8 @@ class CachedHead:
 
     def __init__(self, head: EagleHead, target_model: Any) -> None:
         self.head = head
-        self.embed, self.lm_head = shared_parts(target_model)
+        self.embed, lm_head = shared_parts(target_model)
+        self.lm_head = head_lm_head(head, lm_head)
         self.device, self.dtype = head.device, head.dtype
         self.keys: torch.Tensor | None = None  # [1, Hkv, length, Dh]
         self.values: torch.Tensor | None = None

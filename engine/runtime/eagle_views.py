@@ -10,7 +10,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from engine.runtime.eagle_head import CachedHead, EagleHead, HeadConfig, shared_parts
+from engine.runtime.eagle_head import (
+    CachedHead,
+    EagleHead,
+    HeadConfig,
+    head_lm_head,
+    shared_parts,
+)
 
 
 def teacher_forced_logits(head: EagleHead, target_model: Any, input_ids: torch.Tensor):
@@ -21,6 +27,7 @@ def teacher_forced_logits(head: EagleHead, target_model: Any, input_ids: torch.T
     out = target_model(input_ids=input_ids, output_hidden_states=True)
     feats = out.hidden_states[-1].to(head.dtype)  # [1, T, H] after the final norm
     embed, lm_head = shared_parts(target_model)
+    lm_head = head_lm_head(head, lm_head)
     t = input_ids.shape[1]
     positions = torch.arange(t - 1, device=input_ids.device)[None]  # [1, T-1]
     rows, _ = head(embed(input_ids[:, 1:]).to(head.dtype), feats[:, :-1], positions)

@@ -24,7 +24,7 @@ and the feature file's sha256, recorded by every trial that drafts with it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,14 +34,15 @@ from engine import checkpoint
 from engine.config import ConfigError
 from engine.models import load_model
 from engine.runtime.eagle_format import EAGLE_PREFIX, KIND, load_head, save_folder
-from engine.runtime.eagle_head import EagleHead, head_config, shared_parts
+from engine.runtime.eagle_head import EagleHead, head_config, head_lm_head, shared_parts
 from engine.train.eagle_data import build_corpus, cached_features
 from engine.train.eagle_loss import LAMBDA_CLS, LAMBDA_REG, Parts, eagle_loss
 from engine.train.eagle_talf import build_forests, eagle_talf_loss
 from engine.train.hass import DEPTH, LAMBDA_DISTIL, TOP_K, hass_loss
-from engine.train.talf import TALFConfig
+from engine.train.talf import Forest, TALFConfig
 
 LOSSES = ("eagle", "hass", "talf")
+PRECISIONS = ("float32", "bfloat16")
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
@@ -64,6 +65,8 @@ class TrainConfig:
     roots: int = 8  # TALF: roots (trees) per chunk per step
     save_every: int = 50
     seed: int = 0
+    draft_vocab: int = 0  # > 0: the head drafts over the corpus's most frequent tokens
+    precision: str = "float32"  # "bfloat16": the target's features and the head's forward
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
@@ -77,6 +80,10 @@ class TrainConfig:
             raise ConfigError(f"--seq-len must be >= depth + 2 = {self.depth + 2}")
         if not self.lr > 0 or min(self.lambda_reg, self.lambda_cls, self.lambda_distil) < 0:
             raise ConfigError("--lr must be > 0, the loss weights (--lambda-*) >= 0")
+        if self.draft_vocab < 0:
+            raise ConfigError(f"--draft-vocab must be >= 0, got {self.draft_vocab}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"--precision {self.precision!r}: one of {', '.join(PRECISIONS)}")
         if self.init is not None and not self.init.startswith(EAGLE_PREFIX):
             raise ConfigError(f"--init {self.init!r}: an EAGLE head, eagle:NAME or eagle:PATH")
 
@@ -86,13 +93,16 @@ def config_from(stored: dict[str, Any]) -> TrainConfig:
     return TrainConfig(**{f.name: stored[f.name] for f in fields(TrainConfig) if f.name in stored})
 
 
-def step_loss(cfg: TrainConfig, head, target_model, tokens, feats, gen) -> Parts:
-    """The configured loss on one batch (tokens [B, T], feats [B, T, H]); TALF's target
-    trees are built here, their roots drawn with `gen`."""
-    embed, lm_head = shared_parts(target_model)
+def step_loss(cfg: TrainConfig, head, target_model, lm_head, tokens, feats, gen) -> Parts:
+    """The configured loss on one batch (tokens [B, T], feats [B, T, H]); lm_head: the head's
+    (head_lm_head with full=False); TALF's target trees are built here, their roots drawn
+    with `gen`."""
+    embed = shared_parts(target_model)[0]
     if cfg.loss == "talf":
         tree = TALFConfig(top_k=cfg.tree_k, depth=cfg.depth)
         forests = build_forests(target_model, tokens, cfg.roots, tree, gen)
+        if head.vocab is not None:
+            forests = [restrict_labels(f, head.vocab) for f in forests]
         return eagle_talf_loss(head, embed, lm_head, forests, list(feats))
     if cfg.loss == "hass":
         return hass_loss(
@@ -102,15 +112,37 @@ def step_loss(cfg: TrainConfig, head, target_model, tokens, feats, gen) -> Parts
     return eagle_loss(head, embed, lm_head, tokens, feats, cfg.lambda_reg, cfg.lambda_cls)
 
 
-def initial_head(cfg: TrainConfig, target_model) -> EagleHead:
-    """A seeded random head for the target, or the head `init` (checked against the target)."""
+def restrict_labels(forest: Forest, vocab: torch.Tensor) -> Forest:
+    """TALF's soft labels [R, V] conditioned on the draft vocabulary vocab [Vd]: [R, Vd]."""
+    labels = forest.labels[:, vocab.to(forest.labels.device)]
+    return replace(forest, labels=labels / labels.sum(-1, keepdim=True).clamp_min(1e-30))
+
+
+def frequent_tokens(tokens: torch.Tensor, size: int, vocab_size: int) -> torch.Tensor:
+    """The `size` most frequent ids of tokens [S, T] (ties: the smaller id), ascending: a
+    draft vocabulary (EAGLE-3 takes the most frequent tokens of its training data)."""
+    counts = torch.bincount(tokens.flatten(), minlength=vocab_size)  # [V]
+    order = torch.argsort(-counts, stable=True)[:size]
+    return order.sort().values
+
+
+def initial_head(cfg: TrainConfig, target_model, corpus_tokens: torch.Tensor) -> EagleHead:
+    """A seeded random head for the target (its draft vocabulary, if any, the corpus's most
+    frequent tokens), or the head `init` (checked against the target)."""
+    shape = replace(head_config(target_model.config), draft_vocab_size=cfg.draft_vocab)
     if cfg.init is None:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
-            return EagleHead(head_config(target_model.config))
+            head = EagleHead(shape)
+        if cfg.draft_vocab:
+            head.set_vocab(frequent_tokens(corpus_tokens, cfg.draft_vocab, shape.vocab_size))
+        return head
     head = load_head(cfg.init, torch.device("cpu"), torch.float32)["model"]
-    if head.cfg != head_config(target_model.config):
-        raise ConfigError(f"--init {cfg.init}: a head of another target's shape")
+    if head.cfg != shape:
+        raise ConfigError(
+            f"--init {cfg.init}: a head of another shape (another target, or --draft-vocab "
+            f"{head.cfg.draft_vocab_size}, not {cfg.draft_vocab})"
+        )
     return head.requires_grad_(True)
 
 
@@ -140,10 +172,12 @@ def train(
         stored = config_from(previous[0].config)
         if {**asdict(stored), "steps": 0} != {**asdict(cfg), "steps": 0}:
             raise ConfigError(f"--resume {name!r}: flags other than --steps differ from the run")
-    target = load_model(cfg.target, device=device or "cpu", dtype="float32")
+    target = load_model(cfg.target, device=device or "cpu", dtype=cfg.precision)
     corpus = build_corpus(target.tokenizer, cfg.sequences, cfg.seq_len)
     feats, feature_record = cached_features(target.model, corpus.tokens, progress)
-    head = initial_head(cfg, target.model).to(target.device)
+    head = initial_head(cfg, target.model, corpus.tokens).to(target.device)
+    lm_head = head_lm_head(head, shared_parts(target.model)[1], full=False)
+    autocast = torch.autocast(target.device.type, torch.bfloat16, cfg.precision == "bfloat16")
     meta = {
         **asdict(cfg),
         "head": head.cfg.to_dict(),
@@ -160,7 +194,8 @@ def train(
     while step < end:
         rows = torch.randint(0, cfg.sequences, (cfg.batch,), generator=gen)  # [B]
         batch = tokens[rows].to(target.device), feats[rows].to(target.device)  # [B, T], [B, T, H]
-        last = step_loss(cfg, head, target.model, *batch, gen)
+        with autocast:
+            last = step_loss(cfg, head, target.model, lm_head, *batch, gen)
         opt.zero_grad(set_to_none=True)
         last.loss.backward()
         opt.step()

@@ -131,9 +131,10 @@ def features_dir() -> Path:
 @torch.inference_mode()
 def _compute(model, tokens: torch.Tensor, progress: Progress) -> torch.Tensor:
     out = []
+    base = model.get_decoder()  # the decoder's final hidden states: no LM head needed
     for i, seq in enumerate(tokens):
-        hidden = model(input_ids=seq[None].to(model.device), output_hidden_states=True)
-        out.append(hidden.hidden_states[-1][0].float().cpu())  # [T, H] after the final norm
+        hidden = base(input_ids=seq[None].to(model.device)).last_hidden_state
+        out.append(hidden[0].float().cpu())  # [T, H] after the final norm
         progress("target features", i + 1, len(tokens))
     return torch.stack(out)  # [S, T, H]
 
@@ -141,10 +142,13 @@ def _compute(model, tokens: torch.Tensor, progress: Progress) -> torch.Tensor:
 def cached_features(model, tokens: torch.Tensor, progress: Progress) -> tuple[torch.Tensor, dict]:
     """The target's features over `tokens` [S, T] -> [S, T, H] float32, from the cache when
     this target's features of these tokens are there (checked against the recorded sha256),
-    else computed and saved; and the record of the file (path, sha256)."""
+    else computed and saved; and the record of the file (path, sha256). The target's dtype is
+    part of the key (bfloat16 features are stored as float32, not equal to float32's)."""
     fingerprint = target_fingerprint(model)
     tokens_sha = hashlib.sha256(tokens.numpy().astype("int64").tobytes()).hexdigest()
-    key = hashlib.sha256(f"{fingerprint}/{tokens_sha}".encode()).hexdigest()[:24]
+    dtype = str(model.dtype).removeprefix("torch.")
+    suffix = "" if dtype == "float32" else f"/{dtype}"  # float32's keys as before
+    key = hashlib.sha256(f"{fingerprint}/{tokens_sha}{suffix}".encode()).hexdigest()[:24]
     path = features_dir() / f"{key}.pt"
     meta_path = path.with_suffix(".json")
     if path.is_file() and meta_path.is_file():
@@ -160,6 +164,7 @@ def cached_features(model, tokens: torch.Tensor, progress: Progress) -> tuple[to
         "sha256": checkpoint.file_sha256(path),
         "target_fingerprint": fingerprint,
         "tokens_sha256": tokens_sha,
+        "dtype": dtype,
         "shape": list(feats.shape),
     }
     checkpoint.atomic_write(meta_path, lambda f: f.write(json.dumps(meta, indent=1).encode()))

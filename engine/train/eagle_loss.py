@@ -47,16 +47,26 @@ def eagle_objective(
     lambda_reg: float = LAMBDA_REG,
     lambda_cls: float = LAMBDA_CLS,
     weight: torch.Tensor | None = None,
+    logits: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> Parts:
     """L of the head's features out [..., H] against the target's feats [..., H] at the same
-    steps (see the module docstring); weight [...] (None: all 1) weighs the steps."""
+    steps (see the module docstring); weight [...] (None: all 1) weighs the steps; logits:
+    (lm_head(feats), lm_head(out)) when the caller has them (None: computed here)."""
+    target_logits, logits = logits if logits is not None else head_logits(lm_head, feats, out)
     reg = nn.functional.smooth_l1_loss(out.float(), feats.float(), reduction="none").mean(-1)
-    cls = soft_cross_entropy(lm_head(feats), lm_head(out))  # [...]
-    agree = (lm_head(out).argmax(-1) == lm_head(feats).argmax(-1)).float()
+    cls = soft_cross_entropy(target_logits, logits)  # [...]
+    agree = (logits.argmax(-1) == target_logits.argmax(-1)).float()
     w = torch.ones_like(reg) if weight is None else weight.float()
     total = w.sum().clamp_min(1.0)
     reg, cls = (reg * w).sum() / total, (cls * w).sum() / total
     return Parts(lambda_reg * reg + lambda_cls * cls, reg, cls, (agree * w).sum() / total)
+
+
+def head_logits(lm_head: nn.Module, feats: torch.Tensor, out: torch.Tensor):
+    """(the target's logits lm_head(feats), a constant; the head's lm_head(out)) [..., V]."""
+    with torch.no_grad():
+        target_logits = lm_head(feats)
+    return target_logits, lm_head(out)
 
 
 def eagle_rows(head, embed: nn.Module, tokens: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:

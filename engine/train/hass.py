@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from engine.train.eagle_loss import LAMBDA_CLS, LAMBDA_REG, Parts, eagle_objective
+from engine.train.eagle_loss import LAMBDA_CLS, LAMBDA_REG, Parts, eagle_objective, head_logits
 
 LAMBDA_DISTIL, TOP_K, DEPTH = 10.0, 10, 3  # Sec. 4.1
 
@@ -98,8 +98,9 @@ def hass_loss(
     totals = []
     for k, out in enumerate(hass_rows(head, embed, tokens, feats, depth), 1):
         weight = (torch.arange(n, device=tokens.device) >= k - 1).float().expand(out.shape[:2])
-        parts = eagle_objective(out, target, lm_head, lambda_reg, lambda_cls, weight)
-        distil = topk_distillation(lm_head(target), lm_head(out), top_k)  # [B, n]
+        logits = head_logits(lm_head, target, out)  # [B, n, V] each
+        parts = eagle_objective(out, target, lm_head, lambda_reg, lambda_cls, weight, logits)
+        distil = topk_distillation(*logits, top_k)  # [B, n]
         distil = (distil * weight).sum() / weight.sum().clamp_min(1.0)
         totals.append((parts.loss + lambda_distil * distil, parts.reg, parts.cls, parts.accuracy))
     stacked = [torch.stack(x).mean() for x in zip(*totals)]

@@ -29,6 +29,8 @@ FIELDS = (
     "roots",
     "save_every",
     "seed",
+    "draft_vocab",
+    "precision",
 )
 
 
@@ -58,6 +60,20 @@ FIELDS = (
 @click.option("--tree-k", type=int, default=4, show_default=True, help="talf: tree k (Sec. 4.1)")
 @click.option("--roots", type=int, default=8, show_default=True, help="talf: trees per chunk")
 @click.option("--save-every", type=int, default=50, show_default=True)
+@click.option(
+    "--draft-vocab",
+    type=int,
+    default=0,
+    show_default=True,
+    help="> 0: draft over the corpus's N most frequent tokens (EAGLE-3's reduced vocabulary)",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(["float32", "bfloat16"]),
+    default="float32",
+    show_default=True,
+    help="bfloat16: the target's features and the head's forward (autocast; fp32 weights)",
+)
 @resume_options
 @click.option("--device", default=None, help="auto, cpu, cuda, cuda:N, mps (default: cpu)")
 @click.pass_context
