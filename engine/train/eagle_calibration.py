@@ -53,7 +53,7 @@ from engine.config import ConfigError
 from engine.models import load_model
 from engine.runtime.eager import CachedModel
 from engine.runtime.eagle_format import EAGLE_PREFIX, load_head
-from engine.runtime.eagle_head import EagleHead, shared_parts
+from engine.runtime.eagle_head import FAMILIES, EagleHead, shared_parts
 from engine.sampling import top_token
 from engine.train.eagle_data import build_corpus, cached_features
 
@@ -271,11 +271,14 @@ def run(cfg: Diagnostic, progress: Progress | None = None, device: str | None = 
     the config, the corpus's split record, the features' sha256 and per head its rows."""
     progress = progress or (lambda phase, done, total: None)
     target = load_model(cfg.target, device=device or "cpu", dtype="float32")
-    corpus = build_corpus(target.tokenizer, cfg.sequences, cfg.seq_len, split="held-out")
-    feats, meta = cached_features(target.model, corpus.tokens, progress)
     tc = target.model.config
-    out = []
-    for name in cfg.heads:
+    if getattr(tc, "model_type", None) not in FAMILIES:
+        raise ConfigError(
+            f"--target {cfg.target}: EAGLE heads draft for {' or '.join(FAMILIES)} targets, not "
+            f"{getattr(tc, 'model_type', 'unknown')}"
+        )
+    heads = {}
+    for name in cfg.heads:  # every head checked before the features are computed
         head = load_head(name, target.device, torch.float32)["model"]
         if (head.cfg.hidden_size, head.cfg.vocab_size) != (tc.hidden_size, tc.vocab_size):
             raise ConfigError(
@@ -283,6 +286,11 @@ def run(cfg: Diagnostic, progress: Progress | None = None, device: str | None = 
                 f"not a head for {cfg.target} (hidden {tc.hidden_size}, vocabulary "
                 f"{tc.vocab_size})"
             )
+        heads[name] = head
+    corpus = build_corpus(target.tokenizer, cfg.sequences, cfg.seq_len, split="held-out")
+    feats, meta = cached_features(target.model, corpus.tokens, progress)
+    out = []
+    for name, head in heads.items():
         gen = torch.Generator().manual_seed(cfg.seed)  # every head at the same positions
         rows = calibration(
             head, target.model, corpus.tokens, feats, cfg.ranks, cfg.bins, cfg.positions, gen,

@@ -6,6 +6,8 @@ method (docs/eagle.md). `orch train eagle-export` writes one in the public forma
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import asdict, replace
 
 import click
@@ -142,8 +144,6 @@ def eagle_calibration(heads, target, positions, json_out, device, **flags) -> No
     """The SALF & TALF paper's Fig. 2(b): per head and rank n, the head's second drafting
     iteration self-conditioned on its n-th ranked token, against the target's greedy token
     (top-1 accuracy and ECE, Appendix A), over positions of the held-out stdlib chunks."""
-    import json  # lazy: only here
-
     from engine.devices import check_device  # lazy: torch
     from engine.models import resolve  # lazy: torch
     from engine.train.eagle_calibration import Diagnostic, run  # lazy: torch
@@ -151,6 +151,8 @@ def eagle_calibration(heads, target, positions, json_out, device, **flags) -> No
     cfg = Diagnostic(heads=tuple(heads), target=target, positions=positions or None, **flags)
     if device is not None:
         check_device(device)
+    if json_out is not None and not os.path.isdir(os.path.dirname(os.path.abspath(json_out))):
+        raise ConfigError(f"--json {json_out}: no such folder")
     if resolve(target) == "eagle":
         raise ConfigError(f"--target {target!r}: the target model, not an EAGLE head")
     for h in heads:

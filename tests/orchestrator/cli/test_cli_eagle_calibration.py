@@ -7,6 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from engine import checkpoint
 from orchestrator.cli import main
 
 TOY = "train eagle --target tiny-llama --sequences 8 --seq-len 48 --batch 4 --save-every 500"
@@ -69,6 +70,10 @@ def test_two_heads_one_table_and_the_record(tmp_path):
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines()[1].split()[-1] == str(2 * 23)
 
+    # a target the head is not for: one line once it is loaded, before any feature
+    r = CliRunner().invoke(main, [*CAL.split(), "--head", "eagle:a", "--target", "tiny-neox"])
+    assert r.exit_code == 2 and "draft for llama or qwen2 targets, not gpt_neox" in r.output
+
 
 def test_bad_input_fails_with_one_line_before_any_model_loads(monkeypatch):
     import engine.models
@@ -79,6 +84,7 @@ def test_bad_input_fails_with_one_line_before_any_model_loads(monkeypatch):
 
     monkeypatch.setattr(engine.models, "load_model", no_loading)
     monkeypatch.setattr(engine.train.eagle_calibration, "load_model", no_loading)
+    checkpoint.save("stub", "eagle", {"weights": {}}, {"target": "tiny-llama"}, step=1, done=True)
     cal = CAL.split()
     cases = [
         (["--head", "eagle:nothing"], "no checkpoint 'nothing'"),
@@ -91,6 +97,8 @@ def test_bad_input_fails_with_one_line_before_any_model_loads(monkeypatch):
         (["--head", "eagle:x", "--head", "eagle:x"], "each head once"),
         (["--head", "eagle:nothing", "--target", "no-such-model"], "unknown model"),
         (["--head", "eagle:nothing", "--device", "tpu"], "device 'tpu' is not one of"),
+        (["--head", "eagle:nothing", "--json", "/no/such/dir/x.json"], "no such folder"),
+        (["--head", "eagle:stub", "--target", "eagle:stub"], "the target model, not an EAGLE"),
     ]
     for args, message in cases:
         r = CliRunner().invoke(main, [*cal, *args])
