@@ -5,8 +5,9 @@ the target's features over it, computed once and cached on disk (SALF & TALF pap
 Corpus. The `.py` files of the running interpreter's standard library (`sysconfig`'s stdlib,
 without site-packages and the test suites), in sorted path order. A file is held out when the
 first 8 hex digits of the sha256 of its path, as an integer, are divisible by 10 (`held_out`):
-a fixed split of about a tenth for evaluation that needs no list. Training files are read in
-order until the chunks are full; a file containing any prompt of a shipped evaluation prompt
+a fixed split of about a tenth for evaluation that needs no list. The training files (or, with
+`split="held-out"`, the held-out ones: engine/train/eagle_calibration.py's test set) are read
+in order until the chunks are full; a file containing any prompt of a shipped evaluation prompt
 set (engine/datasets.py, 40 characters or more) is dropped, so training never overlaps them.
 The split is recorded: each used file's path and sha256, the dropped ones, and one sha256 over
 that listing (`Corpus.sha256`), so a checkpoint says exactly which text trained it.
@@ -38,6 +39,7 @@ from engine.fetch import orch_home
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 MIN_PROMPT = 40  # characters: shorter prompts are too generic to count as an overlap
+SPLITS = ("train", "held-out")
 
 
 def stdlib_dir() -> Path:
@@ -78,10 +80,12 @@ class Corpus:
     dropped: tuple[str, ...]  # training files left out: they contain an evaluation prompt
     python: str  # the interpreter whose stdlib it is
     sha256: str  # of the listing above: the split, recorded
+    split: str = "train"  # which side of `held_out` the files are on (SPLITS)
 
     def record(self) -> dict:
         return {
             "source": "python stdlib",
+            "split": self.split,
             "python": self.python,
             "files": len(self.files),
             "first": self.files[0][0] if self.files else None,
@@ -91,14 +95,19 @@ class Corpus:
         }
 
 
-def build_corpus(tokenizer, sequences: int, seq_len: int, root: Path | None = None) -> Corpus:
-    """`sequences` chunks of `seq_len` tokens from the training files (module docstring)."""
+def build_corpus(
+    tokenizer, sequences: int, seq_len: int, root: Path | None = None, split: str = "train"
+) -> Corpus:
+    """`sequences` chunks of `seq_len` tokens from the training files, or with
+    split="held-out" from the held-out ones (module docstring)."""
+    if split not in SPLITS:
+        raise ConfigError(f"split {split!r}: one of {', '.join(SPLITS)}")
     root = root or stdlib_dir()
     need, stream = sequences * seq_len, []
     files, dropped = [], []
     prompts = evaluation_prompts()
     for rel in source_files(root):
-        if held_out(rel):
+        if held_out(rel) != (split == "held-out"):
             continue
         raw = (root / rel).read_bytes()
         text = raw.decode("utf-8", errors="replace")
@@ -111,7 +120,7 @@ def build_corpus(tokenizer, sequences: int, seq_len: int, root: Path | None = No
             break
     if len(stream) < need:
         raise ConfigError(
-            f"the stdlib's training files hold {len(stream)} tokens; --sequences x --seq-len "
+            f"the stdlib's {split} files hold {len(stream)} tokens; --sequences x --seq-len "
             f"needs {need}"
         )
     listing = json.dumps({"files": files, "dropped": dropped}).encode()
@@ -121,6 +130,7 @@ def build_corpus(tokenizer, sequences: int, seq_len: int, root: Path | None = No
         dropped=tuple(dropped),
         python=sys.version.split()[0],
         sha256=hashlib.sha256(listing).hexdigest(),
+        split=split,
     )
 
 

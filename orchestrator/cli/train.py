@@ -1,7 +1,8 @@
-"""`orch train nde | talf | block-drafter | eagle | eagle-export | list`: train the papers'
-learned components into named checkpoints under ORCH_HOME/checkpoints (engine/checkpoint.py)
-that sweeps use by name. Each trainer's command lives beside its trainer and is added to
-this group."""
+"""`orch train nde | talf | block-drafter | eagle | eagle-export | eagle-calibration | list`:
+train the papers' learned components into named checkpoints under ORCH_HOME/checkpoints
+(engine/checkpoint.py) that sweeps use by name, and measure them (`eagle-calibration`, the
+SALF & TALF paper's Fig. 2(b)). Each trainer's command lives beside its trainer and is added
+to this group."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import click
 
 from orchestrator.cli.train_block import block_drafter
-from orchestrator.cli.train_eagle import eagle_export, train_eagle
+from orchestrator.cli.train_eagle import eagle_calibration, eagle_export, train_eagle
 from orchestrator.cli.train_nde import train_nde
 from orchestrator.cli.train_talf import train_talf
 
@@ -45,5 +46,6 @@ def train_list(fmt: str) -> None:
 train.add_command(block_drafter)
 train.add_command(train_eagle)
 train.add_command(eagle_export)
+train.add_command(eagle_calibration)
 train.add_command(train_nde)
 train.add_command(train_talf)

@@ -1,9 +1,13 @@
 """`orch train eagle`: an EAGLE head for a target (engine/train/eagle.py) into a named
 checkpoint of kind "eagle"; a pair drafts with it as `draft: eagle:NAME` under every tree
-method (docs/eagle.md)."""
+method (docs/eagle.md). `orch train eagle-export` writes one in the public format;
+`orch train eagle-calibration` measures heads as the SALF & TALF paper's Fig. 2(b)
+(engine/train/eagle_calibration.py)."""
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import asdict, replace
 
 import click
@@ -137,3 +141,55 @@ def eagle_export(name: str, out: str, with_embedding: bool) -> None:
     from engine.train.eagle import export  # lazy: torch
 
     click.echo(f"wrote {export(name, out, with_embedding)}")
+
+
+@click.command("eagle-calibration")
+@click.option("--head", "heads", multiple=True, required=True, help="eagle:NAME, repeatable")
+@click.option("--target", required=True, help="the heads' target (a Llama/Qwen2 model)")
+@click.option(
+    "--positions", type=int, default=256, show_default=True, help="test positions; 0: all"
+)
+@click.option("--ranks", type=int, default=5, show_default=True, help="n = 1 .. RANKS")
+@click.option("--bins", type=int, default=10, show_default=True, help="ECE's equal-width bins M")
+@click.option("--sequences", type=int, default=16, show_default=True, help="held-out chunks")
+@click.option("--seq-len", type=int, default=128, show_default=True, help="tokens per chunk")
+@click.option("--seed", type=int, default=0, show_default=True, help="draws the positions")
+@click.option("--json", "json_out", default=None, help="also write the record to this file")
+@click.option("--device", default=None, help="auto, cpu, cuda, cuda:N, mps (default: cpu)")
+def eagle_calibration(heads, target, positions, json_out, device, **flags) -> None:
+    """The SALF & TALF paper's Fig. 2(b): per head and rank n, the head's second drafting
+    iteration self-conditioned on its n-th ranked token, against the target's greedy token
+    (top-1 accuracy and ECE, Appendix A), over positions of the held-out stdlib chunks."""
+    from engine.devices import check_device  # lazy: torch
+    from engine.models import resolve  # lazy: torch
+    from engine.train.eagle_calibration import Diagnostic, run  # lazy: torch
+
+    cfg = Diagnostic(heads=tuple(heads), target=target, positions=positions or None, **flags)
+    if device is not None:
+        check_device(device)
+    if json_out is not None and not os.path.isdir(os.path.dirname(os.path.abspath(json_out))):
+        raise ConfigError(f"--json {json_out}: no such folder")
+    if resolve(target) == "eagle":
+        raise ConfigError(f"--target {target!r}: the target model, not an EAGLE head")
+    for h in heads:
+        resolve(h)  # an unknown head fails before anything loads
+    with phase_bars() as progress:
+        record = run(cfg, progress, device)
+    click.echo(table(record))
+    if json_out is not None:
+        with open(json_out, "w") as f:
+            json.dump(record, f, indent=1)
+        click.echo(f"wrote {json_out}", err=True)
+
+
+def table(record: dict) -> str:
+    """One row per head and rank: accuracy, ECE, count."""
+    width = max(len("head"), *(len(h["head"]) for h in record["heads"]))
+    lines = [f"{'head':<{width}}  rank  accuracy     ECE  count"]
+    for h in record["heads"]:
+        for r in h["rows"]:
+            lines.append(
+                f"{h['head']:<{width}}  {r['rank']:>4}  {r['accuracy']:>8.3f}  {r['ece']:>6.3f}"
+                f"  {r['count']:>5}"
+            )
+    return "\n".join(lines)

@@ -181,3 +181,20 @@ NDE_TOY = [
     "--temperature", "1.0", "--profile-sizes", "1,4", "--profile-contexts", "16",
     "--batch-size", "4", "--save-every", "2",
 ]  # fmt: skip
+
+
+def stub_eagle_heads(sweep_text: str, monkeypatch, home: Path) -> list[str]:
+    """For a sweep file that drafts with named heads (`eagle:NAME`): ORCH_HOME set to `home`
+    with a finished stub checkpoint of kind "eagle" for each, so that the file validates and
+    expands without the trained heads (nothing loads a draft while a sweep expands); the
+    names. Without such heads nothing changes."""
+    import re
+
+    from engine import checkpoint  # lazy: torch
+
+    names = sorted(set(re.findall(r"\beagle:([A-Za-z0-9][\w.-]*)", sweep_text)))
+    if names:
+        monkeypatch.setenv("ORCH_HOME", str(home))
+    for name in names:
+        checkpoint.save(name, "eagle", {"weights": {}}, {"stub": True}, step=1, done=True)
+    return names

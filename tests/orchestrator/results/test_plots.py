@@ -16,7 +16,7 @@ from orchestrator.results.plots import figures
 from orchestrator.spec import load_sweep
 from orchestrator.spec.expand import place
 from orchestrator.store import Store
-from tests.orchestrator.orch_helpers import REPO, fake_result
+from tests.orchestrator.orch_helpers import REPO, fake_result, stub_eagle_heads
 
 EXAMPLES = REPO / "examples"
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -114,7 +114,8 @@ SWEEPS = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name != "claims.yaml")
 
 
 @pytest.mark.parametrize("example", SWEEPS, ids=lambda p: p.stem)
-def test_every_example_sweep_plots(example, tmp_path):
+def test_every_example_sweep_plots(example, tmp_path, monkeypatch):
+    stub_eagle_heads(example.read_text(), monkeypatch, tmp_path / "home")  # eagle:NAME drafts
     sweep, trials = load_sweep(example)
     trials = place(trials, "cpu")
     url = f"sqlite:///{tmp_path / 'orch.db'}"

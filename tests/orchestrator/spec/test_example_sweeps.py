@@ -5,6 +5,7 @@ scales and no config hash in common; bad scale blocks are one error line, nothin
 
 from __future__ import annotations
 
+import collections
 import functools
 import re
 from pathlib import Path
@@ -18,7 +19,7 @@ from orchestrator.cli import main
 from orchestrator.spec import load_sweep
 from orchestrator.spec.values import SpecError
 from orchestrator.store import Store
-from tests.orchestrator.orch_helpers import REPO
+from tests.orchestrator.orch_helpers import REPO, stub_eagle_heads
 
 EXAMPLES = REPO / "examples"
 # (full, scaled) trial counts, computed from each file's grid as its header spells them out
@@ -271,3 +272,39 @@ def test_the_synthetic_gpu_sweep_expands_without_building_a_model(monkeypatch):
         "synthetic:qwen2.5-1.5b@align=0.75",
     }
     assert {t.draft for t in trials} == {"synthetic:qwen2.5-0.5b"}
+
+
+def test_the_salf_talf_eagle_grid_expands_without_building_a_model(monkeypatch, tmp_path):
+    """examples/salf_talf_eagle.yaml (Sec. 4.1, Tables 1-3): the three heads (stub checkpoints
+    here: the file names heads trained for the real target) x EAGLE-2's beam, SpecExec's
+    optimal tree and SALF, with an autoregressive baseline per pair, x T 0 and 1 x HumanEval,
+    GSM8K and Spec-Bench: its header's count, and nothing loaded."""
+
+    def refuse(*a, **k):
+        raise AssertionError("a model was loaded while checking the sweep")
+
+    monkeypatch.setattr(engine.models, "load_model", refuse)
+    text = (EXAMPLES / "salf_talf_eagle.yaml").read_text()
+    heads = stub_eagle_heads(text, monkeypatch, tmp_path)
+    assert heads == ["qwen-eagle", "qwen-hass", "qwen-talf"]
+    stated = int(re.search(r"^# trials: .*= (\d+)$", text, re.M)[1])
+    assert re.search(r"Sec\. 4\.1|Table \d", text.split("\nname:")[0])
+    _, trials = load_sweep(EXAMPLES / "salf_talf_eagle.yaml")
+    assert len(trials) == stated == 3 * 3 * 2 * 4
+    assert {t.target for t in trials} == {"qwen2.5-coder-1.5b"}
+    assert {t.draft for t in trials} == {f"eagle:{h}" for h in heads}
+    assert {(t.dataset, t.prompts, t.max_new_tokens) for t in trials} == {
+        ("humaneval", 5, 48), ("gsm8k", 5, 48), ("spec_bench", 6, 48)
+    }  # fmt: skip
+    assert {t.temperature for t in trials} == {0.0, 1.0}
+    methods = collections.Counter(
+        (t.method, tuple(sorted((k, v) for k, v in t.params.items() if k != "verifier")))
+        for t in trials
+    )
+    # each at every (head, dataset, temperature): 3 x 3 x 2 trials
+    assert methods == {
+        ("autoregressive", ()): 18,
+        ("beam", (("N", 60), ("depth", 7), ("top_k", 10))): 18,  # EAGLE-2
+        ("salf", (("B", 10), ("N", 60), ("th", 0.0))): 18,  # SpecExec's optimal tree
+        ("salf", (("B", 10), ("N", 60), ("th", 0.6))): 18,  # SALF
+    }
