@@ -59,7 +59,7 @@ def _measured(trials) -> list:
 
 def test_every_example_file_is_listed():
     with_block = {p.name for p in EXAMPLES.glob("*.yaml") if "\nscale:" in p.read_text()}
-    assert with_block == set(COUNTS)
+    assert with_block == set(COUNTS) | {"salf_talf_eagle.yaml"}  # its own test: named heads
 
 
 @pytest.mark.parametrize("name", PAPERS)
@@ -287,14 +287,19 @@ def test_the_salf_talf_eagle_grid_expands_without_building_a_model(monkeypatch, 
     text = (EXAMPLES / "salf_talf_eagle.yaml").read_text()
     heads = stub_eagle_heads(text, monkeypatch, tmp_path)
     assert heads == ["qwen-eagle", "qwen-hass", "qwen-talf"]
-    stated = int(re.search(r"^# trials: .*= (\d+)$", text, re.M)[1])
+    stated = re.search(r"^# trials: full (\d+)\b.*?scaled (\d+)\b", text, re.M | re.S)
     assert re.search(r"Sec\. 4\.1|Table \d", text.split("\nname:")[0])
-    _, trials = load_sweep(EXAMPLES / "salf_talf_eagle.yaml")
-    assert len(trials) == stated == 3 * 3 * 2 * 4
+    assert (int(stated[1]), int(stated[2])) == (3 * 3 * 2 * 4,) * 2
+    sweep, trials = load_sweep(EXAMPLES / "salf_talf_eagle.yaml")
+    small_sweep, small = load_sweep(EXAMPLES / "salf_talf_eagle.yaml", scaled=True)
+    assert len(trials) == len(small) == 72 and small_sweep.name == sweep.name + "-scaled"
+    assert {(t.dataset, t.prompts, t.prompt_tokens, t.max_new_tokens) for t in small} == {
+        (d, 4, 128, 32) for d in ("humaneval", "gsm8k", "spec_bench")
+    }  # examples/salf.yaml's cut: the same prompts
     assert {t.target for t in trials} == {"qwen2.5-coder-1.5b"}
     assert {t.draft for t in trials} == {f"eagle:{h}" for h in heads}
     assert {(t.dataset, t.prompts, t.max_new_tokens) for t in trials} == {
-        ("humaneval", 5, 48), ("gsm8k", 5, 48), ("spec_bench", 6, 48)
+        ("humaneval", 10, 512), ("gsm8k", 10, 512), ("spec_bench", 10, 512)
     }  # fmt: skip
     assert {t.temperature for t in trials} == {0.0, 1.0}
     methods = collections.Counter(
