@@ -53,7 +53,7 @@ from engine.config import ConfigError
 from engine.models import load_model
 from engine.runtime.eager import CachedModel
 from engine.runtime.eagle_format import EAGLE_PREFIX, load_head
-from engine.runtime.eagle_head import FAMILIES, EagleHead, shared_parts
+from engine.runtime.eagle_head import FAMILIES, EagleHead, head_lm_head, shared_parts
 from engine.sampling import top_token
 from engine.train.eagle_data import build_corpus, cached_features
 
@@ -94,6 +94,7 @@ def head_draws(
     """The head's side: (drafted [R, n], the logits of p(d)_{s+2} [R, n, V]) for tokens [T],
     the target's feats [T, H] and roots [R] (each in 1 .. T-1)."""
     embed, lm_head = shared_parts(target_model)
+    lm_head = head_lm_head(head, lm_head)  # a draft vocabulary's: -inf off it
     dev, dtype = head.device, head.dtype
     tokens, feats, roots = tokens.to(dev), feats.to(dev, dtype), roots.to(dev)
     r_max = int(roots.max())
