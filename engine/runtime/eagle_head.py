@@ -190,6 +190,7 @@ class EagleHead(nn.Module):
             rope_parameters=dict(c.rope_parameters),
         )
         self.rotary = LlamaRotaryEmbedding(rope_config)  # Qwen2's RoPE is Llama's
+        self.vocab_heads: dict[tuple[int, bool], nn.Module] = {}  # head_lm_head's, by LM head
         if c.draft_vocab_size:  # EAGLE-3's draft vocabulary, in its buffers' convention
             # d2t [Vd]: draft id d is target id d + d2t[d]; t2d [V]: a target id is drafted.
             # Set from the training corpus (set_vocab) or loaded with the head's tensors.
@@ -214,6 +215,7 @@ class EagleHead(nn.Module):
         self.d2t.copy_(ids - torch.arange(ids.numel()))
         self.t2d.zero_()
         self.t2d[ids.to(self.t2d.device)] = True
+        self.vocab_heads.clear()  # their rows were the old vocabulary's
 
     @property
     def config(self) -> Any:
@@ -314,8 +316,13 @@ class DraftVocabLMHead(nn.Module):
 def head_lm_head(head: EagleHead, lm_head: nn.Module, full: bool = True) -> nn.Module:
     """What maps the head's output features to its logits: the target's LM head, or with a
     draft vocabulary its restriction (DraftVocabLMHead; `full` as there)."""
-    vocab = head.vocab
-    return lm_head if vocab is None else DraftVocabLMHead(lm_head, vocab, full)
+    if not head.cfg.draft_vocab_size:
+        return lm_head
+    # made once per (LM head, form): every generation's CachedHead would copy the rows again
+    key = (id(lm_head), full)
+    if key not in head.vocab_heads:
+        head.vocab_heads[key] = DraftVocabLMHead(lm_head, head.vocab, full)
+    return head.vocab_heads[key]
 
 
 class CachedHead:
